@@ -1,0 +1,202 @@
+"""Carving spherical nanoparticles from unit cells (SPEC §3): the ground truth of task 1.
+
+Every periodic image x = (n + f) · L with |x - c| <= R + 1e-6 Å is kept. Only the lattice
+translations n whose images can reach the sphere are enumerated (no fixed supercell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from c2np.cells import UnitCell
+from c2np.errors import C2NPInputError
+
+__all__ = [
+    "Particle",
+    "CarveResult",
+    "carve",
+    "rotate_positions",
+    "check_quaternion",
+    "canonical_order",
+    "interplanar_spacings",
+    "IDENTITY_QUAT",
+    "INCLUSION_TOL_ANGSTROM",
+    "PAPER_SUPERCELL",
+]
+
+INCLUSION_TOL_ANGSTROM = 1e-6
+PAPER_SUPERCELL = 20
+IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+@dataclass(frozen=True, eq=False)
+class Particle:
+    """A finite set of atoms in its centred frame (the sphere centre is the origin).
+
+    Attributes:
+        numbers: (n,) int64 atomic numbers.
+        positions_angstrom: (n, 3) float64 Cartesian positions in Å.
+    """
+
+    numbers: np.ndarray
+    positions_angstrom: np.ndarray
+
+    def __post_init__(self) -> None:
+        nums = np.array(self.numbers, dtype=np.int64, copy=True).reshape(-1)
+        pos = np.array(self.positions_angstrom, dtype=np.float64, copy=True)
+        if pos.size == 0:
+            pos = pos.reshape(0, 3)
+        if pos.ndim != 2 or pos.shape[1] != 3:
+            raise C2NPInputError(f"particle positions must have shape (n, 3), got {pos.shape}")
+        if len(nums) != len(pos):
+            raise C2NPInputError(f"particle has {len(nums)} species but {len(pos)} positions")
+        nums.setflags(write=False)
+        pos.setflags(write=False)
+        object.__setattr__(self, "numbers", nums)
+        object.__setattr__(self, "positions_angstrom", pos)
+
+    @property
+    def n_atoms(self) -> int:
+        """Number of atoms."""
+        return int(len(self.numbers))
+
+    def to_ase(self, info: dict | None = None):  # type: ignore[no-untyped-def]
+        """As a non-periodic :class:`ase.Atoms`."""
+        from ase import Atoms
+
+        atoms = Atoms(numbers=self.numbers, positions=self.positions_angstrom, pbc=False)
+        if info:
+            atoms.info.update(info)
+        return atoms
+
+
+@dataclass(frozen=True, eq=False)
+class CarveResult:
+    """A carved particle and the facts about how it was carved.
+
+    Attributes:
+        particle: the atoms, rotated, in the centred frame, in canonical order.
+        radius_angstrom: sphere radius R.
+        centre_frac: (3,) centre in fractional coordinates of the cell.
+        quaternion: (4,) scalar-last rotation applied, canonical (w >= 0).
+        boundary_margin_angstrom: smallest | |x - c| - R | over candidate atoms; small
+            values mean a lattice shell lies on the sphere and counts are tolerance-sensitive.
+        paper_supercell_clips: True when 10 x the smallest interplanar spacing < R, i.e. the
+            original 20 x 20 x 20 supercell could not contain the sphere.
+        n_translations: number of lattice translations enumerated.
+    """
+
+    particle: Particle
+    radius_angstrom: float
+    centre_frac: np.ndarray
+    quaternion: np.ndarray
+    boundary_margin_angstrom: float
+    paper_supercell_clips: bool
+    n_translations: int
+
+
+def check_quaternion(quaternion: np.ndarray | tuple[float, ...] | list[float], *,
+                     unit_tol: float = 1e-6) -> np.ndarray:
+    """Validate a scalar-last quaternion: 4 finite numbers of unit norm (within ``unit_tol``).
+
+    Returns it normalised and canonicalised to w >= 0.
+    """
+    q = np.asarray(quaternion, dtype=np.float64).reshape(-1)
+    if q.shape != (4,):
+        raise C2NPInputError(f"quaternion must have 4 components (x, y, z, w), got {q.shape[0]}")
+    if not np.all(np.isfinite(q)):
+        raise C2NPInputError(f"quaternion {q.tolist()} is not finite")
+    norm = float(np.linalg.norm(q))
+    if abs(norm - 1.0) > unit_tol:
+        raise C2NPInputError(f"quaternion {q.tolist()} is not a unit quaternion (norm {norm:.9g})")
+    q = q / norm
+    return -q if q[3] < 0 else q
+
+
+def interplanar_spacings(lattice_angstrom: np.ndarray) -> np.ndarray:
+    """(3,) spacings d_i = 1 / |b_i| of the lattice planes (100), (010), (001) in Å."""
+    recip = np.linalg.inv(np.asarray(lattice_angstrom, dtype=float)).T  # rows b_i, a_i . b_j = delta
+    return 1.0 / np.linalg.norm(recip, axis=1)
+
+
+def canonical_order(numbers: np.ndarray, unrotated_angstrom: np.ndarray) -> np.ndarray:
+    """Permutation sorting atoms by atomic number, then distance from the origin, then
+    x, y, z of the unrotated (centred) position, all rounded to 1e-6 Å."""
+    r = np.round(unrotated_angstrom, 6)
+    dist = np.round(np.linalg.norm(unrotated_angstrom, axis=1), 6)
+    return np.lexsort((r[:, 2], r[:, 1], r[:, 0], dist, numbers))
+
+
+def rotate_positions(positions_angstrom: np.ndarray, quaternion: np.ndarray) -> np.ndarray:
+    """Apply the rotation of a scalar-last quaternion to (n, 3) positions about the origin."""
+    matrix = Rotation.from_quat(np.asarray(quaternion, dtype=float)).as_matrix()
+    return np.asarray(positions_angstrom, dtype=np.float64) @ matrix.T
+
+
+def carve(cell: UnitCell, radius_angstrom: float, *,
+          centre_frac: np.ndarray | tuple[float, float, float] = (0.0, 0.0, 0.0),
+          quaternion: np.ndarray | tuple[float, ...] | None = None,
+          inclusion_tol_angstrom: float = INCLUSION_TOL_ANGSTROM) -> CarveResult:
+    """Carve a sphere of radius R (Å) around ``centre_frac`` from the infinite crystal.
+
+    Returns the atoms with |x - c| <= R + tol, rotated by ``quaternion`` (identity when
+    None) about the centre, in the centred frame and canonical order.
+    """
+    radius = float(radius_angstrom)
+    if not np.isfinite(radius) or radius <= 0:
+        raise C2NPInputError(f"radius must be a positive number of Å, got {radius_angstrom!r}")
+    centre = np.asarray(centre_frac, dtype=np.float64).reshape(-1)
+    if centre.shape != (3,) or not np.all(np.isfinite(centre)):
+        raise C2NPInputError(f"centre must be 3 finite fractional coordinates, got {centre_frac!r}")
+    quat = IDENTITY_QUAT.copy() if quaternion is None else check_quaternion(quaternion)
+
+    lattice = cell.lattice_angstrom
+    frac = cell.frac_coords
+    recip = np.linalg.inv(lattice).T  # rows b_i: fractional coordinate u_i = x . b_i
+    reach = radius + inclusion_tol_angstrom + 1e-9
+    half = reach * np.linalg.norm(recip, axis=1)  # sphere's half-extent in each fractional coordinate
+    lo = np.floor(centre - half - frac.max(axis=0)).astype(np.int64)
+    hi = np.ceil(centre + half - frac.min(axis=0)).astype(np.int64)
+    axes = [np.arange(lo[i], hi[i] + 1, dtype=np.float64) for i in range(3)]
+    n_translations = int(np.prod([len(a) for a in axes]))
+
+    centre_cart = centre @ lattice
+    rel_basis = frac @ lattice - centre_cart  # (m, 3)
+    # Enumerate slab by slab along the first axis to bound memory for large spheres.
+    keep_pos: list[np.ndarray] = []
+    keep_num: list[np.ndarray] = []
+    margin = np.inf
+    grid_bc = np.stack(np.meshgrid(axes[1], axes[2], indexing="ij"), axis=-1).reshape(-1, 2)
+    t_bc = grid_bc @ lattice[1:]  # (k, 3)
+    for n0 in axes[0]:
+        t = t_bc + n0 * lattice[0]  # (k, 3)
+        pos = (t[:, None, :] + rel_basis[None, :, :]).reshape(-1, 3)
+        dist = np.sqrt(np.einsum("ij,ij->i", pos, pos))
+        margin = min(margin, float(np.min(np.abs(dist - radius))))
+        inside = dist <= radius + inclusion_tol_angstrom
+        if np.any(inside):
+            keep_pos.append(pos[inside])
+            keep_num.append(np.tile(cell.numbers, len(t))[inside])
+    if keep_pos:
+        unrotated = np.concatenate(keep_pos)
+        numbers = np.concatenate(keep_num)
+    else:
+        unrotated = np.zeros((0, 3))
+        numbers = np.zeros(0, dtype=np.int64)
+    order = canonical_order(numbers, unrotated)
+    unrotated = unrotated[order]
+    numbers = numbers[order]
+    positions = unrotated if np.array_equal(quat, IDENTITY_QUAT) else rotate_positions(unrotated, quat)
+    clips = bool(PAPER_SUPERCELL / 2 * float(interplanar_spacings(lattice).min()) < radius)
+    return CarveResult(
+        particle=Particle(numbers, positions),
+        radius_angstrom=radius,
+        centre_frac=centre,
+        quaternion=quat,
+        boundary_margin_angstrom=float(margin),
+        paper_supercell_clips=clips,
+        n_translations=n_translations,
+    )

@@ -1,0 +1,449 @@
+"""Unit cells: the frozen record, CIF reading/writing, and symmetry standardization.
+
+Conventions (SPEC §1-2): lengths in Å, angles in degrees, lattice rows are the vectors
+a, b, c in ASE's Cartesian frame (a along x, b in the xy plane for a cell read from
+parameters), coordinates fractional.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from c2np.errors import C2NPInputError
+
+__all__ = [
+    "UnitCell",
+    "StandardCell",
+    "lattice_parameters",
+    "read_cif",
+    "read_cif_text",
+    "read_cells",
+    "write_cif",
+    "standardize",
+    "crystal_system",
+    "bravais_lattice",
+]
+
+
+def _frozen(array: Any, dtype: Any, shape_tail: tuple[int, ...], what: str) -> np.ndarray:
+    out = np.array(array, dtype=dtype, copy=True)
+    if out.ndim != 1 + len(shape_tail) or tuple(out.shape[1:]) != shape_tail:
+        raise C2NPInputError(f"{what}: expected shape (n, {', '.join(map(str, shape_tail))}) "
+                             f"but got {out.shape}")
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class UnitCell:
+    """A periodic unit cell.
+
+    Attributes:
+        material_id: name of the material (unique within a dataset).
+        lattice_angstrom: (3, 3) float64, rows are the lattice vectors a, b, c in Å.
+        numbers: (n,) int64 atomic numbers of the basis atoms.
+        frac_coords: (n, 3) float64 fractional coordinates of the basis atoms.
+    """
+
+    material_id: str
+    lattice_angstrom: np.ndarray
+    numbers: np.ndarray
+    frac_coords: np.ndarray
+
+    def __post_init__(self) -> None:
+        lat = np.array(self.lattice_angstrom, dtype=np.float64, copy=True)
+        if lat.shape != (3, 3):
+            raise C2NPInputError(f"cell {self.material_id!r}: lattice must be 3x3, got {lat.shape}")
+        nums = np.array(self.numbers, dtype=np.int64, copy=True).reshape(-1)
+        frac = _frozen(self.frac_coords, np.float64, (3,), f"cell {self.material_id!r} frac_coords")
+        if len(nums) == 0:
+            raise C2NPInputError(f"cell {self.material_id!r}: has no atoms")
+        if len(nums) != len(frac):
+            raise C2NPInputError(f"cell {self.material_id!r}: {len(nums)} species but {len(frac)} positions")
+        if not (np.all(np.isfinite(lat)) and np.all(np.isfinite(frac))):
+            raise C2NPInputError(f"cell {self.material_id!r}: lattice or coordinates are not finite")
+        if np.any(nums < 1) or np.any(nums > 118):
+            raise C2NPInputError(f"cell {self.material_id!r}: atomic numbers must be in 1..118")
+        volume = float(np.linalg.det(lat))
+        if not abs(volume) > 1e-6:
+            raise C2NPInputError(f"cell {self.material_id!r}: lattice is singular (volume {volume:.3g} Å³)")
+        lat.setflags(write=False)
+        nums.setflags(write=False)
+        object.__setattr__(self, "lattice_angstrom", lat)
+        object.__setattr__(self, "numbers", nums)
+        object.__setattr__(self, "frac_coords", frac)
+
+    # --- derived quantities -------------------------------------------------------------
+    @property
+    def n_atoms(self) -> int:
+        """Number of basis atoms."""
+        return int(len(self.numbers))
+
+    @property
+    def volume_angstrom3(self) -> float:
+        """Cell volume in Å³ (positive)."""
+        return float(abs(np.linalg.det(self.lattice_angstrom)))
+
+    @property
+    def number_density_per_angstrom3(self) -> float:
+        """Atoms per Å³."""
+        return self.n_atoms / self.volume_angstrom3
+
+    @property
+    def cart_coords_angstrom(self) -> np.ndarray:
+        """(n, 3) Cartesian positions of the basis atoms in Å."""
+        return self.frac_coords @ self.lattice_angstrom
+
+    @property
+    def symbols(self) -> list[str]:
+        """Chemical symbols of the basis atoms."""
+        from ase.data import chemical_symbols
+
+        return [chemical_symbols[int(z)] for z in self.numbers]
+
+    @property
+    def formula(self) -> str:
+        """Reduced-order Hill-like formula in order of first appearance, e.g. ``KMgH3``."""
+        from ase.data import chemical_symbols
+
+        zs, counts = np.unique(self.numbers, return_counts=True)
+        order = sorted(range(len(zs)), key=lambda i: list(self.numbers).index(zs[i]))
+        g = int(np.gcd.reduce(counts))
+        return "".join(
+            chemical_symbols[int(zs[i])] + (str(counts[i] // g) if counts[i] // g > 1 else "") for i in order
+        )
+
+    def composition(self) -> dict[int, float]:
+        """Element fractions {Z: fraction}."""
+        zs, counts = np.unique(self.numbers, return_counts=True)
+        return {int(z): float(c) / self.n_atoms for z, c in zip(zs, counts)}
+
+    def lattice_parameters(self) -> tuple[float, float, float, float, float, float]:
+        """(a, b, c, alpha, beta, gamma) of this cell as given (Å, degrees)."""
+        return lattice_parameters(self.lattice_angstrom)
+
+    def with_id(self, material_id: str) -> "UnitCell":
+        """Copy with another material id."""
+        return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
+
+    # --- conversions --------------------------------------------------------------------
+    def to_ase(self) -> Any:
+        """As an :class:`ase.Atoms` (periodic)."""
+        from ase import Atoms
+
+        return Atoms(numbers=self.numbers, scaled_positions=self.frac_coords,
+                     cell=self.lattice_angstrom, pbc=True)
+
+    @classmethod
+    def from_ase(cls, atoms: Any, material_id: str) -> "UnitCell":
+        """From a periodic :class:`ase.Atoms`."""
+        return cls(material_id, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
+                   atoms.get_scaled_positions(wrap=False))
+
+    def to_spglib(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (lattice, positions, numbers) tuple spglib and moyopy take."""
+        return (np.array(self.lattice_angstrom), np.array(self.frac_coords), np.array(self.numbers))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {
+            "material_id": self.material_id,
+            "lattice_angstrom": self.lattice_angstrom.tolist(),
+            "numbers": self.numbers.tolist(),
+            "frac_coords": self.frac_coords.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "UnitCell":
+        """Inverse of :meth:`to_dict`."""
+        return cls(data["material_id"], data["lattice_angstrom"], data["numbers"], data["frac_coords"])
+
+    def same_as(self, other: "UnitCell", *, atol: float = 0.0) -> bool:
+        """True when ids, species and (within ``atol``) lattice and coordinates agree."""
+        return (self.material_id == other.material_id
+                and np.array_equal(self.numbers, other.numbers)
+                and np.allclose(self.lattice_angstrom, other.lattice_angstrom, rtol=0, atol=atol)
+                and np.allclose(self.frac_coords, other.frac_coords, rtol=0, atol=atol))
+
+
+def lattice_parameters(lattice_angstrom: np.ndarray) -> tuple[float, float, float, float, float, float]:
+    """(a, b, c, alpha, beta, gamma) in Å and degrees of a (3, 3) row-vector lattice."""
+    lat = np.asarray(lattice_angstrom, dtype=float)
+    a, b, c = (float(np.linalg.norm(v)) for v in lat)
+
+    def ang(u: np.ndarray, v: np.ndarray) -> float:
+        cosang = float(np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v)))
+        return float(np.degrees(np.arccos(np.clip(cosang, -1.0, 1.0))))
+
+    return (a, b, c, ang(lat[1], lat[2]), ang(lat[0], lat[2]), ang(lat[0], lat[1]))
+
+
+# --- CIF ---------------------------------------------------------------------------------
+def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> UnitCell:
+    """Parse CIF text (first data block) into a :class:`UnitCell`.
+
+    ``source`` names the file in error messages. Partial occupancy, empty and malformed
+    files raise :class:`C2NPInputError`.
+    """
+    from ase.io.cif import parse_cif
+
+    if not text.strip():
+        raise C2NPInputError(f"{source}: CIF file is empty")
+    try:
+        blocks = list(parse_cif(io.StringIO(text)))
+    except Exception as exc:  # ASE raises many types on malformed CIF
+        raise C2NPInputError(f"{source}: not a readable CIF ({type(exc).__name__}: {exc})") from exc
+    blocks = [b for b in blocks if b.has_structure()]
+    if not blocks:
+        raise C2NPInputError(f"{source}: CIF has no crystal structure (cell and atom sites)")
+    block = blocks[0]
+    occ = block.get("_atom_site_occupancy")
+    if occ is not None:
+        try:
+            occ_arr = np.asarray([float(str(o).split("(")[0]) for o in occ], dtype=float)
+        except ValueError as exc:
+            raise C2NPInputError(f"{source}: unreadable _atom_site_occupancy ({exc})") from exc
+        bad = np.flatnonzero(np.abs(occ_arr - 1.0) > 1e-3)
+        if len(bad):
+            raise C2NPInputError(
+                f"{source}: partial occupancy at atom site {int(bad[0]) + 1} "
+                f"(occupancy {occ_arr[bad[0]]:g}); c2np needs fully ordered structures")
+    try:
+        atoms = block.get_atoms()
+    except Exception as exc:
+        raise C2NPInputError(f"{source}: could not build a structure ({type(exc).__name__}: {exc})") from exc
+    if len(atoms) == 0:
+        raise C2NPInputError(f"{source}: CIF has no atoms")
+    if not np.all(atoms.pbc) or atoms.cell.rank < 3:
+        raise C2NPInputError(f"{source}: CIF does not define a 3D cell")
+    mid = material_id if material_id is not None else Path(source).stem
+    try:
+        return UnitCell.from_ase(atoms, mid)
+    except C2NPInputError as exc:
+        raise C2NPInputError(f"{source}: {exc}") from exc
+
+
+def read_cif(path: str | os.PathLike[str], *, material_id: str | None = None) -> UnitCell:
+    """Read the first structure of a CIF file; the material id defaults to the file stem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="strict")
+    except FileNotFoundError as exc:
+        raise C2NPInputError(f"{p}: no such CIF file") from exc
+    except (UnicodeDecodeError, IsADirectoryError, PermissionError) as exc:
+        raise C2NPInputError(f"{p}: cannot read as text ({exc})") from exc
+    return read_cif_text(text, source=str(p), material_id=material_id)
+
+
+def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
+    """Read every ``*.cif`` of a folder or a zip archive, sorted by material id.
+
+    Zip members are parsed in memory: nothing is extracted to disk, so no member can be
+    written outside any folder. Duplicate material ids are an error.
+    """
+    p = Path(path)
+    cells: list[UnitCell] = []
+    if p.is_dir():
+        files = sorted(p.glob("*.cif"))
+        if not files:
+            raise C2NPInputError(f"{p}: folder has no *.cif files")
+        cells = [read_cif(f) for f in files]
+    elif p.is_file() and zipfile.is_zipfile(p):
+        with zipfile.ZipFile(p) as zf:
+            members = sorted(n for n in zf.namelist() if n.lower().endswith(".cif") and not n.endswith("/"))
+            if not members:
+                raise C2NPInputError(f"{p}: zip archive has no .cif members")
+            for name in members:
+                raw = zf.read(name)
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise C2NPInputError(f"{p}!{name}: not UTF-8 text ({exc})") from exc
+                cells.append(read_cif_text(text, source=f"{p}!{name}",
+                                           material_id=Path(name).stem))
+    elif p.is_file() and p.suffix.lower() == ".cif":
+        cells = [read_cif(p)]
+    else:
+        raise C2NPInputError(f"{p}: expected a folder of CIF files, a .zip of them, or a .cif file")
+    ids = [c.material_id for c in cells]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise C2NPInputError(f"{p}: duplicate material ids {dup}")
+    return sorted(cells, key=lambda c: c.material_id)
+
+
+def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
+    """Write a CIF atomically (temp file in the same folder, then rename)."""
+    from ase.io import write
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        write(tmp, cell.to_ase(), format="cif")
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return p
+
+
+# --- symmetry ----------------------------------------------------------------------------
+_SYSTEM_BOUNDS = ((2, "triclinic"), (15, "monoclinic"), (74, "orthorhombic"), (142, "tetragonal"),
+                  (167, "trigonal"), (194, "hexagonal"), (230, "cubic"))
+_SYSTEM_LETTER = {"triclinic": "a", "monoclinic": "m", "orthorhombic": "o", "tetragonal": "t",
+                  "trigonal": "h", "hexagonal": "h", "cubic": "c"}
+
+
+def crystal_system(spacegroup: int) -> str:
+    """Crystal system name of a space-group number 1..230."""
+    if not 1 <= int(spacegroup) <= 230:
+        raise C2NPInputError(f"space group {spacegroup} is outside 1..230")
+    for upper, name in _SYSTEM_BOUNDS:
+        if spacegroup <= upper:
+            return name
+    raise AssertionError("unreachable")
+
+
+def bravais_lattice(spacegroup: int) -> str:
+    """Bravais lattice (Pearson symbol prefix, e.g. ``cF``, ``hR``) of a space-group number."""
+    import spglib
+
+    system = crystal_system(spacegroup)
+    hall = _first_hall_number(int(spacegroup))
+    symbol = spglib.get_spacegroup_type(hall).international_short
+    centring = symbol[0]
+    if centring == "R":
+        return "hR"
+    if centring in "ABC":
+        centring = "S" if system in ("monoclinic", "orthorhombic") else centring
+    return _SYSTEM_LETTER[system] + centring
+
+
+def _first_hall_number(spacegroup: int) -> int:
+    table = _hall_table()
+    return table[spacegroup]
+
+
+_HALL_CACHE: dict[int, int] = {}
+
+
+def _hall_table() -> dict[int, int]:
+    if not _HALL_CACHE:
+        import spglib
+
+        for hall in range(1, 531):
+            number = spglib.get_spacegroup_type(hall).number
+            _HALL_CACHE.setdefault(number, hall)
+    return _HALL_CACHE
+
+
+@dataclass(frozen=True)
+class StandardCell:
+    """The standardized conventional cell of a crystal (the task-2 target, SPEC §2).
+
+    Attributes:
+        spacegroup: international space-group number 1..230.
+        international: Hermann-Mauguin short symbol.
+        crystal_system: e.g. ``cubic``.
+        bravais: Pearson-style Bravais lattice, e.g. ``cP``.
+        a_angstrom, b_angstrom, c_angstrom: conventional lattice lengths (Å).
+        alpha_deg, beta_deg, gamma_deg: conventional angles (degrees).
+        lattice_angstrom: (3, 3) conventional lattice rows.
+        numbers, frac_coords: conventional basis.
+        symprec_angstrom: tolerance used.
+        library, library_version: who computed it.
+    """
+
+    spacegroup: int
+    international: str
+    crystal_system: str
+    bravais: str
+    a_angstrom: float
+    b_angstrom: float
+    c_angstrom: float
+    alpha_deg: float
+    beta_deg: float
+    gamma_deg: float
+    lattice_angstrom: tuple[tuple[float, float, float], ...] = field(repr=False)
+    numbers: tuple[int, ...] = field(repr=False)
+    frac_coords: tuple[tuple[float, float, float], ...] = field(repr=False)
+    symprec_angstrom: float = 1e-3
+    library: str = "spglib"
+    library_version: str = ""
+
+    @property
+    def lattice_params(self) -> tuple[float, float, float, float, float, float]:
+        """(a, b, c, alpha, beta, gamma)."""
+        return (self.a_angstrom, self.b_angstrom, self.c_angstrom,
+                self.alpha_deg, self.beta_deg, self.gamma_deg)
+
+    def to_unit_cell(self, material_id: str) -> UnitCell:
+        """The conventional cell as a :class:`UnitCell`."""
+        return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form (lists instead of tuples)."""
+        from dataclasses import asdict
+
+        d = asdict(self)
+        d["lattice_angstrom"] = [list(r) for r in self.lattice_angstrom]
+        d["frac_coords"] = [list(r) for r in self.frac_coords]
+        d["numbers"] = list(self.numbers)
+        return d
+
+
+def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
+                symprec_angstrom: float = 1e-3, angle_tolerance_deg: float = -1.0) -> StandardCell:
+    """Standardized conventional cell via spglib (``get_symmetry_dataset``).
+
+    Raises :class:`C2NPInputError` when spglib finds no symmetry (e.g. overlapping atoms).
+    """
+    import spglib
+
+    if isinstance(cell, UnitCell):
+        spg_cell = cell.to_spglib()
+        name = cell.material_id
+    else:
+        spg_cell = tuple(np.asarray(x) for x in cell)  # type: ignore[assignment]
+        name = "cell"
+    ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,
+                                     angle_tolerance=angle_tolerance_deg)
+    if ds is None:
+        raise C2NPInputError(f"{name}: spglib found no symmetry at symprec {symprec_angstrom} Å "
+                             f"({spglib.get_error_message()})")
+    lat = np.asarray(ds.std_lattice, dtype=float)
+    a, b, c, al, be, ga = lattice_parameters(lat)
+    number = int(ds.number)
+    return StandardCell(
+        spacegroup=number,
+        international=str(ds.international),
+        crystal_system=crystal_system(number),
+        bravais=bravais_lattice(number),
+        a_angstrom=a, b_angstrom=b, c_angstrom=c, alpha_deg=al, beta_deg=be, gamma_deg=ga,
+        lattice_angstrom=tuple(tuple(float(x) for x in row) for row in lat),
+        numbers=tuple(int(z) for z in ds.std_types),
+        frac_coords=tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions)),
+        symprec_angstrom=float(symprec_angstrom),
+        library="spglib",
+        library_version=str(spglib.__version__),
+    )
+
+
+def cells_from_iterable(cells: Iterable[UnitCell]) -> dict[str, UnitCell]:
+    """Index cells by material id; duplicates are an error."""
+    out: dict[str, UnitCell] = {}
+    for c in cells:
+        if c.material_id in out:
+            raise C2NPInputError(f"duplicate material id {c.material_id!r}")
+        out[c.material_id] = c
+    return out

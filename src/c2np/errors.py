@@ -1,0 +1,22 @@
+"""Exceptions raised by c2np. The CLI maps :class:`C2NPInputError` to exit code 2."""
+
+from __future__ import annotations
+
+
+class C2NPError(Exception):
+    """Base class of every error c2np raises on purpose."""
+
+
+class C2NPInputError(C2NPError, ValueError):
+    """Bad input from a user: a malformed file, an unknown id, a value out of range.
+
+    The message names the file (or argument), the place (line, frame, key) and the problem.
+    """
+
+
+class C2NPStoreError(C2NPInputError):
+    """A dataset store that is missing, corrupt, truncated or inconsistent."""
+
+
+class SamplingError(C2NPError, RuntimeError):
+    """An orientation sampler ran out of trials before reaching its target count."""

@@ -1,0 +1,311 @@
+"""Protocols and the recipe table (SPEC §4-5): which (material, R, rotation) samples exist
+and which split each belongs to.
+
+Protocol ``paper`` reproduces the original generator exactly; protocol ``strict`` measures
+separations modulo the crystal's rotational site symmetry, keeps the identity only in
+train, validates on held-out train radii and holds out ~20 % of materials for task 2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from c2np.cells import UnitCell, standardize
+from c2np.errors import C2NPInputError
+from c2np.orientations import (min_separation_deg, n_rotations, sample_orientations,
+                               site_rotation_group)
+
+__all__ = ["Protocol", "PAPER", "STRICT", "PROTOCOLS", "get_protocol", "RecipeTable",
+           "build_recipes", "SPLITS", "sample_id"]
+
+SPLITS: tuple[str, ...] = ("train", "val", "id", "ood")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Settings of a split protocol. Angles in degrees, radii in Å."""
+
+    name: str
+    radii_angstrom: tuple[int, ...] = tuple(range(6, 31))
+    id_radii_angstrom: tuple[int, ...] = (10, 11, 17, 21, 24, 26)
+    ood_radii_angstrom: tuple[int, ...] = (6, 7, 29, 30)
+    theta_train_deg: float = 15.0
+    theta_id_deg: float = 12.0
+    theta_ood_deg: float = 9.0
+    train_seed: int = 1337
+    offset_id_euler_xyz_deg: tuple[float, float, float] = (6.0, 8.0, 12.0)
+    offset_ood_euler_xyz_deg: tuple[float, float, float] = (15.0, 25.0, 35.0)
+    margin_id_deg: float = 6.0
+    margin_ood_deg: float = 4.5
+    max_trials_train: int = 200_000
+    max_trials_test: int = 300_000
+    val_fraction: float = 0.2
+    val_seed: int = 2024
+    modulo_symmetry: bool = False
+    identity_outside_train: bool = True
+    val_radii_angstrom: tuple[int, ...] = ()
+    heldout_material_fraction: float = 0.0
+    heldout_seed: int = 7
+
+    @property
+    def train_radii_angstrom(self) -> tuple[int, ...]:
+        """Radii that are neither ID nor OOD test radii (validation radii included)."""
+        test = set(self.id_radii_angstrom) | set(self.ood_radii_angstrom)
+        return tuple(r for r in self.radii_angstrom if r not in test)
+
+    def radius_split(self, radius: int) -> str:
+        """'train', 'val', 'id' or 'ood' by radius alone (val only for held-out val radii)."""
+        if radius in self.ood_radii_angstrom:
+            return "ood"
+        if radius in self.id_radii_angstrom:
+            return "id"
+        if radius in self.val_radii_angstrom:
+            return "val"
+        return "train"
+
+    def test_seed(self, radius: int, theta_deg: float) -> int:
+        """The original's per-radius seed int(1000 + R + θ)."""
+        return int(1000 + radius + theta_deg)
+
+
+PAPER = Protocol(name="paper")
+STRICT = Protocol(name="strict", modulo_symmetry=True, identity_outside_train=False,
+                  val_radii_angstrom=(13, 23), val_fraction=0.0, heldout_material_fraction=0.2)
+PROTOCOLS: dict[str, Protocol] = {"paper": PAPER, "strict": STRICT}
+
+
+def get_protocol(name: str) -> Protocol:
+    """Protocol by name; unknown names raise :class:`C2NPInputError`."""
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise C2NPInputError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+
+
+def sample_id(material_id: str, radius: int, rotation_index: int) -> str:
+    """The id of a sample, mirroring the original layout: ``{material}/R{r}/rot_{k}``."""
+    return f"{material_id}/R{int(radius)}/rot_{int(rotation_index)}"
+
+
+@dataclass(frozen=True, eq=False)
+class RecipeTable:
+    """Columnar table of recipes (one row per sample).
+
+    Attributes:
+        protocol: protocol name.
+        materials: material ids; ``material_index`` points into it.
+        material_index: (n,) int32.
+        radius_angstrom: (n,) int32 sphere radii.
+        rotation_index: (n,) int32, 0 is the identity where present.
+        quaternion: (n, 4) float64 scalar-last canonical quaternions.
+        split: (n,) int8 index into :data:`SPLITS`.
+        heldout_materials: materials reserved for task-2 testing (strict protocol).
+        centre_frac: (3,) carving centre in fractional coordinates.
+    """
+
+    protocol: str
+    materials: tuple[str, ...]
+    material_index: np.ndarray
+    radius_angstrom: np.ndarray
+    rotation_index: np.ndarray
+    quaternion: np.ndarray
+    split: np.ndarray
+    heldout_materials: tuple[str, ...] = ()
+    centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    summary: dict = field(default_factory=dict, compare=False)
+
+    def __len__(self) -> int:
+        return int(len(self.material_index))
+
+    def sample_ids(self) -> list[str]:
+        """Every sample id, in table order."""
+        return [sample_id(self.materials[m], r, k)
+                for m, r, k in zip(self.material_index, self.radius_angstrom, self.rotation_index)]
+
+    def split_names(self) -> np.ndarray:
+        """(n,) split names as strings."""
+        return np.asarray(SPLITS, dtype=object)[self.split]
+
+    def mask(self, split: str | None = None, *, material: str | None = None,
+             radius: int | None = None) -> np.ndarray:
+        """Boolean row mask for a split / material / radius (None = any)."""
+        m = np.ones(len(self), dtype=bool)
+        if split is not None:
+            if split not in SPLITS:
+                raise C2NPInputError(f"unknown split {split!r}; choose one of {list(SPLITS)}")
+            m &= self.split == SPLITS.index(split)
+        if material is not None:
+            if material not in self.materials:
+                raise C2NPInputError(f"unknown material {material!r}")
+            m &= self.material_index == self.materials.index(material)
+        if radius is not None:
+            m &= self.radius_angstrom == int(radius)
+        return m
+
+    def counts(self) -> dict[str, int]:
+        """Samples per split."""
+        return {s: int(np.sum(self.split == i)) for i, s in enumerate(SPLITS)}
+
+    def to_records(self, rows: Iterable[int] | None = None) -> list[dict]:
+        """Recipes as JSON-ready dicts."""
+        idx = range(len(self)) if rows is None else rows
+        names = self.split_names()
+        return [{
+            "sample_id": sample_id(self.materials[self.material_index[i]], self.radius_angstrom[i],
+                                   self.rotation_index[i]),
+            "material": self.materials[self.material_index[i]],
+            "radius_angstrom": int(self.radius_angstrom[i]),
+            "rotation_index": int(self.rotation_index[i]),
+            "quaternion_xyzw": [float(x) for x in self.quaternion[i]],
+            "split": str(names[i]),
+        } for i in idx]
+
+    def canonical_bytes(self) -> bytes:
+        """Bytes hashed in the dataset fingerprint (quaternions as float64)."""
+        head = json.dumps({"protocol": self.protocol, "materials": list(self.materials),
+                           "heldout": list(self.heldout_materials),
+                           "centre_frac": list(self.centre_frac)}, sort_keys=True).encode()
+        return b"".join([
+            head,
+            np.ascontiguousarray(self.material_index, dtype="<i4").tobytes(),
+            np.ascontiguousarray(self.radius_angstrom, dtype="<i4").tobytes(),
+            np.ascontiguousarray(self.rotation_index, dtype="<i4").tobytes(),
+            np.ascontiguousarray(self.quaternion, dtype="<f8").tobytes(),
+            np.ascontiguousarray(self.split, dtype="<i1").tobytes(),
+        ])
+
+
+def _group_key(group: np.ndarray) -> bytes:
+    return np.round(group, 6).tobytes()
+
+
+def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper", *,
+                  radii_angstrom: Sequence[int] | None = None,
+                  centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> RecipeTable:
+    """Build the recipe table of ``protocol`` for ``cells``.
+
+    ``radii_angstrom`` restricts to a subset of the protocol's radii (e.g. for a demo); the
+    orientation sets of the remaining radii are exactly those of the full protocol.
+    """
+    proto = get_protocol(protocol) if isinstance(protocol, str) else protocol
+    radii = tuple(proto.radii_angstrom if radii_angstrom is None else radii_angstrom)
+    unknown = [r for r in radii if r not in proto.radii_angstrom]
+    if unknown:
+        raise C2NPInputError(f"radii {unknown} are not in protocol {proto.name!r} "
+                             f"({proto.radii_angstrom[0]}..{proto.radii_angstrom[-1]} Å)")
+    if not cells:
+        raise C2NPInputError("no unit cells given")
+    materials = tuple(c.material_id for c in cells)
+    if len(set(materials)) != len(materials):
+        raise C2NPInputError("duplicate material ids in the cells")
+
+    # One orientation family per rotation group (all materials share it in `paper`).
+    groups: list[np.ndarray | None] = []
+    if proto.modulo_symmetry:
+        groups = [site_rotation_group(c, centre_frac) for c in cells]
+    else:
+        groups = [None] * len(cells)
+    cache: dict[bytes | None, dict] = {}
+
+    def family(group: np.ndarray | None) -> dict:
+        key = None if group is None else _group_key(group)
+        if key in cache:
+            return cache[key]
+        train = sample_orientations(n_rotations(proto.theta_train_deg), proto.theta_train_deg,
+                                    proto.train_seed, max_trials=proto.max_trials_train, group=group)
+        fam: dict = {"train": train.quaternions}
+        for r in radii:
+            split = proto.radius_split(r)
+            if split in ("id", "ood"):
+                theta = proto.theta_id_deg if split == "id" else proto.theta_ood_deg
+                offset = proto.offset_id_euler_xyz_deg if split == "id" else proto.offset_ood_euler_xyz_deg
+                margin = proto.margin_id_deg if split == "id" else proto.margin_ood_deg
+                s = sample_orientations(n_rotations(theta), theta, proto.test_seed(r, theta),
+                                        offset_euler_xyz_deg=offset, avoid=train.quaternions,
+                                        avoid_margin_deg=margin, max_trials=proto.max_trials_test,
+                                        group=group)
+                fam[r] = s.quaternions
+        cache[key] = fam
+        return fam
+
+    identity = np.array([[0.0, 0.0, 0.0, 1.0]])
+    m_idx, r_col, k_col, q_col, s_col = [], [], [], [], []
+    for mi, cell in enumerate(cells):
+        fam = family(groups[mi])
+        for r in radii:
+            split = proto.radius_split(r)
+            quats = fam["train"] if split in ("train", "val") else fam[r]
+            with_identity = split in ("train", "val") or proto.identity_outside_train
+            if with_identity:
+                quats = np.concatenate([identity, quats])
+                ks = np.arange(len(quats))
+            else:
+                ks = np.arange(1, len(quats) + 1)
+            n = len(quats)
+            m_idx.append(np.full(n, mi))
+            r_col.append(np.full(n, r))
+            k_col.append(ks)
+            q_col.append(quats)
+            s_col.append(np.full(n, SPLITS.index(split)))
+    split_arr = np.concatenate(s_col).astype(np.int8)
+    mat_arr = np.concatenate(m_idx).astype(np.int32)
+    if proto.val_fraction > 0:
+        train_rows = np.flatnonzero(split_arr == SPLITS.index("train"))
+        rng = np.random.default_rng(proto.val_seed)
+        n_val = int(round(proto.val_fraction * len(train_rows)))
+        split_arr[rng.choice(train_rows, size=n_val, replace=False)] = SPLITS.index("val")
+    heldout: tuple[str, ...] = ()
+    if proto.heldout_material_fraction > 0:
+        heldout = _stratified_holdout(cells, proto.heldout_material_fraction, proto.heldout_seed)
+    table = RecipeTable(
+        protocol=proto.name, materials=materials, material_index=mat_arr,
+        radius_angstrom=np.concatenate(r_col).astype(np.int32),
+        rotation_index=np.concatenate(k_col).astype(np.int32),
+        quaternion=np.concatenate(q_col).astype(np.float64),
+        split=split_arr, heldout_materials=heldout,
+        centre_frac=tuple(float(x) for x in centre_frac),
+    )
+    object.__setattr__(table, "summary", summarize(table, proto, groups))
+    return table
+
+
+def _stratified_holdout(cells: Sequence[UnitCell], fraction: float, seed: int) -> tuple[str, ...]:
+    """About ``fraction`` of materials, drawn per space group (seeded)."""
+    by_sg: dict[int, list[str]] = {}
+    for c in cells:
+        by_sg.setdefault(standardize(c).spacegroup, []).append(c.material_id)
+    rng = np.random.default_rng(seed)
+    out: list[str] = []
+    for sg in sorted(by_sg):
+        ids = sorted(by_sg[sg])
+        k = int(np.floor(fraction * len(ids) + rng.random()))  # unbiased rounding
+        out.extend(rng.choice(ids, size=min(k, len(ids)), replace=False).tolist())
+    return tuple(sorted(out))
+
+
+def summarize(table: RecipeTable, proto: Protocol, groups: list[np.ndarray | None]) -> dict:
+    """Sizes per split and minimum separations (degrees) of the orientation sets."""
+    out: dict = {"protocol": proto.name, "n_samples": len(table), "n_materials": len(table.materials),
+                 "per_split": table.counts(), "per_material": {}, "min_separation_deg": {}}
+    if len(table) == 0:
+        return out
+    first = 0
+    group = groups[first]
+    m0 = table.material_index == first
+    train_q = table.quaternion[m0 & np.isin(table.split, [0, 1]) & (table.rotation_index > 0)]
+    train_q = np.unique(train_q, axis=0)
+    out["min_separation_deg"]["train_within"] = min_separation_deg(train_q, group=group)
+    for r in sorted(set(table.radius_angstrom[m0].tolist())):
+        s = proto.radius_split(r)
+        if s in ("id", "ood"):
+            q = table.quaternion[m0 & (table.radius_angstrom == r) & (table.rotation_index > 0)]
+            out["min_separation_deg"][f"R{r}_{s}_within"] = min_separation_deg(q, group=group)
+            out["min_separation_deg"][f"R{r}_{s}_to_train"] = min_separation_deg(q, train_q, group=group)
+    out["per_material"] = {s: int(np.sum(m0 & (table.split == i))) for i, s in enumerate(SPLITS)}
+    out["modulo_symmetry"] = proto.modulo_symmetry
+    out["heldout_materials"] = list(table.heldout_materials)
+    return out
