@@ -1,0 +1,460 @@
+"""Shared PyTorch parts of the learned models.
+
+* :func:`knn_graph` — neighbour lists for finite point sets (SciPy cKDTree on CPU, k nearest
+  within a cutoff), no compiled extensions.
+* :class:`EGNN` — E(3)-equivariant message passing (Satorras et al. style): invariant
+  messages from squared distances, equivariant coordinate updates. Its vector output is
+  completed by two equivariant terms, along the position (about the sphere centre) and along
+  the *rotated* lattice vectors, so a denoiser is equivariant jointly in the particle and the
+  crystal frame and can still place atoms in the orientation it is asked for.
+* :class:`CellEncoder` — encoder of the periodic unit cell: lattice invariants (lengths,
+  angle cosines, volume per atom) plus a periodic graph over the basis atoms with
+  minimum-image distances.
+* :class:`Conditioner` — cell encoding + embedding of R + rotation features (matrix and
+  quaternion) -> one conditioning vector per sample, with an optional null-R token
+  (classifier-free guidance).
+* :class:`CountHead` — atom count from cell + R: log n = log(rho_cell * 4/3 pi R^3) + a learned
+  correction (number-density inductive bias).
+* :class:`AdaLNBlock` — a transformer block with adaptive layer norm (DiT style).
+
+Tensors are float32; positions in Å unless a name says ``_unit`` (divided by R).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
+from torch import Tensor, nn
+
+from c2np.carving import Particle
+from c2np.errors import C2NPInputError
+from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
+
+__all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
+           "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
+           "CellEncoder", "Conditioner", "CountHead", "frame_features", "EGNN", "AdaLNBlock",
+           "to_padded", "from_padded", "N_FRAME_FEATURES", "N_Z"]
+
+N_Z = 119  # atomic-number vocabulary (0 = padding / mask)
+
+
+# ---------------------------------------------------------------------------------------
+# small utilities
+def scatter_sum(src: Tensor, index: Tensor, n: int) -> Tensor:
+    """Sum rows of ``src`` (E, ...) into ``n`` bins given by ``index`` (E,)."""
+    out = src.new_zeros((n,) + tuple(src.shape[1:]))
+    return out.index_add_(0, index, src)
+
+
+def scatter_mean(src: Tensor, index: Tensor, n: int) -> Tensor:
+    """Mean of rows of ``src`` per bin (empty bins give 0)."""
+    total = scatter_sum(src, index, n)
+    count = scatter_sum(torch.ones_like(index, dtype=src.dtype), index, n).clamp(min=1)
+    return total / count.view((-1,) + (1,) * (src.dim() - 1))
+
+
+def knn_graph(pos: Tensor, batch: Tensor, k: int, cutoff_angstrom: float = math.inf) -> Tensor:
+    """Directed edges (2, E) = (source j, target i): the ``k`` nearest neighbours of each atom
+    i within ``cutoff_angstrom`` in its own graph (``batch`` (N,) must be sorted)."""
+    p = pos.detach().cpu().numpy().astype(np.float64)
+    b = batch.cpu().numpy()
+    src, dst = [], []
+    if len(b) == 0:
+        return torch.zeros((2, 0), dtype=torch.long)
+    bounds = np.flatnonzero(np.diff(b)) + 1
+    starts = np.concatenate([[0], bounds])
+    ends = np.concatenate([bounds, [len(b)]])
+    for s, e in zip(starts, ends):
+        n = e - s
+        if n < 2:
+            continue
+        kk = min(k + 1, n)
+        ub = cutoff_angstrom if math.isfinite(cutoff_angstrom) else np.inf
+        dist, idx = cKDTree(p[s:e]).query(p[s:e], k=kk, distance_upper_bound=ub)
+        rows = np.repeat(np.arange(n), kk)
+        cols = idx.reshape(-1)
+        ok = (cols < n) & (cols != rows)
+        src.append(cols[ok] + s)
+        dst.append(rows[ok] + s)
+    if not src:
+        return torch.zeros((2, 0), dtype=torch.long)
+    return torch.as_tensor(np.stack([np.concatenate(src), np.concatenate(dst)]), dtype=torch.long)
+
+
+def gaussian_rbf(d: Tensor, start: float, stop: float, n: int) -> Tensor:
+    """(.., n) Gaussian radial basis of distances ``d`` on [start, stop]."""
+    centres = torch.linspace(start, stop, n, device=d.device, dtype=d.dtype)
+    width = (stop - start) / max(n - 1, 1)
+    return torch.exp(-0.5 * ((d.unsqueeze(-1) - centres) / width) ** 2)
+
+
+def sinusoidal_embedding(t: Tensor, dim: int, *, max_period: float = 1e4) -> Tensor:
+    """(B, dim) sinusoidal features of scalars ``t`` (B,) (multiplied by 1000 first, so t in [0, 1])."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=t.dtype, device=t.device) / half)
+    args = 1000.0 * t.unsqueeze(-1) * freqs
+    emb = torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
+    return F.pad(emb, (0, dim - 2 * half))
+
+
+class MLP(nn.Sequential):
+    """Linear-SiLU-...-Linear."""
+
+    def __init__(self, n_in: int, n_hidden: int, n_out: int, n_layers: int = 2) -> None:
+        mods: list[nn.Module] = []
+        d = n_in
+        for _ in range(n_layers - 1):
+            mods += [nn.Linear(d, n_hidden), nn.SiLU()]
+            d = n_hidden
+        mods.append(nn.Linear(d, n_out))
+        super().__init__(*mods)
+
+
+# ---------------------------------------------------------------------------------------
+# batches
+@dataclass
+class ConditionBatch:
+    """Collated task-1 conditions (B samples). Built only from :class:`Condition` objects.
+
+    lattice (B,3,3) Å rows a,b,c; rotation (B,3,3); quaternion (B,4); radius (B,) Å;
+    lattice_rot (B,3,3) rows of the lattice vectors in the particle frame;
+    inv_lattice_rot (B,3,3); density (B,) atoms/Å³; lattice_feats (B,8);
+    slots_z (B,S) atomic numbers of the cell's species (0 = empty slot), slot_mask (B,S);
+    basis_z (Nb,), basis_frac (Nb,3), basis_batch (Nb,), basis_edges (2,Eb), basis_dist (Eb,) Å.
+    """
+
+    lattice: Tensor
+    rotation: Tensor
+    quaternion: Tensor
+    radius: Tensor
+    lattice_rot: Tensor
+    inv_lattice_rot: Tensor
+    density: Tensor
+    lattice_feats: Tensor
+    slots_z: Tensor
+    slot_mask: Tensor
+    basis_z: Tensor
+    basis_frac: Tensor
+    basis_batch: Tensor
+    basis_edges: Tensor
+    basis_dist: Tensor
+
+    @property
+    def size(self) -> int:
+        """Number of samples B."""
+        return int(self.radius.shape[0])
+
+    def tensors(self) -> dict[str, Tensor]:
+        """All fields by name (for leak tests and inspection)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _lattice_features(lattice: np.ndarray, n_basis: int) -> np.ndarray:
+    lengths = np.linalg.norm(lattice, axis=1)
+    cosines = [float(np.dot(lattice[1], lattice[2]) / (lengths[1] * lengths[2])),
+               float(np.dot(lattice[0], lattice[2]) / (lengths[0] * lengths[2])),
+               float(np.dot(lattice[0], lattice[1]) / (lengths[0] * lengths[1]))]
+    vol = abs(float(np.linalg.det(lattice)))
+    return np.array([*(lengths / 10.0), *cosines, (vol / n_basis) ** (1 / 3) / 3.0, math.log(vol) / 5.0])
+
+
+def _min_image_pairs(cell_lattice: np.ndarray, frac: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All (i, j) basis pairs with their minimum-image distance (Å) over translations in
+    {-1,0,1}^3 (i == j uses the shortest non-zero translation)."""
+    n = len(frac)
+    shifts = np.array(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij")).reshape(3, -1).T
+    diff = frac[None, :, None, :] - frac[:, None, None, :] + shifts[None, None, :, :]  # (n,n,27,3)
+    d = np.linalg.norm(diff @ cell_lattice, axis=-1)
+    d[d < 1e-8] = np.inf
+    dmin = d.min(axis=2)
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return ii.reshape(-1), jj.reshape(-1), dmin.reshape(-1)
+
+
+def collate_conditions(conds: Sequence[Condition]) -> ConditionBatch:
+    """Collate conditions into tensors. Uses only cell, R and rotation."""
+    if not conds:
+        raise C2NPInputError("no conditions to collate")
+    B = len(conds)
+    lat = np.stack([c.cell.lattice_angstrom for c in conds])
+    rot = np.stack([Rotation.from_quat(c.quaternion).as_matrix() for c in conds])
+    lat_rot = np.einsum("bkj,bij->bki", lat, rot)  # rows rotated: (M a_k)
+    slots = np.zeros((B, MAX_SPECIES_SLOTS), dtype=np.int64)
+    bz, bf, bb, e_src, e_dst, e_d = [], [], [], [], [], []
+    offset = 0
+    for b, c in enumerate(conds):
+        zs = species_slots(c.cell)
+        slots[b, :len(zs)] = zs
+        ii, jj, dd = _min_image_pairs(c.cell.lattice_angstrom, c.cell.frac_coords)
+        e_src.append(jj + offset)
+        e_dst.append(ii + offset)
+        e_d.append(dd)
+        bz.append(c.cell.numbers)
+        bf.append(c.cell.frac_coords)
+        bb.append(np.full(c.cell.n_atoms, b))
+        offset += c.cell.n_atoms
+    f32 = torch.float32
+    return ConditionBatch(
+        lattice=torch.as_tensor(lat, dtype=f32),
+        rotation=torch.as_tensor(rot, dtype=f32),
+        quaternion=torch.as_tensor(np.stack([c.quaternion for c in conds]), dtype=f32),
+        radius=torch.as_tensor([c.radius_angstrom for c in conds], dtype=f32),
+        lattice_rot=torch.as_tensor(lat_rot, dtype=f32),
+        inv_lattice_rot=torch.as_tensor(np.linalg.inv(lat_rot), dtype=f32),
+        density=torch.as_tensor([c.cell.number_density_per_angstrom3 for c in conds], dtype=f32),
+        lattice_feats=torch.as_tensor(np.stack([_lattice_features(c.cell.lattice_angstrom, c.cell.n_atoms)
+                                                for c in conds]), dtype=f32),
+        slots_z=torch.as_tensor(slots),
+        slot_mask=torch.as_tensor(slots > 0),
+        basis_z=torch.as_tensor(np.concatenate(bz), dtype=torch.long),
+        basis_frac=torch.as_tensor(np.concatenate(bf), dtype=f32),
+        basis_batch=torch.as_tensor(np.concatenate(bb), dtype=torch.long),
+        basis_edges=torch.as_tensor(np.stack([np.concatenate(e_src), np.concatenate(e_dst)]), dtype=torch.long),
+        basis_dist=torch.as_tensor(np.minimum(np.concatenate(e_d), 50.0), dtype=f32),
+    )
+
+
+@dataclass
+class ParticleBatch:
+    """Collated particles: pos (N,3) Å, z (N,) atomic numbers, types (N,) slot indices into
+    the sample's cell species (-1 when no cell is given), batch (N,), counts (B,)."""
+
+    pos: Tensor
+    z: Tensor
+    types: Tensor
+    batch: Tensor
+    counts: Tensor
+
+    @property
+    def size(self) -> int:
+        """Number of samples B."""
+        return int(self.counts.shape[0])
+
+
+def collate_particles(particles: Sequence[Particle], conds: Sequence[Condition] | None = None) -> ParticleBatch:
+    """Collate particles; with ``conds``, atom types are mapped to slots of the cell species."""
+    pos, zs, types, batch = [], [], [], []
+    for b, p in enumerate(particles):
+        pos.append(p.positions_angstrom)
+        zs.append(p.numbers)
+        batch.append(np.full(p.n_atoms, b))
+        if conds is not None:
+            slots = species_slots(conds[b].cell)
+            idx = np.searchsorted(slots, p.numbers)
+            idx = np.clip(idx, 0, len(slots) - 1)
+            if p.n_atoms and not np.all(slots[idx] == p.numbers):
+                raise C2NPInputError(f"particle {b} has species not in its cell {conds[b].cell.material_id!r}")
+            types.append(idx)
+        else:
+            types.append(np.full(p.n_atoms, -1))
+    cat = (lambda xs, d: torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0), dtype=d))
+    return ParticleBatch(pos=cat(pos, torch.float32).reshape(-1, 3), z=cat(zs, torch.long),
+                         types=cat(types, torch.long), batch=cat(batch, torch.long),
+                         counts=torch.as_tensor([p.n_atoms for p in particles], dtype=torch.long))
+
+
+# ---------------------------------------------------------------------------------------
+# encoders and heads
+class CellEncoder(nn.Module):
+    """Invariant encoding (B, hidden) of a periodic unit cell: species + fractional-coordinate
+    phases of the basis atoms, one round of message passing over minimum-image distances,
+    mean pooling, and the lattice invariants."""
+
+    def __init__(self, hidden: int, n_rbf: int = 16) -> None:
+        super().__init__()
+        self.n_rbf = n_rbf
+        self.z_emb = nn.Embedding(N_Z, hidden)
+        self.node_in = nn.Linear(hidden + 6, hidden)
+        self.msg = MLP(2 * hidden + n_rbf, hidden, hidden)
+        self.upd = MLP(2 * hidden, hidden, hidden)
+        self.out = MLP(hidden + 8, hidden, hidden)
+
+    def forward(self, c: ConditionBatch) -> Tensor:
+        phase = 2 * math.pi * c.basis_frac
+        h = self.node_in(torch.cat([self.z_emb(c.basis_z), torch.sin(phase), torch.cos(phase)], -1))
+        src, dst = c.basis_edges
+        rbf = gaussian_rbf(c.basis_dist, 0.5, 8.0, self.n_rbf)
+        m = self.msg(torch.cat([h[dst], h[src], rbf], -1))
+        h = h + self.upd(torch.cat([h, scatter_mean(m, dst, h.shape[0])], -1))
+        pooled = scatter_mean(h, c.basis_batch, c.size)
+        return self.out(torch.cat([pooled, c.lattice_feats], -1))
+
+
+class Conditioner(nn.Module):
+    """Conditioning vector (B, hidden) from the cell encoding, an embedding of R (Gaussian
+    basis over 4..32 Å and R/30) and the rotation (matrix entries and quaternion).
+    ``drop_r`` (B,) bool replaces the R embedding by a learned null token (CFG)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.cell = CellEncoder(hidden)
+        self.r_emb = MLP(17, hidden, hidden)
+        self.rot_emb = MLP(13, hidden, hidden)
+        self.null_r = nn.Parameter(torch.zeros(hidden))
+        self.mix = MLP(3 * hidden, hidden, hidden)
+
+    def forward(self, c: ConditionBatch, drop_r: Tensor | None = None) -> Tensor:
+        r = c.radius
+        r_feat = self.r_emb(torch.cat([gaussian_rbf(r, 4.0, 32.0, 16), (r / 30.0).unsqueeze(-1)], -1))
+        if drop_r is not None:
+            r_feat = torch.where(drop_r.unsqueeze(-1), self.null_r.expand_as(r_feat), r_feat)
+        rot = self.rot_emb(torch.cat([c.rotation.reshape(-1, 9), c.quaternion], -1))
+        return self.mix(torch.cat([self.cell(c), r_feat, rot], -1))
+
+
+class CountHead(nn.Module):
+    """log(atom count) = log(rho_cell * 4/3 pi R^3) + MLP(cond), the correction initialised to 0."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.corr = MLP(hidden + 1, hidden, 1)
+        nn.init.zeros_(self.corr[-1].weight)
+        nn.init.zeros_(self.corr[-1].bias)
+
+    def log_count(self, c: ConditionBatch, cond: Tensor) -> Tensor:
+        """(B,) predicted log atom count."""
+        base = torch.log(c.density * (4.0 / 3.0) * math.pi * c.radius ** 3)
+        return base + self.corr(torch.cat([cond, (1.0 / c.radius).unsqueeze(-1)], -1)).squeeze(-1)
+
+    def loss(self, c: ConditionBatch, cond: Tensor, counts: Tensor) -> Tensor:
+        """MSE on log counts."""
+        return F.mse_loss(self.log_count(c, cond), torch.log(counts.float().clamp(min=1)))
+
+    def sample(self, c: ConditionBatch, cond: Tensor) -> Tensor:
+        """(B,) integer counts (>= 1)."""
+        return torch.exp(self.log_count(c, cond)).round().clamp(min=1).long()
+
+
+N_FRAME_FEATURES = 14
+
+
+def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
+    """(N, 14) invariant per-atom features of positions (Å) in the rotated crystal frame:
+    sin/cos of 2 pi f and 4 pi f (f = fractional coordinates w.r.t. the rotated lattice),
+    |x| / R and (|x| - R) / 2 Å (clipped)."""
+    frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch])
+    ph = 2 * math.pi * frac
+    r = pos.norm(dim=-1)
+    R = c.radius[batch]
+    return torch.cat([torch.sin(ph), torch.cos(ph), torch.sin(2 * ph), torch.cos(2 * ph),
+                      (r / R).unsqueeze(-1), ((r - R) / 2.0).clamp(-3, 3).unsqueeze(-1)], -1)
+
+
+class EGNNLayer(nn.Module):
+    """One E(n)-equivariant layer: m_ij = phi_e(h_i, h_j, rbf(|x_i - x_j|), |x_i - x_j|^2),
+    x_i += mean_j (x_i - x_j) / (|x_i - x_j| + 1) phi_x(m_ij), h_i += phi_h(h_i, sum_j m_ij)."""
+
+    def __init__(self, hidden: int, n_rbf: int, rbf_max: float, update_coords: bool) -> None:
+        super().__init__()
+        self.n_rbf, self.rbf_max, self.update_coords = n_rbf, rbf_max, update_coords
+        self.edge = nn.Sequential(MLP(2 * hidden + n_rbf + 1, hidden, hidden), nn.SiLU())
+        self.node = MLP(2 * hidden, hidden, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        if update_coords:
+            self.coord = MLP(hidden, hidden, 1)
+            nn.init.normal_(self.coord[-1].weight, std=1e-3)
+            nn.init.zeros_(self.coord[-1].bias)
+
+    def forward(self, h: Tensor, x: Tensor, edges: Tensor) -> tuple[Tensor, Tensor]:
+        src, dst = edges
+        rel = x[dst] - x[src]
+        d2 = (rel * rel).sum(-1)
+        d = torch.sqrt(d2 + 1e-8)
+        m = self.edge(torch.cat([h[dst], h[src], gaussian_rbf(d, 0.0, self.rbf_max, self.n_rbf),
+                                 (d2 / self.rbf_max ** 2).clamp(max=10).unsqueeze(-1)], -1))
+        if self.update_coords and edges.shape[1]:
+            x = x + scatter_mean(rel / (d + 1.0).unsqueeze(-1) * self.coord(m), dst, x.shape[0])
+        agg = scatter_sum(m, dst, h.shape[0]) / 8.0
+        h = self.norm(h + self.node(torch.cat([h, agg], -1)))
+        return h, x
+
+
+class EGNN(nn.Module):
+    """Stack of :class:`EGNNLayer` on a kNN graph built from the input positions.
+
+    forward(h_in (N, in_dim), pos (N,3) Å, batch (N,), cond_node (N, hidden), lattice_rot (B,3,3)
+    or None, radius (B,)) -> (h (N, hidden) invariant, v (N, 3) equivariant vector output).
+    v = (coordinate updates) + a_i x_i / R + sum_k b_ik a_k / |a_k| with (a_i, b_ik) from h_i.
+    """
+
+    def __init__(self, in_dim: int, hidden: int, layers: int, *, knn: int = 12,
+                 cutoff_angstrom: float = math.inf, n_rbf: int = 16, rbf_max: float = 8.0,
+                 update_coords: bool = True) -> None:
+        super().__init__()
+        self.knn, self.cutoff = knn, cutoff_angstrom
+        self.inp = nn.Linear(in_dim + hidden, hidden)
+        self.cond = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(layers)])
+        self.layers = nn.ModuleList([EGNNLayer(hidden, n_rbf, rbf_max, update_coords) for _ in range(layers)])
+        self.vec = nn.Linear(hidden, 4)
+        nn.init.zeros_(self.vec.weight)
+        nn.init.zeros_(self.vec.bias)
+
+    def forward(self, h_in: Tensor, pos: Tensor, batch: Tensor, cond_node: Tensor,
+                lattice_rot: Tensor | None, radius: Tensor,
+                edges: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if edges is None:
+            edges = knn_graph(pos, batch, self.knn, self.cutoff)
+        h = self.inp(torch.cat([h_in, cond_node], -1))
+        x = pos
+        for cond_lin, layer in zip(self.cond, self.layers):
+            h, x = layer(h + cond_lin(cond_node), x, edges)
+        coef = self.vec(h)
+        v = (x - pos) + coef[:, :1] * pos / radius[batch].unsqueeze(-1)
+        if lattice_rot is not None:
+            axes = lattice_rot / lattice_rot.norm(dim=-1, keepdim=True)
+            v = v + torch.einsum("nk,nkd->nd", coef[:, 1:], axes[batch])
+        return h, v
+
+
+# ---------------------------------------------------------------------------------------
+# transformer parts (ADiT)
+def to_padded(x: Tensor, batch: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]:
+    """(N, D) rows grouped by sorted ``batch`` -> (B, n_max, D) and a (B, n_max) validity mask."""
+    B = int(counts.shape[0])
+    n_max = int(counts.max().item()) if B else 0
+    offsets = torch.cumsum(counts, 0) - counts
+    idx = torch.arange(x.shape[0]) - offsets[batch]
+    out = x.new_zeros((B, n_max) + tuple(x.shape[1:]))
+    out[batch, idx] = x
+    mask = torch.arange(n_max).unsqueeze(0) < counts.unsqueeze(1)
+    return out, mask
+
+
+def from_padded(x: Tensor, mask: Tensor) -> Tensor:
+    """Inverse of :func:`to_padded`: the valid rows, (N, D)."""
+    return x[mask]
+
+
+class AdaLNBlock(nn.Module):
+    """Transformer block with adaptive layer norm conditioned on a vector (DiT, adaLN-Zero)."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(hidden, elementwise_affine=False)
+        self.norm2 = nn.LayerNorm(hidden, elementwise_affine=False)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.ff = MLP(hidden, 2 * hidden, hidden)
+        self.ada = nn.Linear(hidden, 6 * hidden)
+        nn.init.zeros_(self.ada.weight)
+        nn.init.zeros_(self.ada.bias)
+
+    def forward(self, x: Tensor, cond: Tensor, mask: Tensor) -> Tensor:
+        """x (B, n, D), cond (B, D), mask (B, n) True = real token."""
+        B, n, D = x.shape
+        s1, b1, g1, s2, b2, g2 = self.ada(F.silu(cond)).unsqueeze(1).chunk(6, dim=-1)
+        y = self.norm1(x) * (1 + s1) + b1
+        q, k, v = self.qkv(y).view(B, n, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        attn_mask = None if bool(mask.all()) else mask[:, None, None, :]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        x = x + g1 * self.proj(y.transpose(1, 2).reshape(B, n, D))
+        y = self.norm2(x) * (1 + s2) + b2
+        return x + g2 * self.ff(y)

@@ -1,0 +1,162 @@
+"""Data plumbing of the learned models (torch-free).
+
+Models and training depend only on a *store-like* object with the attributes of
+``c2np.store.DatasetStore``: ``recipes`` (a :class:`~c2np.splits.RecipeTable`), ``cells``
+(dict material -> :class:`~c2np.cells.UnitCell`) and ``particle(row)``. Until the HDF5 store
+is available, :class:`InMemoryDataset` provides the same attributes from
+``build_recipes`` + ``carve``.
+
+The leak-free guarantee of task 1 lives here: :func:`condition_for_row` builds a
+:class:`Condition` from the recipe table and the unit cell only (cell, R, rotation). It never
+touches ``particle(row)``, so a generator cannot see the target positions or atom count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol as TypingProtocol, Sequence
+
+import numpy as np
+
+from c2np.carving import Particle, carve, rotate_positions
+from c2np.cells import UnitCell, standardize
+from c2np.errors import C2NPInputError
+from c2np.splits import RecipeTable, build_recipes, sample_id
+
+__all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "select_rows",
+           "lattice_target", "demo_cells", "MAX_SPECIES_SLOTS", "species_slots"]
+
+MAX_SPECIES_SLOTS = 8
+
+
+class StoreLike(TypingProtocol):
+    """What models need from a dataset store."""
+
+    recipes: RecipeTable
+    cells: dict[str, UnitCell]
+
+    def particle(self, row: int) -> Particle: ...
+
+
+class InMemoryDataset:
+    """A dataset built in memory: recipes from ``build_recipes``, particles carved on demand.
+
+    Base (unrotated) particles are cached per (material, R) and rotated per row, exactly as
+    the binary store does.
+    """
+
+    def __init__(self, cells: Sequence[UnitCell], protocol: str = "paper", *,
+                 radii_angstrom: Sequence[int] | None = None) -> None:
+        self.recipes: RecipeTable = build_recipes(list(cells), protocol, radii_angstrom=radii_angstrom)
+        self.cells: dict[str, UnitCell] = {c.material_id: c for c in cells}
+        self.fingerprint = "in-memory"
+        self._base: dict[tuple[str, int], Particle] = {}
+
+    def base_particle(self, material: str, radius: int) -> Particle:
+        """Unrotated particle of ``material`` at radius R (Å), canonical order."""
+        key = (material, int(radius))
+        if key not in self._base:
+            self._base[key] = carve(self.cells[material], float(radius),
+                                    centre_frac=self.recipes.centre_frac).particle
+        return self._base[key]
+
+    def particle(self, row: int) -> Particle:
+        """The particle of recipe ``row`` (rotated by its quaternion)."""
+        rec = self.recipes
+        base = self.base_particle(rec.materials[rec.material_index[row]], int(rec.radius_angstrom[row]))
+        return Particle(base.numbers, rotate_positions(base.positions_angstrom, rec.quaternion[row]))
+
+    def sample_id(self, row: int) -> str:
+        """Sample id of ``row``."""
+        rec = self.recipes
+        return sample_id(rec.materials[rec.material_index[row]], rec.radius_angstrom[row],
+                         rec.rotation_index[row])
+
+
+@dataclass(frozen=True, eq=False)
+class Condition:
+    """Everything a task-1 generator may see: the unit cell, R (Å) and the rotation
+    (scalar-last quaternion, (4,)). Never the target particle or its atom count."""
+
+    cell: UnitCell
+    radius_angstrom: float
+    quaternion: np.ndarray
+
+
+def condition_for_row(store: Any, row: int) -> Condition:
+    """The task-1 input of recipe ``row``, from ``store.recipes`` and ``store.cells`` only."""
+    rec = store.recipes
+    material = rec.materials[int(rec.material_index[row])]
+    if material not in store.cells:
+        raise C2NPInputError(f"store has no unit cell for material {material!r}")
+    return Condition(cell=store.cells[material], radius_angstrom=float(rec.radius_angstrom[row]),
+                     quaternion=np.array(rec.quaternion[row], dtype=np.float64))
+
+
+def row_sample_id(store: Any, row: int) -> str:
+    """Sample id of a recipe row of any store-like object."""
+    rec = store.recipes
+    return sample_id(rec.materials[int(rec.material_index[row])], int(rec.radius_angstrom[row]),
+                     int(rec.rotation_index[row]))
+
+
+def species_slots(cell: UnitCell) -> np.ndarray:
+    """(k,) sorted distinct atomic numbers of a cell; a particle's atom types are indices into it."""
+    zs = np.unique(cell.numbers)
+    if len(zs) > MAX_SPECIES_SLOTS:
+        raise C2NPInputError(f"cell {cell.material_id!r} has {len(zs)} species; the models support "
+                             f"at most {MAX_SPECIES_SLOTS}")
+    return zs
+
+
+def select_rows(store: Any, split: str, *, max_radius_angstrom: float | None = None,
+                per_group: int | None = None, materials: Sequence[str] | None = None) -> np.ndarray:
+    """Rows of ``split`` (sorted), optionally with R <= ``max_radius_angstrom`` (falling back to
+    the smallest radius present when none qualifies) and at most ``per_group`` rows (lowest
+    rotation indices) per (material, R)."""
+    rec = store.recipes
+    rows = np.flatnonzero(rec.mask(split))
+    if materials is not None:
+        idx = [rec.materials.index(m) for m in materials]
+        rows = rows[np.isin(rec.material_index[rows], idx)]
+    if max_radius_angstrom is not None and len(rows):
+        keep = rec.radius_angstrom[rows] <= max_radius_angstrom
+        rows = rows[keep] if np.any(keep) else rows[rec.radius_angstrom[rows] == rec.radius_angstrom[rows].min()]
+    if per_group is not None and len(rows):
+        order = np.lexsort((rec.rotation_index[rows], rec.radius_angstrom[rows], rec.material_index[rows]))
+        rows = rows[order]
+        keys = rec.material_index[rows].astype(np.int64) * 1000 + rec.radius_angstrom[rows]
+        rank = np.zeros(len(rows), dtype=np.int64)
+        for i in range(1, len(rows)):
+            rank[i] = rank[i - 1] + 1 if keys[i] == keys[i - 1] else 0
+        rows = np.sort(rows[rank < per_group])
+    return rows
+
+
+_STD_CACHE: dict[tuple, tuple[np.ndarray, int]] = {}
+
+
+def lattice_target(cell: UnitCell) -> tuple[np.ndarray, int]:
+    """Task-2 target of a cell: (6,) (a, b, c Å, alpha, beta, gamma deg) of the standardized
+    conventional cell and its space-group number (spglib, symprec 1e-3 Å)."""
+    key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
+           cell.numbers.tobytes())
+    if key not in _STD_CACHE:
+        std = standardize(cell)
+        _STD_CACHE[key] = (np.array(std.lattice_params, dtype=np.float64), int(std.spacegroup))
+    params, sg = _STD_CACHE[key]
+    return params.copy(), sg
+
+
+def demo_cells() -> list[UnitCell]:
+    """Four small synthetic ABH3 perovskite cells (cubic, tetragonal, orthorhombic-like
+    distortions) for tests and quick benchmarks when no catalog is at hand. Lattice constants
+    are plausible but not relaxed; they are toy inputs, not a catalog."""
+    frac = np.array([[0, 0, 0], [0.5, 0.5, 0.5], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]], float)
+    out = [
+        UnitCell("KMgH3", np.diag([4.02, 4.02, 4.02]), [19, 12, 1, 1, 1], frac),
+        UnitCell("NaMgH3", np.diag([3.86, 3.86, 3.86]), [11, 12, 1, 1, 1], frac),
+        UnitCell("RbCaH3", np.diag([4.45, 4.45, 4.68]), [37, 20, 1, 1, 1], frac),
+        UnitCell("CsSrH3", np.diag([4.70, 4.95, 5.20]), [55, 38, 1, 1, 1], frac),
+    ]
+    return out
