@@ -1,0 +1,111 @@
+"""Commands of the learned models: ``train``, ``predict`` and ``model-diagnostic``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from c2np.cli._common import console, handle_errors, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add the model commands to ``app``."""
+    app.command("train")(train_cmd)
+    app.command("predict")(predict_cmd)
+    app.command("model-diagnostic")(diagnostic_cmd)
+
+
+def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
+                  radii: Optional[str]) -> Any:
+    """A store-like dataset: the HDF5 store, or an in-memory one carved from a cell folder."""
+    from c2np.errors import C2NPInputError
+
+    if (store is None) == (cells is None):
+        raise C2NPInputError("give exactly one of --store STORE.h5 or --cells FOLDER")
+    if store is not None:
+        from c2np.store import DatasetStore
+
+        return DatasetStore.open(store)
+    from c2np.cells import read_cells
+    from c2np.models.data import InMemoryDataset
+
+    radii_list = None
+    if radii:
+        try:
+            radii_list = [int(x) for x in radii.split(",") if x.strip()]
+        except ValueError:
+            raise C2NPInputError(f"--radii must be comma-separated integers, got {radii!r}") from None
+    return InMemoryDataset(read_cells(cells), protocol, radii_angstrom=radii_list)
+
+
+@handle_errors
+def train_cmd(
+    model: str = typer.Option(..., "--model", "-m",
+                              help="cdvae | diffcsp | flowmm | mattergen | adit | sitescore"),
+    task: str = typer.Option(..., "--task", help="forward (task 1) or inverse (task 2)"),
+    config: str = typer.Option("small", "--config", help="tiny | small | paper"),
+    store: Optional[Path] = typer.Option(None, "--store", help="Dataset store (.h5)."),
+    cells: Optional[Path] = typer.Option(None, "--cells", help="Instead of --store: CIF folder or zip, "
+                                         "carved in memory."),
+    protocol: str = typer.Option("paper", "--protocol", help="Protocol for --cells."),
+    radii: Optional[str] = typer.Option(None, "--radii", help="Radii for --cells, e.g. 6,8,10."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run folder (checkpoints, log.csv)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the number of epochs."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Train a learned model from scratch on the store's train split."""
+    from c2np.models.training import train
+
+    ds = _open_dataset(store, cells, protocol, radii)
+    res = train(ds, model, task, config, out, seed=seed, resume=resume, epochs=epochs)
+    last = res.log[-1] if res.log else {}
+    summary = {"run": str(res.run_dir), "model": model, "task": task, "epoch": res.epoch,
+               "step": res.step, "last": last}
+    if json_out:
+        print_json(summary)
+        return
+    console().print(f"trained {model}/{task} to epoch {res.epoch} (step {res.step}) -> {res.run_dir}; "
+                    f"train loss {last.get('train_loss', float('nan')):.4g}, "
+                    f"val loss {last.get('val_loss', float('nan')):.4g}")
+
+
+@handle_errors
+def predict_cmd(
+    run: Path = typer.Option(..., "--run", help="Run folder written by c2np train."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Dataset store (.h5)."),
+    cells: Optional[Path] = typer.Option(None, "--cells", help="Instead of --store: CIF folder or zip."),
+    protocol: str = typer.Option("paper", "--protocol", help="Protocol for --cells."),
+    radii: Optional[str] = typer.Option(None, "--radii", help="Radii for --cells."),
+    split: str = typer.Option("id", "--split", help="train | val | id | ood"),
+    subset: str = typer.Option("eval", "--subset", help="eval (a few rotations per material and R) or full"),
+    out: Path = typer.Option(..., "--out", "-o", help="Predictions: .extxyz (task 1) or .csv (task 2)."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Sampling steps (default: the config's)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Write predictions of a trained model for a split (files c2np evaluate reads)."""
+    from c2np.models.training import predict
+
+    ds = _open_dataset(store, cells, protocol, radii)
+    summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps)
+    if json_out:
+        print_json(summary)
+        return
+    console().print(f"{summary['n_samples']} predictions ({summary['model']}, {summary['task']}, "
+                    f"{split}) -> {out} at {summary['samples_per_s']:.3g} samples/s")
+
+
+@handle_errors
+def diagnostic_cmd(
+    runs: list[Path] = typer.Argument(..., help="Run folders."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder for the plot and table."),
+) -> None:
+    """Training loss next to geometric fidelity per model (plot + Markdown table)."""
+    from c2np.models.diagnostic import write_diagnostic
+
+    files = write_diagnostic(runs, out)
+    console().print("wrote " + ", ".join(str(f) for f in files))
