@@ -310,24 +310,28 @@ class Conditioner(nn.Module):
 
 
 class CountHead(nn.Module):
-    """log(atom count) = log(rho_cell * 4/3 pi R^3) + MLP(cond), the correction initialised to 0."""
+    """Atom count from cell + R with a scale-aware form:
+    log n = log(rho_cell * 4/3 pi R^3) + c0(cell) + c1(cell) / R,
+    where (c0, c1) come from the lattice invariants only (initialised to 0). The 1/R term is a
+    surface correction, so the count extrapolates to radii outside the training range."""
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
-        self.corr = MLP(hidden + 1, hidden, 1)
+        self.corr = MLP(8, hidden, 2)
         nn.init.zeros_(self.corr[-1].weight)
         nn.init.zeros_(self.corr[-1].bias)
 
-    def log_count(self, c: ConditionBatch, cond: Tensor) -> Tensor:
-        """(B,) predicted log atom count."""
+    def log_count(self, c: ConditionBatch, cond: Tensor | None = None) -> Tensor:
+        """(B,) predicted log atom count (``cond`` is accepted for API symmetry and unused)."""
         base = torch.log(c.density * (4.0 / 3.0) * math.pi * c.radius ** 3)
-        return base + self.corr(torch.cat([cond, (1.0 / c.radius).unsqueeze(-1)], -1)).squeeze(-1)
+        c0, c1 = self.corr(c.lattice_feats).unbind(-1)
+        return base + 0.1 * c0 + c1 / c.radius
 
-    def loss(self, c: ConditionBatch, cond: Tensor, counts: Tensor) -> Tensor:
+    def loss(self, c: ConditionBatch, cond: Tensor | None, counts: Tensor) -> Tensor:
         """MSE on log counts."""
         return F.mse_loss(self.log_count(c, cond), torch.log(counts.float().clamp(min=1)))
 
-    def sample(self, c: ConditionBatch, cond: Tensor) -> Tensor:
+    def sample(self, c: ConditionBatch, cond: Tensor | None = None) -> Tensor:
         """(B,) integer counts (>= 1)."""
         return torch.exp(self.log_count(c, cond)).round().clamp(min=1).long()
 

@@ -531,7 +531,9 @@ class SiteScorer(GeneratorBase):
         c = collate_conditions(conds)
         cands = [self.candidates(k) for k in conds]
         p = collate_particles(cands, conds)
-        cond = self.conditioner(c)
+        # R enters only through the per-site features |x|/R and |x| - R, never as an embedding
+        # of its value, so the decision rule carries over to radii outside the training range.
+        cond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool))
         ff = frame_features(p.pos, p.batch, c)
         h, _ = self.encoder(torch.cat([self.z_emb(p.z), ff], -1), p.pos, p.batch, cond[p.batch],
                             c.lattice_rot, c.radius)
