@@ -68,9 +68,9 @@ class ModelConfig:
 
 PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(),
-    "small": ModelConfig(name="small", hidden=64, layers=3, knn=12, epochs=8, steps_per_epoch=40,
+    "small": ModelConfig(name="small", hidden=64, layers=3, knn=12, epochs=6, steps_per_epoch=50,
                          batch_size=4, lr=2e-3, max_train_radius_angstrom=12.0, max_atoms=300,
-                         sample_steps=50, langevin_levels=16, n_fidelity=2, n_val=8,
+                         sample_steps=50, langevin_levels=10, n_fidelity=1, n_val=8,
                          eval_per_group=2),
     "paper": ModelConfig(name="paper", hidden=128, layers=4, knn=16, latent_dim=16, heads=8,
                          epochs=100, steps_per_epoch=500, batch_size=8, lr=5e-4,
