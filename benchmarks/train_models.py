@@ -85,6 +85,8 @@ def main() -> None:
     ap.add_argument("--runs", default=None, help="run folders (default: a temp dir)")
     ap.add_argument("--large-radius", type=float, default=30.0, help="R (Å) of the large-particle timing")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a config field, e.g. --set epochs=4 --set max_train_radius_angstrom=9")
     args = ap.parse_args()
 
     import torch
@@ -105,6 +107,13 @@ def main() -> None:
     if args.quick:
         cfg = replace(cfg, epochs=3, steps_per_epoch=15, max_train_radius_angstrom=9.0, sample_steps=20,
                       langevin_levels=10, eval_per_group=1, n_val=4, n_fidelity=1)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in cfg.to_dict():
+            raise SystemExit(f"--set: unknown config field {key!r}")
+        old = cfg.to_dict()[key]
+        cast = (type(old) if old is not None else float)
+        cfg = replace(cfg, **{key: None if value == "None" else cast(value)})
     if args.cells:
         from c2np.cells import read_cells
 
@@ -202,7 +211,11 @@ def main() -> None:
 
 def _markdown(results: list[dict], meta: dict) -> str:
     f = (lambda v: "" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v)))
-    lines = [f"Config `{meta['config']['name']}`{' (--quick)' if meta['quick'] else ''}, materials "
+    c = meta["config"]
+    lines = [f"Config `{c['name']}`{' (--quick)' if meta['quick'] else ''} (hidden {c['hidden']}, "
+             f"{c['layers']} layers, {c['epochs']} x {c['steps_per_epoch']} steps of batch {c['batch_size']}, "
+             f"train R <= {c['max_train_radius_angstrom']} Å, {c['sample_steps']} sampling steps, "
+             f"{c['eval_per_group']} rotation(s) per material and R evaluated), materials "
              f"{', '.join(meta['materials'])}, radii {meta['radii']}, {meta['threads']} threads, "
              f"total {meta['total_s'] / 60:.1f} min, torch {meta['torch']}; scorer {meta['scorer']}.", ""]
     by = {(r["model"], r["task"], r["split"]): r for r in results}
