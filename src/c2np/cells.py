@@ -416,8 +416,11 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
     else:
         spg_cell = tuple(np.asarray(x) for x in cell)  # type: ignore[assignment]
         name = "cell"
-    ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,
-                                     angle_tolerance=angle_tolerance_deg)
+    try:
+        ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,
+                                         angle_tolerance=angle_tolerance_deg)
+    except Exception as exc:  # spglib >= 2.5 may raise instead of returning None
+        raise C2NPInputError(f"{name}: spglib failed at symprec {symprec_angstrom} Å ({exc})") from exc
     if ds is None:
         raise C2NPInputError(f"{name}: spglib found no symmetry at symprec {symprec_angstrom} Å "
                              f"({spglib.get_error_message()})")

@@ -14,6 +14,201 @@ from c2np.cli._common import console, handle_errors, print_json
 def register(app: typer.Typer) -> None:
     """Add the dataset commands to ``app``."""
     app.command("carve")(carve_cmd)
+    app.command("build")(build_cmd)
+    app.command("info")(info_cmd)
+    app.command("verify")(verify_cmd)
+    app.command("export")(export_cmd)
+    app.command("import-original")(import_original_cmd)
+
+
+DEFAULT_STORE = Path("c2np_out/dataset.h5")
+
+
+def parse_radii(text: str | None) -> list[int] | None:
+    """'6,10,30' or '6-30' or '6-10,29' -> sorted radii; None stays None."""
+    from c2np.errors import C2NPInputError
+
+    if text is None or not text.strip():
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                out.update(range(lo, hi + 1))
+            else:
+                out.add(int(part))
+        except ValueError:
+            raise C2NPInputError(f"--radii: cannot read {part!r}; use e.g. 6,10,30 or 6-30") from None
+    return sorted(out)
+
+
+def load_cells(cifs: Path | None, materials: str | None) -> list:
+    """Cells from --cifs (folder/zip) or the shipped catalog, filtered by --materials."""
+    from c2np.errors import C2NPInputError
+
+    if cifs is not None:
+        from c2np.cells import read_cells
+
+        cells = read_cells(cifs)
+    else:
+        from c2np.catalog import load_catalog
+
+        cells = load_catalog()
+    if materials:
+        wanted = [m.strip() for m in materials.split(",") if m.strip()]
+        by_id = {c.material_id: c for c in cells}
+        unknown = [m for m in wanted if m not in by_id]
+        if unknown:
+            raise C2NPInputError(f"--materials: unknown material(s) {unknown}; "
+                                 f"known: {', '.join(sorted(by_id)[:12])}{' ...' if len(by_id) > 12 else ''}")
+        cells = [by_id[m] for m in wanted]
+    return cells
+
+
+@handle_errors
+def build_cmd(
+    out: Path = typer.Option(DEFAULT_STORE, "-o", "--out", help="Store file to write (HDF5)."),
+    cifs: Optional[Path] = typer.Option(None, "--cifs", help="Folder or .zip of CIFs (default: the shipped catalog)."),
+    protocol: str = typer.Option("paper", "--protocol", "-p", help="paper or strict."),
+    materials: Optional[str] = typer.Option(None, "--materials", help="Comma-separated material ids."),
+    radii: Optional[str] = typer.Option(None, "--radii", help="Subset of radii, e.g. 6,10,30 or 6-30."),
+    centre: tuple[float, float, float] = typer.Option((0.0, 0.0, 0.0), "--centre", help="Carving centre (fractional)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the store summary as JSON."),
+) -> None:
+    """Build a dataset store: recipes plus every (material, R) base particle."""
+    from c2np.store import DatasetStore, build_store
+
+    cells = load_cells(cifs, materials)
+    path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
+                       progress=not json_out)
+    info = DatasetStore.open(path).info()
+    if json_out:
+        print_json(info)
+        return
+    _print_info(info)
+
+
+def _print_info(info: dict) -> None:
+    from rich.table import Table
+
+    con = console()
+    con.print(f"[bold]{info['path']}[/]  protocol={info['protocol']}  source={info['source']}  "
+              f"{info['n_materials']} materials, {info['n_samples']} samples, "
+              f"{info['file_bytes'] / 1e6:.2f} MB")
+    con.print(f"fingerprint {info['fingerprint']}")
+    t = Table(title="samples per split")
+    for s in info["per_split"]:
+        t.add_column(s, justify="right")
+    t.add_row(*[str(v) for v in info["per_split"].values()])
+    con.print(t)
+    if info["n_supercell_clipped"]:
+        con.print(f"[yellow]note:[/] {info['n_supercell_clipped']} base particles would be clipped by "
+                  "the paper's 20x20x20 supercell")
+
+
+@handle_errors
+def info_cmd(
+    store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
+    recipes: bool = typer.Option(False, "--recipes", help="List every recipe (with --json)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only this split (with --recipes)."),
+    json_out: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Sizes per split and radius, provenance; ``--recipes --json`` lists every recipe."""
+    from c2np.store import DatasetStore
+
+    ds = DatasetStore.open(store)
+    info = ds.info()
+    if recipes:
+        rows = ds.rows(split)
+        data = ds.recipes.to_records(rows)
+        if json_out:
+            print_json({"store": str(store), "fingerprint": ds.fingerprint, "recipes": data})
+        else:
+            for rec in data:
+                console().print(f"{rec['sample_id']}  {rec['split']}  q={rec['quaternion_xyzw']}")
+        return
+    if json_out:
+        print_json(info)
+        return
+    _print_info(info)
+
+
+@handle_errors
+def verify_cmd(
+    store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
+    json_out: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Re-carve every base particle, check it against the store, recompute the fingerprint.
+    Exit 0 when everything matches, 1 on a mismatch, 2 on an unreadable store."""
+    from c2np.store import verify_store
+
+    report = verify_store(store, progress=not json_out)
+    if json_out:
+        print_json(report.to_dict())
+    else:
+        con = console()
+        status = "[bold green]OK[/]" if report.ok else "[bold red]MISMATCH[/]"
+        con.print(f"{status}  {report.n_base_checked} base particles re-carved, max position error "
+                  f"{report.max_position_error_angstrom:.2e} Å")
+        con.print(f"fingerprint stored     {report.fingerprint_stored}")
+        con.print(f"fingerprint recomputed {report.fingerprint_recomputed}")
+        for line in report.problems:
+            con.print(f"[red]-[/] {line}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@handle_errors
+def export_cmd(
+    store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
+    fmt: str = typer.Option("extxyz", "--format", "-f", help="extxyz or original."),
+    out: Path = typer.Option(Path("c2np_out/export"), "-o", "--out", help="Output folder."),
+    split: Optional[str] = typer.Option(None, "--split", help="Only this split (extxyz)."),
+) -> None:
+    """Export samples as extxyz (one file per split) or the original folder layout."""
+    from c2np.errors import C2NPInputError
+    from c2np.formats import export_extxyz, export_original
+    from c2np.store import DatasetStore
+
+    ds = DatasetStore.open(store)
+    if fmt == "extxyz":
+        paths = export_extxyz(ds, out, splits=[split] if split else None)
+        console().print("wrote " + ", ".join(str(p) for p in paths))
+    elif fmt == "original":
+        path = export_original(ds, out)
+        console().print(f"wrote {path}/quaternions/... and {path}/cifs/")
+    else:
+        raise C2NPInputError(f"--format: unknown format {fmt!r}; choose extxyz or original")
+
+
+@handle_errors
+def import_original_cmd(
+    path: Path = typer.Argument(..., help="Original raw archive folder (cifs/, materials/)."),
+    out: Path = typer.Option(DEFAULT_STORE, "-o", "--out", help="Store file to write."),
+    json_out: bool = typer.Option(False, "--json", help="JSON output."),
+) -> None:
+    """Build a store from the original archive's pre-carved particles."""
+    import json as _json
+
+    from c2np.formats import import_original
+    from c2np.store import DatasetStore
+
+    p = import_original(path, out, progress=not json_out)
+    ds = DatasetStore.open(p)
+    report = _json.loads(ds.attrs.get("import_report", "[]"))
+    info = ds.info()
+    info["import_report"] = report
+    if json_out:
+        print_json(info)
+        return
+    _print_info(info)
+    bad = [r for r in report if r["matched_within_0.01A"] < 1.0 or r["n_atoms_original"] != r["n_atoms_carved"]]
+    console().print(f"{len(report) - len(bad)} of {len(report)} imported particles agree with c2np's carve")
+    for r in bad[:10]:
+        console().print(f"[yellow]-[/] {r['material']} R={r['radius_angstrom']}: {r['n_atoms_original']} atoms "
+                        f"vs {r['n_atoms_carved']} carved, {100 * r['matched_within_0.01A']:.1f} % matched")
 
 
 @handle_errors

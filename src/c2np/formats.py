@@ -1,0 +1,220 @@
+"""Exchange with other layouts: export a store to extxyz or to the original generator's
+folder layout, and import the original raw archive into a store (SPEC §5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from c2np.carving import Particle, canonical_order, carve
+from c2np.cells import UnitCell, read_cells, write_cif
+from c2np.errors import C2NPInputError
+from c2np.particle_io import format_extxyz_frame, write_extxyz
+from c2np.splits import SPLITS, build_recipes
+from c2np.store import BaseParticles, DatasetStore, write_store
+
+__all__ = ["export_extxyz", "export_original", "import_original", "read_plain_xyz"]
+
+
+def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, total=total, unit="sample")
+
+
+def export_extxyz(store: DatasetStore, out_dir: str | os.PathLike[str], *,
+                  splits: Sequence[str] | None = None, progress: bool = True) -> list[Path]:
+    """Write one ``{split}.extxyz`` per split; frames carry sample_id, material,
+    radius_angstrom, rotation_index, quaternion_xyzw and split in ``info``."""
+    out = Path(out_dir)
+    written = []
+    for split in (splits or SPLITS):
+        rows = store.rows(split)
+        if len(rows) == 0:
+            continue
+
+        def frames(rows: np.ndarray = rows, split: str = split) -> Any:
+            for s in _progress(store.iter_samples(rows), f"export {split}", len(rows), progress):
+                yield s.particle, {"sample_id": s.sample_id, "material": s.material,
+                                   "radius_angstrom": s.radius_angstrom,
+                                   "rotation_index": s.rotation_index,
+                                   "quaternion_xyzw": s.quaternion, "split": s.split}
+
+        written.append(write_extxyz(out / f"{split}.extxyz", frames()))
+    return written
+
+
+def _plain_xyz(particle: Particle, comment: str) -> str:
+    from ase.data import chemical_symbols
+
+    lines = [str(particle.n_atoms), comment]
+    lines.extend(f"{chemical_symbols[int(z)]} {x:.8f} {y:.8f} {zz:.8f}"
+                 for z, (x, y, zz) in zip(particle.numbers, particle.positions_angstrom))
+    return "\n".join(lines) + "\n"
+
+
+def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
+                    progress: bool = True) -> Path:
+    """Write the original layout ``quaternions/{Material}/R{r}/xyz/rot_{k}.xyz`` plus
+    ``cifs/{Material}.cif``. Everything is written into a temporary folder beside
+    ``out_dir`` and renamed at the end; an existing non-empty ``out_dir`` is refused."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        for mid in store.materials:
+            write_cif(store.cells[mid], tmp / "cifs" / f"{mid}.cif")
+        made: set[Path] = set()
+        for s in _progress(store.iter_samples(), "export original", len(store), progress):
+            folder = tmp / "quaternions" / s.material / f"R{s.radius_angstrom}" / "xyz"
+            if folder not in made:
+                folder.mkdir(parents=True, exist_ok=True)
+                made.add(folder)
+            q = " ".join(f"{x:.12f}" for x in s.quaternion)
+            comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
+                       f"radius_angstrom={s.radius_angstrom}")
+            (folder / f"rot_{s.rotation_index}.xyz").write_text(_plain_xyz(s.particle, comment))
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def read_plain_xyz(path: Path) -> Particle:
+    """Read a plain XYZ file (count line, comment line, ``El x y z`` lines) with errors that
+    name the file and line."""
+    from ase.data import atomic_numbers
+
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise C2NPInputError(f"{path}: cannot read ({exc})") from exc
+    if not lines:
+        raise C2NPInputError(f"{path}: empty XYZ file")
+    try:
+        n = int(lines[0].split()[0])
+    except (ValueError, IndexError):
+        raise C2NPInputError(f"{path}: line 1: expected the atom count, got {lines[0][:40]!r}") from None
+    if len(lines) < n + 2:
+        raise C2NPInputError(f"{path}: expected {n} atom lines, found {max(len(lines) - 2, 0)}")
+    nums = np.zeros(n, dtype=np.int64)
+    pos = np.zeros((n, 3))
+    for i in range(n):
+        parts = lines[i + 2].split()
+        if len(parts) < 4 or parts[0] not in atomic_numbers:
+            raise C2NPInputError(f"{path}: line {i + 3}: expected 'Element x y z', got {lines[i + 2][:60]!r}")
+        try:
+            pos[i] = [float(v) for v in parts[1:4]]
+        except ValueError:
+            raise C2NPInputError(f"{path}: line {i + 3}: unparseable coordinates {lines[i + 2][:60]!r}") from None
+        nums[i] = atomic_numbers[parts[0]]
+    if not np.all(np.isfinite(pos)):
+        raise C2NPInputError(f"{path}: non-finite coordinates")
+    return Particle(nums, pos)
+
+
+_XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>\d+)\.xyz$")
+
+
+def _recentre(cell: UnitCell, pos: np.ndarray) -> tuple[np.ndarray, float]:
+    """Shift a pre-carved particle so that its sphere centre is the origin. The original
+    centre is a lattice point (SPEC §3), so the centroid is snapped to the nearest lattice
+    translation. Returns (positions, distance between centroid and snapped centre)."""
+    centroid = pos.mean(axis=0)
+    frac = centroid @ np.linalg.inv(cell.lattice_angstrom)
+    snapped = np.round(frac) @ cell.lattice_angstrom
+    return pos - snapped, float(np.linalg.norm(centroid - snapped))
+
+
+def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
+                    progress: bool = True) -> Path:
+    """Build a store from the original raw archive: ``cifs/*.cif`` and pre-carved
+    ``materials/{Material}_R{r}.xyz``. The recipes are protocol ``paper`` over the radii
+    present; each pre-carved particle becomes that (material, R)'s base particle (recentred,
+    canonical order) and is compared with c2np's own carve (recorded in the store)."""
+    root = Path(root)
+    cells = read_cells(root / "cifs") if (root / "cifs").is_dir() else None
+    if cells is None:
+        raise C2NPInputError(f"{root}: expected a folder 'cifs/' with the unit cells")
+    by_id = {c.material_id: c for c in cells}
+    mat_dir = root / "materials"
+    if not mat_dir.is_dir():
+        raise C2NPInputError(f"{root}: expected a folder 'materials/' with {{Material}}_R{{r}}.xyz files")
+    files: dict[tuple[str, int], Path] = {}
+    for f in sorted(mat_dir.glob("*.xyz")):
+        m = _XYZ_NAME.match(f.name)
+        if not m:
+            raise C2NPInputError(f"{f}: name does not match {{Material}}_R{{r}}.xyz")
+        if m["mat"] not in by_id:
+            raise C2NPInputError(f"{f}: material {m['mat']!r} has no CIF in {root / 'cifs'}")
+        files[(m["mat"], int(m["r"]))] = f
+    if not files:
+        raise C2NPInputError(f"{mat_dir}: no {{Material}}_R{{r}}.xyz files")
+    radii = sorted({r for _, r in files})
+    materials = sorted({m for m, _ in files})
+    missing = [f"{m}_R{r}.xyz" for m in materials for r in radii if (m, r) not in files]
+    if missing:
+        raise C2NPInputError(f"{mat_dir}: every material needs every radius; missing {missing[:5]}"
+                             + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+    used_cells = [by_id[m] for m in materials]
+    table = build_recipes(used_cells, "paper", radii_angstrom=radii)
+    pairs = sorted({(int(mi), int(r)) for mi, r in zip(table.material_index, table.radius_angstrom)})
+    nums_l, pos_l, margins, clips, report = [], [], [], [], []
+    iterator: Any = pairs
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(pairs, desc="importing particles", unit="particle")
+    for mi, r in iterator:
+        mat = table.materials[mi]
+        part = read_plain_xyz(files[(mat, r)])
+        pos, shift_residual = _recentre(by_id[mat], part.positions_angstrom)
+        order = canonical_order(part.numbers, pos)
+        nums, pos = part.numbers[order], pos[order].astype(np.float32).astype(np.float64)
+        ref = carve(by_id[mat], r)
+        agree = _agreement(nums, pos, ref.particle)
+        report.append({"material": mat, "radius_angstrom": r, "n_atoms_original": int(len(nums)),
+                       "n_atoms_carved": ref.particle.n_atoms, "centre_residual_angstrom": shift_residual,
+                       "matched_within_0.01A": agree})
+        nums_l.append(nums)
+        pos_l.append(pos)
+        margins.append(ref.boundary_margin_angstrom)
+        clips.append(ref.paper_supercell_clips)
+    offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(n) for n in nums_l])
+    base = BaseParticles(np.array([p[0] for p in pairs], np.int32), np.array([p[1] for p in pairs], np.int32),
+                         offsets, np.concatenate(nums_l), np.concatenate(pos_l),
+                         np.array(margins), np.array(clips, dtype=bool))
+    return write_store(out_path, used_cells, table, base, source="imported-original",
+                       extra_attrs={"import_report": json.dumps(report)})
+
+
+def _agreement(nums: np.ndarray, pos: np.ndarray, ref: Particle, tol_angstrom: float = 0.01) -> float:
+    """Fraction of reference atoms with a same-element imported atom within ``tol``."""
+    from scipy.spatial import cKDTree
+
+    if ref.n_atoms == 0:
+        return 1.0 if len(nums) == 0 else 0.0
+    hit = 0
+    for z in np.unique(ref.numbers):
+        a = pos[nums == z]
+        b = ref.positions_angstrom[ref.numbers == z]
+        if len(a) == 0:
+            continue
+        d, _ = cKDTree(a).query(b, k=1)
+        hit += int(np.sum(d <= tol_angstrom))
+    return hit / ref.n_atoms

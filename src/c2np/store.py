@@ -1,0 +1,551 @@
+"""The dataset store (SPEC §5): recipes plus each (material, R) base particle, in one HDF5 file.
+
+A dataset is its unit cells plus its recipe table; the particles are a pure function of
+those. The store keeps each (material, R) *base* particle (unrotated, canonical order,
+float32 positions concatenated with offsets) once; a sample's particle is its base particle
+rotated by the sample's quaternion, computed on read.
+
+Layout (format ``c2np-store`` version 1)::
+
+    /                attrs: format, format_version, c2np_version, protocol, fingerprint,
+                            source ("carved" | "imported-original"), centre_frac, summary
+    /cells           material_ids (m,), lattice (m,3,3) f8, atom_offsets (m+1,), numbers, frac
+    /recipes         material_index, radius, rotation_index (n,) i4, quaternion (n,4) f8, split (n,) i1
+                     attrs: heldout_materials (JSON)
+    /base            material_index, radius (k,) i4, offsets (k+1,) i8, numbers (N,) u1,
+                     positions (N,3) f4, boundary_margin (k,) f8, paper_supercell_clips (k,) bool
+
+Writes go to a temporary file in the target folder that is renamed at the end, so an
+interrupted build never leaves a half-written store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from c2np import __version__
+from c2np.carving import Particle, carve
+from c2np.cells import UnitCell
+from c2np.errors import C2NPInputError, C2NPStoreError
+from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol, sample_id
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
+           "write_store", "fingerprint", "carve_base_particles", "verify_store", "VerifyReport",
+           "quaternions_to_matrices"]
+
+FORMAT = "c2np-store"
+FORMAT_VERSION = 1
+FINGERPRINT_DECIMALS = 5  # base positions are hashed rounded to 1e-5 Å
+
+
+@dataclass(frozen=True, eq=False)
+class Sample:
+    """One benchmark sample: its recipe and its (rotated, centred) particle."""
+
+    row: int
+    sample_id: str
+    material: str
+    radius_angstrom: int
+    rotation_index: int
+    quaternion: np.ndarray
+    split: str
+    particle: Particle
+
+
+@dataclass(frozen=True, eq=False)
+class BaseParticles:
+    """Every (material, R) base particle, concatenated.
+
+    Attributes:
+        material_index, radius_angstrom: (k,) keys.
+        offsets: (k+1,) int64; particle j is ``numbers[offsets[j]:offsets[j+1]]``.
+        numbers: (N,) atomic numbers.
+        positions_angstrom: (N, 3) unrotated centred positions (float64 when carved here,
+            float32 when read from a store).
+        boundary_margin_angstrom, paper_supercell_clips: (k,) carve diagnostics.
+    """
+
+    material_index: np.ndarray
+    radius_angstrom: np.ndarray
+    offsets: np.ndarray
+    numbers: np.ndarray
+    positions_angstrom: np.ndarray
+    boundary_margin_angstrom: np.ndarray
+    paper_supercell_clips: np.ndarray
+
+    def index(self) -> dict[tuple[int, int], int]:
+        """(material_index, radius) -> position j in these arrays."""
+        return {(int(m), int(r)): j for j, (m, r) in enumerate(zip(self.material_index, self.radius_angstrom))}
+
+    def get(self, j: int) -> tuple[np.ndarray, np.ndarray]:
+        """(numbers, positions) of base particle j."""
+        a, b = int(self.offsets[j]), int(self.offsets[j + 1])
+        return self.numbers[a:b], self.positions_angstrom[a:b]
+
+
+def quaternions_to_matrices(quaternion: np.ndarray) -> np.ndarray:
+    """(n, 4) scalar-last unit quaternions -> (n, 3, 3) rotation matrices (vectorised)."""
+    q = np.asarray(quaternion, dtype=np.float64).reshape(-1, 4)
+    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    m = np.empty((len(q), 3, 3))
+    m[:, 0, 0] = 1 - 2 * (y * y + z * z)
+    m[:, 0, 1] = 2 * (x * y - z * w)
+    m[:, 0, 2] = 2 * (x * z + y * w)
+    m[:, 1, 0] = 2 * (x * y + z * w)
+    m[:, 1, 1] = 1 - 2 * (x * x + z * z)
+    m[:, 1, 2] = 2 * (y * z - x * w)
+    m[:, 2, 0] = 2 * (x * z - y * w)
+    m[:, 2, 1] = 2 * (y * z + x * w)
+    m[:, 2, 2] = 1 - 2 * (x * x + y * y)
+    return m
+
+
+# --- building -----------------------------------------------------------------------------
+def carve_base_particles(cells: Sequence[UnitCell], table: RecipeTable, *,
+                         progress: bool = False) -> BaseParticles:
+    """Carve every (material, R) pair that the recipe table uses (float64 positions)."""
+    pairs = sorted({(int(m), int(r)) for m, r in zip(table.material_index, table.radius_angstrom)})
+    by_id = {c.material_id: c for c in cells}
+    nums: list[np.ndarray] = []
+    poss: list[np.ndarray] = []
+    margins = np.zeros(len(pairs))
+    clips = np.zeros(len(pairs), dtype=bool)
+    iterator: Iterable[tuple[int, int]] = pairs
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(pairs, desc="carving base particles", unit="particle")
+    for j, (mi, r) in enumerate(iterator):
+        res = carve(by_id[table.materials[mi]], r, centre_frac=table.centre_frac)
+        nums.append(res.particle.numbers)
+        poss.append(res.particle.positions_angstrom)
+        margins[j] = res.boundary_margin_angstrom
+        clips[j] = res.paper_supercell_clips
+    offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(n) for n in nums])
+    return BaseParticles(
+        material_index=np.array([p[0] for p in pairs], dtype=np.int32),
+        radius_angstrom=np.array([p[1] for p in pairs], dtype=np.int32),
+        offsets=offsets,
+        numbers=np.concatenate(nums).astype(np.int64) if nums else np.zeros(0, np.int64),
+        positions_angstrom=np.concatenate(poss) if poss else np.zeros((0, 3)),
+        boundary_margin_angstrom=margins,
+        paper_supercell_clips=clips,
+    )
+
+
+def _cells_bytes(cells: Sequence[UnitCell]) -> bytes:
+    parts = []
+    for c in cells:
+        parts.append(c.material_id.encode() + b"\0")
+        parts.append(np.ascontiguousarray(c.lattice_angstrom, dtype="<f8").tobytes())
+        parts.append(np.ascontiguousarray(c.numbers, dtype="<i8").tobytes())
+        parts.append(np.ascontiguousarray(c.frac_coords, dtype="<f8").tobytes())
+    return b"".join(parts)
+
+
+def fingerprint(cells: Sequence[UnitCell], table: RecipeTable, base: BaseParticles) -> str:
+    """SHA-256 over the unit cells, the recipe table and every base particle's species and
+    positions rounded to 1e-5 Å (SPEC §5). Hex digest."""
+    h = hashlib.sha256()
+    h.update(b"c2np-fingerprint-v1\0")
+    h.update(_cells_bytes(cells))
+    h.update(table.canonical_bytes())
+    for j in range(len(base.material_index)):
+        nums, pos = base.get(j)
+        h.update(np.array([base.material_index[j], base.radius_angstrom[j], len(nums)], dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(nums, dtype="<i8").tobytes())
+        rounded = np.rint(np.asarray(pos, dtype=np.float64) * 10 ** FINGERPRINT_DECIMALS).astype("<i8")
+        h.update(rounded.tobytes())
+    return h.hexdigest()
+
+
+def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: RecipeTable,
+                base: BaseParticles, *, source: str = "carved",
+                extra_attrs: dict[str, Any] | None = None) -> Path:
+    """Write a store atomically (temp file, then rename). Returns the path."""
+    import h5py
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fp = fingerprint(cells, table, base)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT
+            f.attrs["format_version"] = FORMAT_VERSION
+            f.attrs["c2np_version"] = __version__
+            f.attrs["protocol"] = table.protocol
+            f.attrs["source"] = source
+            f.attrs["centre_frac"] = np.asarray(table.centre_frac, dtype=float)
+            f.attrs["summary"] = json.dumps(table.summary, default=float)
+            for k, v in (extra_attrs or {}).items():
+                f.attrs[k] = v
+            g = f.create_group("cells")
+            g.create_dataset("material_ids", data=np.array([c.material_id for c in cells], dtype="S"))
+            g.create_dataset("lattice", data=np.stack([c.lattice_angstrom for c in cells]))
+            offs = np.zeros(len(cells) + 1, dtype=np.int64)
+            offs[1:] = np.cumsum([c.n_atoms for c in cells])
+            g.create_dataset("atom_offsets", data=offs)
+            g.create_dataset("numbers", data=np.concatenate([c.numbers for c in cells]).astype(np.int16))
+            g.create_dataset("frac", data=np.concatenate([c.frac_coords for c in cells]))
+            r = f.create_group("recipes")
+            r.attrs["materials"] = json.dumps(list(table.materials))
+            r.attrs["heldout_materials"] = json.dumps(list(table.heldout_materials))
+            r.create_dataset("material_index", data=table.material_index.astype(np.int32))
+            r.create_dataset("radius", data=table.radius_angstrom.astype(np.int32))
+            r.create_dataset("rotation_index", data=table.rotation_index.astype(np.int32))
+            r.create_dataset("quaternion", data=table.quaternion.astype(np.float64))
+            r.create_dataset("split", data=table.split.astype(np.int8))
+            b = f.create_group("base")
+            b.create_dataset("material_index", data=base.material_index.astype(np.int32))
+            b.create_dataset("radius", data=base.radius_angstrom.astype(np.int32))
+            b.create_dataset("offsets", data=base.offsets.astype(np.int64))
+            b.create_dataset("numbers", data=base.numbers.astype(np.uint8), compression="gzip",
+                             compression_opts=4, shuffle=True)
+            b.create_dataset("positions", data=np.asarray(base.positions_angstrom, dtype=np.float32),
+                             compression="gzip", compression_opts=4, shuffle=True)
+            b.create_dataset("boundary_margin", data=base.boundary_margin_angstrom.astype(np.float64))
+            b.create_dataset("paper_supercell_clips", data=base.paper_supercell_clips.astype(bool))
+            # Written last: a store without it was interrupted.
+            f.attrs["fingerprint"] = fp
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return p
+
+
+def build_store(cells: Sequence[UnitCell], path: str | os.PathLike[str],
+                protocol: Protocol | str = "paper", *,
+                radii_angstrom: Sequence[int] | None = None,
+                centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0),
+                progress: bool = True) -> Path:
+    """Build recipes and base particles for ``cells`` and write the store atomically."""
+    cells = sorted(cells, key=lambda c: c.material_id)
+    table = build_recipes(cells, protocol, radii_angstrom=radii_angstrom, centre_frac=centre_frac)
+    base = carve_base_particles(cells, table, progress=progress)
+    return write_store(path, cells, table, base)
+
+
+# --- reading ------------------------------------------------------------------------------
+_REQUIRED = {
+    "cells": ("material_ids", "lattice", "atom_offsets", "numbers", "frac"),
+    "recipes": ("material_index", "radius", "rotation_index", "quaternion", "split"),
+    "base": ("material_index", "radius", "offsets", "numbers", "positions", "boundary_margin",
+             "paper_supercell_clips"),
+}
+
+
+@dataclass(eq=False)
+class DatasetStore:
+    """A dataset store loaded into memory (read-only). Open with :meth:`open`.
+
+    Attributes:
+        path: the file.
+        protocol: protocol name.
+        source: "carved" or "imported-original".
+        fingerprint: SHA-256 hex digest recorded at build time.
+        cells: material id -> :class:`UnitCell`.
+        recipes: the :class:`RecipeTable`.
+        base: the :class:`BaseParticles` (float32 positions).
+    """
+
+    path: Path
+    protocol: str
+    source: str
+    fingerprint: str
+    cells: dict[str, UnitCell]
+    recipes: RecipeTable
+    base: BaseParticles
+    attrs: dict[str, Any] = field(default_factory=dict)
+    _base_index: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+    _row_base: np.ndarray | None = field(default=None, repr=False)
+    _matrices: np.ndarray | None = field(default=None, repr=False)
+    _id_rows: dict[str, int] | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> "DatasetStore":
+        """Load and validate a store; corrupt or truncated files raise :class:`C2NPStoreError`."""
+        import h5py
+
+        p = Path(path)
+        if not p.is_file():
+            raise C2NPStoreError(f"{p}: no such dataset store")
+        try:
+            f = h5py.File(p, "r")
+        except OSError as exc:
+            raise C2NPStoreError(f"{p}: not a readable HDF5 store (corrupt or truncated: {exc})") from exc
+        try:
+            with f:
+                return cls._load(p, f)
+        except C2NPStoreError:
+            raise
+        except (KeyError, OSError, ValueError, TypeError) as exc:
+            raise C2NPStoreError(f"{p}: corrupt store ({type(exc).__name__}: {exc})") from exc
+
+    @classmethod
+    def _load(cls, p: Path, f: Any) -> "DatasetStore":
+        if f.attrs.get("format") != FORMAT:
+            raise C2NPStoreError(f"{p}: not a c2np store (format attribute {f.attrs.get('format')!r})")
+        if int(f.attrs.get("format_version", -1)) != FORMAT_VERSION:
+            raise C2NPStoreError(f"{p}: store format version {f.attrs.get('format_version')} is not "
+                                 f"supported (expected {FORMAT_VERSION})")
+        if "fingerprint" not in f.attrs:
+            raise C2NPStoreError(f"{p}: store is incomplete (its build was interrupted)")
+        for group, names in _REQUIRED.items():
+            for name in names:
+                if f"{group}/{name}" not in f:
+                    raise C2NPStoreError(f"{p}: store lacks dataset /{group}/{name}")
+        ids = [s.decode() for s in f["cells/material_ids"][()]]
+        lat = f["cells/lattice"][()]
+        aoff = f["cells/atom_offsets"][()]
+        cnum = f["cells/numbers"][()]
+        cfrac = f["cells/frac"][()]
+        if len(lat) != len(ids) or len(aoff) != len(ids) + 1 or aoff[-1] != len(cnum) or len(cfrac) != len(cnum):
+            raise C2NPStoreError(f"{p}: /cells datasets have inconsistent lengths")
+        cells = {mid: UnitCell(mid, lat[i], cnum[aoff[i]:aoff[i + 1]], cfrac[aoff[i]:aoff[i + 1]])
+                 for i, mid in enumerate(ids)}
+        r = f["recipes"]
+        materials = tuple(json.loads(r.attrs["materials"]))
+        if set(materials) - set(ids):
+            raise C2NPStoreError(f"{p}: recipes name materials without cells: {sorted(set(materials) - set(ids))}")
+        cols = {k: r[k][()] for k in _REQUIRED["recipes"]}
+        n = len(cols["material_index"])
+        if any(len(v) != n for v in cols.values()) or cols["quaternion"].shape != (n, 4):
+            raise C2NPStoreError(f"{p}: /recipes columns have inconsistent lengths")
+        if n and (cols["material_index"].min() < 0 or cols["material_index"].max() >= len(materials)):
+            raise C2NPStoreError(f"{p}: /recipes/material_index out of range")
+        if n and (cols["split"].min() < 0 or cols["split"].max() >= len(SPLITS)):
+            raise C2NPStoreError(f"{p}: /recipes/split has unknown split codes")
+        if not np.all(np.isfinite(cols["quaternion"])):
+            raise C2NPStoreError(f"{p}: /recipes/quaternion has non-finite values")
+        centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
+        table = RecipeTable(
+            protocol=str(f.attrs["protocol"]), materials=materials,
+            material_index=cols["material_index"].astype(np.int32),
+            radius_angstrom=cols["radius"].astype(np.int32),
+            rotation_index=cols["rotation_index"].astype(np.int32),
+            quaternion=cols["quaternion"].astype(np.float64), split=cols["split"].astype(np.int8),
+            heldout_materials=tuple(json.loads(r.attrs.get("heldout_materials", "[]"))),
+            centre_frac=centre, summary=json.loads(f.attrs.get("summary", "{}")),
+        )
+        b = f["base"]
+        bcols = {k: b[k][()] for k in _REQUIRED["base"]}
+        k = len(bcols["material_index"])
+        if len(bcols["offsets"]) != k + 1 or bcols["offsets"][-1] != len(bcols["numbers"]) \
+                or bcols["positions"].shape != (len(bcols["numbers"]), 3) or np.any(np.diff(bcols["offsets"]) < 0):
+            raise C2NPStoreError(f"{p}: /base datasets have inconsistent lengths")
+        if not np.all(np.isfinite(bcols["positions"])):
+            raise C2NPStoreError(f"{p}: /base/positions has non-finite values")
+        base = BaseParticles(
+            material_index=bcols["material_index"].astype(np.int32),
+            radius_angstrom=bcols["radius"].astype(np.int32),
+            offsets=bcols["offsets"].astype(np.int64), numbers=bcols["numbers"].astype(np.int64),
+            positions_angstrom=bcols["positions"].astype(np.float32),
+            boundary_margin_angstrom=bcols["boundary_margin"],
+            paper_supercell_clips=bcols["paper_supercell_clips"].astype(bool),
+        )
+        store = cls(path=p, protocol=table.protocol, source=str(f.attrs.get("source", "carved")),
+                    fingerprint=str(f.attrs["fingerprint"]), cells=cells, recipes=table, base=base,
+                    attrs={k2: (v.tolist() if isinstance(v, np.ndarray) else v) for k2, v in f.attrs.items()})
+        store._base_index = base.index()
+        missing = {(int(m), int(rr)) for m, rr in zip(table.material_index, table.radius_angstrom)} - set(store._base_index)
+        if missing:
+            m0, r0 = sorted(missing)[0]
+            raise C2NPStoreError(f"{p}: no base particle for {materials[m0]} R={r0} "
+                                 f"({len(missing)} (material, R) pairs missing)")
+        return store
+
+    # --- access ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    @property
+    def materials(self) -> tuple[str, ...]:
+        """Material ids in recipe order."""
+        return self.recipes.materials
+
+    def _rows_base(self) -> np.ndarray:
+        if self._row_base is None:
+            t = self.recipes
+            self._row_base = np.array([self._base_index[(int(m), int(r))]
+                                       for m, r in zip(t.material_index, t.radius_angstrom)], dtype=np.int64)
+        return self._row_base
+
+    def _rotations(self) -> np.ndarray:
+        if self._matrices is None:
+            self._matrices = quaternions_to_matrices(self.recipes.quaternion)
+        return self._matrices
+
+    def base_particle(self, material: str, radius_angstrom: int) -> Particle:
+        """The unrotated (material, R) particle in canonical order (float32 precision)."""
+        if material not in self.materials:
+            raise C2NPInputError(f"{self.path}: unknown material {material!r}")
+        key = (self.materials.index(material), int(radius_angstrom))
+        if key not in self._base_index:
+            raise C2NPInputError(f"{self.path}: no particle for {material} at R={radius_angstrom} Å")
+        nums, pos = self.base.get(self._base_index[key])
+        return Particle(nums, pos)
+
+    def particle_arrays(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """(numbers (n,), positions (n, 3) float64) of sample ``row``: the base particle rotated."""
+        if not 0 <= row < len(self):
+            raise C2NPInputError(f"{self.path}: sample row {row} is out of range 0..{len(self) - 1}")
+        j = int(self._rows_base()[row])
+        a, b = int(self.base.offsets[j]), int(self.base.offsets[j + 1])
+        pos = self.base.positions_angstrom[a:b].astype(np.float64) @ self._rotations()[row].T
+        return self.base.numbers[a:b], pos
+
+    def particle(self, row: int) -> Particle:
+        """The rotated, centred particle of sample ``row``."""
+        return Particle(*self.particle_arrays(row))
+
+    def sample(self, row: int) -> Sample:
+        """The full :class:`Sample` of ``row``."""
+        t = self.recipes
+        mat = t.materials[int(t.material_index[row])]
+        return Sample(row=int(row), sample_id=sample_id(mat, t.radius_angstrom[row], t.rotation_index[row]),
+                      material=mat, radius_angstrom=int(t.radius_angstrom[row]),
+                      rotation_index=int(t.rotation_index[row]), quaternion=t.quaternion[row].copy(),
+                      split=SPLITS[int(t.split[row])], particle=self.particle(row))
+
+    def rows(self, split: str | None = None, *, material: str | None = None,
+             radius: int | None = None) -> np.ndarray:
+        """Row indices for a split / material / radius (None = any)."""
+        return np.flatnonzero(self.recipes.mask(split, material=material, radius=radius))
+
+    def iter_samples(self, rows: Iterable[int] | None = None) -> Iterator[Sample]:
+        """Iterate samples (all rows when None)."""
+        for row in (range(len(self)) if rows is None else rows):
+            yield self.sample(int(row))
+
+    def rows_for_ids(self, ids: Iterable[str]) -> np.ndarray:
+        """Rows of the given sample ids; unknown ids raise :class:`C2NPInputError`."""
+        if self._id_rows is None:
+            self._id_rows = {sid: i for i, sid in enumerate(self.recipes.sample_ids())}
+        out = []
+        for sid in ids:
+            if sid not in self._id_rows:
+                raise C2NPInputError(f"{self.path}: unknown sample id {sid!r}")
+            out.append(self._id_rows[sid])
+        return np.asarray(out, dtype=np.int64)
+
+    def cell_list(self) -> list[UnitCell]:
+        """Unit cells in the store's order."""
+        return list(self.cells.values())
+
+    def info(self) -> dict[str, Any]:
+        """Sizes per split, per radius and per material, and provenance, as a dict."""
+        t = self.recipes
+        per_radius: dict[str, dict[str, int]] = {}
+        for r in sorted(set(t.radius_angstrom.tolist())):
+            m = t.radius_angstrom == r
+            per_radius[str(r)] = {s: int(np.sum(m & (t.split == i))) for i, s in enumerate(SPLITS)
+                                  if np.any(m & (t.split == i))}
+        n_atoms = np.diff(self.base.offsets)
+        return {
+            "path": str(self.path), "protocol": self.protocol, "source": self.source,
+            "fingerprint": self.fingerprint, "c2np_version": self.attrs.get("c2np_version"),
+            "n_samples": len(t), "n_materials": len(t.materials), "materials": list(t.materials),
+            "per_split": t.counts(), "per_radius": per_radius,
+            "heldout_materials": list(t.heldout_materials),
+            "n_base_particles": int(len(n_atoms)), "n_base_atoms": int(n_atoms.sum()),
+            "max_atoms_per_particle": int(n_atoms.max()) if len(n_atoms) else 0,
+            "n_supercell_clipped": int(self.base.paper_supercell_clips.sum()),
+            "min_boundary_margin_angstrom": float(self.base.boundary_margin_angstrom.min()) if len(n_atoms) else None,
+            "file_bytes": self.path.stat().st_size,
+        }
+
+
+# --- verification -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifyReport:
+    """Outcome of :func:`verify_store`.
+
+    Attributes:
+        ok: everything matched.
+        fingerprint_stored, fingerprint_recomputed: hex digests.
+        n_base_checked: base particles re-carved and compared.
+        max_position_error_angstrom: largest |stored - re-carved| over all atoms.
+        recipes_match_protocol: the recipe table equals a fresh build of its protocol
+            (None when it could not be rebuilt, e.g. an imported store).
+        problems: one line per mismatch.
+    """
+
+    ok: bool
+    fingerprint_stored: str
+    fingerprint_recomputed: str
+    n_base_checked: int
+    max_position_error_angstrom: float
+    recipes_match_protocol: bool | None
+    problems: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float = 1e-4,
+                 progress: bool = False) -> VerifyReport:
+    """Re-carve every base particle from its cell, compare with the store, rebuild the recipe
+    table from its protocol, and recompute the fingerprint."""
+    store = DatasetStore.open(path)
+    cells = [store.cells[m] for m in store.materials]
+    table = store.recipes
+    problems: list[str] = []
+    recipes_match: bool | None = None
+    if store.source == "carved":
+        try:
+            fresh = build_recipes(cells, get_protocol(store.protocol),
+                                  radii_angstrom=sorted(set(table.radius_angstrom.tolist())),
+                                  centre_frac=table.centre_frac)
+            recipes_match = fresh.canonical_bytes() == table.canonical_bytes()
+            if not recipes_match:
+                problems.append("recipe table differs from a fresh build of protocol "
+                                f"{store.protocol!r}")
+        except C2NPInputError as exc:
+            problems.append(f"cannot rebuild recipes: {exc}")
+            recipes_match = False
+    if store.source == "carved":
+        recarved = carve_base_particles(cells, table, progress=progress)
+        max_err = 0.0
+        rec_index = recarved.index()
+        for key, j in store._base_index.items():
+            nums_s, pos_s = store.base.get(j)
+            jj = rec_index.get(key)
+            label = f"{table.materials[key[0]]} R={key[1]}"
+            if jj is None:
+                problems.append(f"{label}: stored but not in the recipes")
+                continue
+            nums_c, pos_c = recarved.get(jj)
+            if len(nums_c) != len(nums_s) or not np.array_equal(nums_c, nums_s):
+                problems.append(f"{label}: {len(nums_s)} stored atoms vs {len(nums_c)} re-carved "
+                                "(or species differ)")
+                continue
+            err = float(np.max(np.abs(pos_s.astype(np.float64) - pos_c))) if len(pos_c) else 0.0
+            max_err = max(max_err, err)
+            if err > position_tol_angstrom:
+                problems.append(f"{label}: positions differ by up to {err:.3g} Å")
+        fp = fingerprint(cells, table, recarved)
+        n_checked = len(store._base_index)
+    else:
+        max_err = float("nan")
+        fp = fingerprint(cells, table, store.base)
+        n_checked = 0
+    if fp != store.fingerprint:
+        problems.append(f"fingerprint mismatch: stored {store.fingerprint[:16]}…, recomputed {fp[:16]}…")
+    return VerifyReport(ok=not problems, fingerprint_stored=store.fingerprint, fingerprint_recomputed=fp,
+                        n_base_checked=n_checked, max_position_error_angstrom=max_err,
+                        recipes_match_protocol=recipes_match, problems=tuple(problems))

@@ -1,0 +1,180 @@
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from c2np.carving import carve
+from c2np.cells import write_cif
+from c2np.cli import build_app
+from c2np.errors import C2NPStoreError
+from c2np.formats import export_extxyz, export_original, import_original
+from c2np.loaders import collate_particles, iter_arrays, iter_atoms, torch_dataset
+from c2np.particle_io import iter_extxyz
+from c2np.store import DatasetStore, build_store, verify_store
+
+RADII = [6, 8, 10]
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, kmgh3, zoo) -> Path:
+    return build_store([kmgh3, zoo["hexagonal"]], tmp_path / "ds.h5", radii_angstrom=RADII, progress=False)
+
+
+def test_roundtrip_matches_carve(store_path: Path, kmgh3) -> None:
+    ds = DatasetStore.open(store_path)
+    assert set(ds.cells) == {"KMgH3", "Mg"}
+    assert len(ds) == 2 * (164 + 60 + 93)
+    for row in [0, 5, 200, len(ds) - 1]:
+        s = ds.sample(row)
+        ref = carve(ds.cells[s.material], s.radius_angstrom, quaternion=s.quaternion).particle
+        assert np.array_equal(s.particle.numbers, ref.numbers)
+        assert np.abs(s.particle.positions_angstrom - ref.positions_angstrom).max() < 1e-5
+        assert s.sample_id == f"{s.material}/R{s.radius_angstrom}/rot_{s.rotation_index}"
+    rows = ds.rows_for_ids(["KMgH3/R6/rot_3"])
+    assert ds.sample(int(rows[0])).rotation_index == 3
+
+
+def test_fingerprint_is_reproducible(tmp_path: Path, store_path: Path, kmgh3, zoo) -> None:
+    other = build_store([zoo["hexagonal"], kmgh3], tmp_path / "again.h5", radii_angstrom=RADII, progress=False)
+    assert DatasetStore.open(other).fingerprint == DatasetStore.open(store_path).fingerprint
+    changed = build_store([kmgh3], tmp_path / "one.h5", radii_angstrom=RADII, progress=False)
+    assert DatasetStore.open(changed).fingerprint != DatasetStore.open(store_path).fingerprint
+
+
+def test_verify_ok_and_detects_tampering(tmp_path: Path, store_path: Path) -> None:
+    rep = verify_store(store_path)
+    assert rep.ok and rep.recipes_match_protocol and rep.max_position_error_angstrom < 1e-5
+    with h5py.File(store_path, "r+") as f:
+        f["base/positions"][3, 0] += 0.01
+    rep = verify_store(store_path)
+    assert not rep.ok and any("positions differ" in p for p in rep.problems)
+
+
+def test_truncated_and_incomplete_store(tmp_path: Path, store_path: Path) -> None:
+    data = store_path.read_bytes()
+    bad = tmp_path / "trunc.h5"
+    bad.write_bytes(data[: len(data) // 3])
+    with pytest.raises(C2NPStoreError, match="trunc.h5"):
+        DatasetStore.open(bad)
+    with h5py.File(store_path, "r+") as f:
+        del f.attrs["fingerprint"]
+    with pytest.raises(C2NPStoreError, match="incomplete"):
+        DatasetStore.open(store_path)
+
+
+def test_interrupted_build_keeps_old_store(tmp_path: Path, kmgh3, monkeypatch) -> None:
+    path = build_store([kmgh3], tmp_path / "keep.h5", radii_angstrom=[6], progress=False)
+    before = path.read_bytes()
+    import c2np.store as store_mod
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_mod, "fingerprint", boom)
+    with pytest.raises(KeyboardInterrupt):
+        build_store([kmgh3], path, radii_angstrom=[6, 7], progress=False)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.h5"]  # no temp file left
+
+
+def test_loaders(store_path: Path) -> None:
+    ds = DatasetStore.open(store_path)
+    first = next(iter_arrays(ds, "ood"))
+    assert first[0].endswith("/R6/rot_0") and first[2].shape[1] == 3
+    atoms = next(iter_atoms(ds, "id"))
+    assert atoms.info["split"] == "id" and atoms.info["radius_angstrom"] == 10
+    tds = torch_dataset(ds, "train")
+    assert len(tds) == len(ds.rows("train"))
+    batch = collate_particles([tds[0], tds[1]])
+    assert batch["ptr"][-1] == len(batch["numbers"]) == len(batch["batch"])
+
+
+def test_export_extxyz_and_original(tmp_path: Path, store_path: Path) -> None:
+    ds = DatasetStore.open(store_path)
+    paths = export_extxyz(ds, tmp_path / "x", splits=["ood"], progress=False)
+    frames = list(iter_extxyz(paths[0]))
+    assert len(frames) == len(ds.rows("ood"))
+    _, part, info = frames[7]
+    assert info["split"] == "ood" and info["sample_id"] == ds.recipes.sample_ids()[ds.rows("ood")[7]]
+    out = export_original(ds, tmp_path / "orig", progress=False)
+    assert (out / "cifs" / "KMgH3.cif").is_file()
+    assert (out / "quaternions" / "Mg" / "R10" / "xyz" / "rot_92.xyz").is_file()
+    with pytest.raises(Exception, match="already exists"):
+        export_original(ds, out, progress=False)
+
+
+def test_import_original(tmp_path: Path, kmgh3) -> None:
+    root = tmp_path / "raw"
+    write_cif(kmgh3, root / "cifs" / "KMgH3.cif")
+    (root / "materials").mkdir()
+    shift = 10 * kmgh3.lattice_angstrom.sum(axis=0)  # original supercell frame
+    for r in (6, 7):
+        p = carve(kmgh3, r).particle
+        lines = [str(p.n_atoms), "original"] + [
+            f"{s} {x:.6f} {y:.6f} {z:.6f}" for s, (x, y, z) in
+            zip(p.to_ase().get_chemical_symbols()[::-1], p.positions_angstrom[::-1] + shift)]
+        (root / "materials" / f"KMgH3_R{r}.xyz").write_text("\n".join(lines) + "\n")
+    path = import_original(root, tmp_path / "imp.h5", progress=False)
+    ds = DatasetStore.open(path)
+    assert ds.source == "imported-original" and len(ds) == 2 * 164
+    report = json.loads(ds.attrs["import_report"])
+    assert all(r["matched_within_0.01A"] == 1.0 for r in report)
+    assert verify_store(path).ok
+
+
+runner = CliRunner()
+
+
+def test_cli_build_info_verify(tmp_path: Path, kmgh3) -> None:
+    cifs = tmp_path / "cifs"
+    write_cif(kmgh3, cifs / "KMgH3.cif")
+    out = tmp_path / "s.h5"
+    app = build_app()
+    r = runner.invoke(app, ["build", "--cifs", str(cifs), "--radii", "6,7", "-o", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_samples"] == 2 * 164
+    r = runner.invoke(app, ["info", str(out), "--recipes", "--json", "--split", "ood"])
+    recs = json.loads(r.stdout)["recipes"]
+    assert len(recs) == 328 and len(recs[1]["quaternion_xyzw"]) == 4
+    assert runner.invoke(app, ["verify", str(out), "--json"]).exit_code == 0
+    with h5py.File(out, "r+") as f:
+        f["base/positions"][0, 0] += 0.5
+    assert runner.invoke(app, ["verify", str(out)]).exit_code == 1
+
+
+def test_cli_bad_input_exit_2(tmp_path: Path, kmgh3) -> None:
+    app = build_app()
+    bad = tmp_path / "bad.cif"
+    bad.write_text("not a cif")
+    r = runner.invoke(app, ["carve", str(bad), "--radius", "5", "-o", str(tmp_path / "p.extxyz")])
+    assert r.exit_code == 2 and "bad.cif" in r.output
+    good = write_cif(kmgh3, tmp_path / "KMgH3.cif")
+    assert runner.invoke(app, ["carve", str(good), "--radius", "-1", "-o", str(tmp_path / "p.extxyz")]).exit_code == 2
+    r = runner.invoke(app, ["carve", str(good), "--radius", "5", "--quat", "0", "0", "0", "2",
+                            "-o", str(tmp_path / "p.extxyz")])
+    assert r.exit_code == 2 and "unit quaternion" in r.output
+    r = runner.invoke(app, ["carve", str(good), "--radius", "5", "--quat", "nan", "0", "0", "1",
+                            "-o", str(tmp_path / "p.extxyz")])
+    assert r.exit_code == 2
+    trunc = tmp_path / "t.h5"
+    trunc.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 50)
+    assert runner.invoke(app, ["verify", str(trunc)]).exit_code == 2
+    assert runner.invoke(app, ["build", "--cifs", str(tmp_path / "nope"), "-o", str(tmp_path / "x.h5")]).exit_code == 2
+    cifs = tmp_path / "cifs"
+    write_cif(kmgh3, cifs / "KMgH3.cif")
+    r = runner.invoke(app, ["build", "--cifs", str(cifs), "--materials", "Nope", "-o", str(tmp_path / "x.h5")])
+    assert r.exit_code == 2 and "Nope" in r.output
+
+
+def test_cli_carve_writes_particle(tmp_path: Path, kmgh3) -> None:
+    good = write_cif(kmgh3, tmp_path / "KMgH3.cif")
+    out = tmp_path / "p.extxyz"
+    r = runner.invoke(build_app(), ["carve", str(good), "--radius", "6", "-o", str(out), "--json"])
+    assert r.exit_code == 0
+    (_, part, info), = list(iter_extxyz(out))
+    assert part.n_atoms == json.loads(r.stdout)["n_atoms"] == carve(kmgh3, 6).particle.n_atoms
+    assert info["material"] == "KMgH3"
