@@ -200,8 +200,12 @@ def test_pair_counts_equal_pdist_histogram(n: int, scale: float, seed: int) -> N
     assert np.array_equal(pair_distance_counts(x), ref)
 
 
-def test_pair_counts_collapsed_and_rotation_stable() -> None:
+def test_pair_counts_collapsed_spread_and_rotation_stable() -> None:
     assert pair_distance_counts(np.zeros((60, 3)))[0] == 60 * 59 // 2
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.normal(size=(80, 3)) * 3, rng.normal(size=(80, 3)) * 3 + 3e4])
+    ref = np.histogram(pdist(x), bins=128, range=(0, 10))[0]
+    assert np.array_equal(pair_distance_counts(x), ref)  # far apart: sparse column lookup
     # a lattice has pairs at exactly 10 Å (a bin edge): every orientation bins them alike
     z, x = _particle(10.0)
     _, xr = _particle(10.0, quat=[0.2, -0.4, 0.1, math.sqrt(1 - 0.21)])

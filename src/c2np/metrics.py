@@ -104,8 +104,8 @@ class Scores:
 def pair_distance_counts(positions_angstrom: np.ndarray, *,
                          r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
                          n_bins: int = RDF_N_BINS,
-                         column_angstrom: float = 2.5,
-                         chunk_pairs: int = 32_768) -> np.ndarray:
+                         column_angstrom: float = 5.0,
+                         chunk_pairs: int = 12_288) -> np.ndarray:
     """Histogram of all unordered pair distances ``d_ij`` (i < j) on ``[0, r_max]`` Å.
 
     Returns ``(n_bins,)`` int64 counts; bin k holds ``k Δ <= d + ε < (k + 1) Δ`` with
@@ -113,12 +113,14 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     bin is closed (it also holds ``d + ε`` up to ``r_max + 2ε``). ``ε = 1e-9`` Å snaps lattice
     distances that lie exactly on a bin edge (e.g. 10 Å) to the same bin in every
     orientation, whatever the rounding of rotated coordinates; otherwise this is numpy's
-    ``histogram(pdist(x), n_bins, (0, r_max))``. Exact (every pair within ``r_max`` is counted,
-    distances in float64 as ``pdist``), but only pairs that can be within ``r_max`` are
-    visited: atoms are sorted into xy columns of width ``column_angstrom`` and by z within a
-    column; for each atom and each neighbouring column the candidates are one contiguous
-    run in z, cut to the exact window the column's xy gap allows. Candidates are processed
-    in cache-sized chunks of about ``chunk_pairs``.
+    ``histogram(pdist(x), n_bins, (0, r_max))``.
+
+    Exact (every pair within ``r_max`` is counted, distances in float64 as ``pdist``), but
+    only pairs that can be within ``r_max`` are visited: atoms are sorted into xy columns
+    of width ``column_angstrom`` and by z within a column; for each atom and each
+    neighbouring column the candidates are one contiguous run in z, cut to the exact
+    window ``|Δz| <= sqrt(r² − gap_xy²)`` that the atom's xy gap to that column allows.
+    Candidates are processed in cache-sized chunks of about ``chunk_pairs``.
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     n = len(x)
@@ -131,35 +133,46 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     h = float(column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
     lo = x.min(axis=0)
-    cxy = np.floor((x[:, :2] - lo[:2]) / h).astype(np.int64)
-    ny = int(cxy[:, 1].max()) + 2 * (int(math.ceil(r / h)) + 2)
-    col = cxy[:, 0] * ny + cxy[:, 1]  # exact int64 column id
-    ucols, col_rank = np.unique(col, return_inverse=True)
+    m = int(math.ceil(r / h)) + 1  # columns further than m apart cannot hold a pair
+    cxy = np.floor((x[:, :2] - lo[:2]) / h).astype(np.int64) + m
+    nx = int(cxy[:, 0].max()) + m + 1
+    ny = int(cxy[:, 1].max()) + m + 1
+    col = cxy[:, 0] * ny + cxy[:, 1]  # exact int64 column id; neighbours never wrap
     z = x[:, 2] - lo[2]
     span = float(z.max()) + 2.0 * r + 1.0
-    key = col_rank.astype(np.float64) * span + z
+    grid: np.ndarray | None = None
+    if nx * ny <= 4_000_000:  # dense column -> rank lookup
+        ucols = np.unique(col)
+        grid = np.full(nx * ny, -1, dtype=np.int64)
+        grid[ucols] = np.arange(len(ucols))
+        rank = grid[col]
+    else:  # very spread-out sets: binary search instead
+        ucols, rank = np.unique(col, return_inverse=True)
+    key = rank.astype(np.float64) * span + z  # sorted: by column, then by z
     order = np.argsort(key, kind="stable")
     key = key[order]
     xs = x[order]
     x0, x1, x2 = (np.ascontiguousarray(xs[:, k]) for k in range(3))
     zs = z[order]
-    cx = cxy[order, 0]
-    cy = cxy[order, 1]
     col_s = col[order]
     # position of each atom inside its own column cell, in [0, h)
-    xl = xs[:, 0] - lo[0] - cx * h
-    yl = xs[:, 1] - lo[1] - cy * h
+    xl = xs[:, 0] - lo[0] - (cxy[order, 0] - m) * h
+    yl = xs[:, 1] - lo[1] - (cxy[order, 1] - m) * h
     margin = 64.0 * float(np.spacing(np.abs(key).max() + span)) + 1e-9
-    m = int(math.ceil(r / h)) + 1
+    gx2: dict[int, np.ndarray] = {}
+    gy2: dict[int, np.ndarray] = {}
+    for d in range(-m, m + 1):  # squared xy gap from each atom to the cell d columns away
+        gx = np.maximum(0.0, np.maximum(d * h - xl, xl - (d + 1) * h))
+        gy = np.maximum(0.0, np.maximum(d * h - yl, yl - (d + 1) * h))
+        gx2[d] = gx * gx
+        gy2[d] = gy * gy
     offsets = [(dx, dy) for dx in range(0, m + 1) for dy in range(-m, m + 1)
                if (dx > 0 or dy >= 0)
                and (max(abs(dx) - 1, 0) ** 2 + max(abs(dy) - 1, 0) ** 2) * h * h <= r2]
     scale = n_bins / r
-    idx = np.arange(n)
     buf_s: list[np.ndarray] = []
     buf_l: list[np.ndarray] = []
     buf_i: list[np.ndarray] = []
-    pending = 0
 
     def flush() -> None:
         s = np.concatenate(buf_s)
@@ -196,19 +209,23 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
             d2 *= scale
             out[:] += np.bincount(d2.astype(np.int64), minlength=n_bins + 1)[: n_bins + 1]
 
+    pending = 0
     for dx, dy in offsets:
-        gx = np.maximum(0.0, np.maximum(dx * h - xl, xl - (dx + 1) * h))
-        gy = np.maximum(0.0, np.maximum(dy * h - yl, yl - (dy + 1) * h))
-        rem = r2 - gx * gx - gy * gy
-        target = col_s + dx * ny + dy
-        pos = np.searchsorted(ucols, target)
-        pos_c = np.minimum(pos, len(ucols) - 1)
-        ok = (rem >= 0) & (ucols[pos_c] == target)
+        rem = r2 - gx2[dx] - gy2[dy]
+        target = col_s + (dx * ny + dy)
+        if grid is not None:
+            t_rank = grid[target]
+            ok = (rem >= 0) & (t_rank >= 0)
+        else:
+            t_rank = np.minimum(np.searchsorted(ucols, target), len(ucols) - 1)
+            ok = (rem >= 0) & (ucols[t_rank] == target)
         sel = np.flatnonzero(ok)
         if len(sel) == 0:
             continue
-        reach = np.sqrt(rem[sel]) + margin
-        base = pos_c[sel].astype(np.float64) * span + zs[sel]
+        reach = np.sqrt(rem[sel])
+        reach += margin
+        base = t_rank[sel] * span
+        base += zs[sel]
         if dx == 0 and dy == 0:
             s = sel + 1  # same column: only later atoms, so each pair once
         else:
@@ -273,6 +290,21 @@ def hull_volume_angstrom3(positions_angstrom: np.ndarray) -> float:
     if len(x) < 4:
         return 0.0
     try:
+        # Qhull on the outer shell only when that provably gives the same hull: the hull
+        # of the atoms with |x - c| >= rho contains the ball of radius rho around c (every
+        # facet at distance >= rho), so the inner atoms lie inside it.
+        centre = x.mean(axis=0)
+        dist = np.linalg.norm(x - centre, axis=1)
+        rho = 0.85 * float(dist.max())
+        outer = dist >= rho
+        if 4 <= int(outer.sum()) < len(x):
+            hull = ConvexHull(x[outer])
+            normals, offsets = hull.equations[:, :3], hull.equations[:, 3]
+            if float(np.min(-(normals @ centre + offsets))) >= rho:
+                return float(hull.volume)
+    except QhullError:
+        pass  # e.g. a flat outer shell: use every atom
+    try:
         return float(ConvexHull(x).volume)
     except QhullError:
         return 0.0
@@ -326,8 +358,14 @@ def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
         small, large, large_tree = g, p, pred_tree
     if large_tree is None:
         large_tree = cKDTree(large)
-    ns, nl = len(small), len(large)
     d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
+    return _assignment_sq(small, large, large_tree, d1, j1)
+
+
+def _assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
+                   d1: np.ndarray, j1: np.ndarray) -> tuple[float, int, bool]:
+    """:func:`matched_sq_distances` given the smaller set's nearest neighbours (d1, j1)."""
+    ns, nl = len(small), len(large)
     if len(np.unique(j1)) == ns:
         return float(np.sum(d1 * d1)), ns, True
     if ns * nl <= _DENSE_ASSIGNMENT_MAX_ENTRIES:
@@ -571,16 +609,38 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     for z in elements:
         ip = np.flatnonzero(zp == z)
         ig = np.flatnonzero(zg == z)
-        tp = cKDTree(xp[ip])
-        tg = cKDTree(xg[ig])
-        s, k, cert = matched_sq_distances(xp[ip], xg[ig], pred_tree=tp, ref_tree=tg)
+        pred_small = len(ip) <= len(ig)
+        small, large = (xp[ip], xg[ig]) if pred_small else (xg[ig], xp[ip])
+        ns = len(small)
+        large_tree = cKDTree(large)
+        # one bounded kNN query gives the close pairs (F1) and, for most atoms, the nearest
+        # neighbour (matched RMSD)
+        k1 = min(4, len(large))
+        d, j = large_tree.query(small, k=k1, distance_upper_bound=tol_max)
+        d = d.reshape(ns, k1)
+        j = j.reshape(ns, k1)
+        if k1 < len(large) and np.isfinite(d[:, -1]).any():
+            # some atom may have more than k1 partners within tol_max: list them all
+            pairs = cKDTree(small).sparse_distance_matrix(large_tree, tol_max, output_type="ndarray")
+            si, lj, dv = pairs["i"], pairs["j"], pairs["v"]
+        else:
+            fin = np.isfinite(d)
+            si = np.nonzero(fin)[0]
+            lj = j[fin]
+            dv = d[fin]
+        d1 = d[:, 0].copy()
+        j1 = j[:, 0].copy()
+        far = ~np.isfinite(d1)
+        if far.any():
+            d1[far], j1[far] = large_tree.query(small[far], k=1)
+        s, k, cert = _assignment_sq(small, large, large_tree, d1, j1)
         sq_sum += s
         n_pairs += k
         certified &= cert
-        close = tp.sparse_distance_matrix(tg, tol_max, output_type="ndarray")
+        pi, gj = (si, lj) if pred_small else (lj, si)
         for t in tolerances_angstrom:
-            sel = close["v"] < t
-            matched[t] += matched_atom_count(close["i"][sel], close["j"][sel], len(ip), len(ig))
+            sel = dv < t
+            matched[t] += matched_atom_count(pi[sel], gj[sel], len(ip), len(ig))
 
     diameter = 2.0 * reference.radius_angstrom
     matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter
