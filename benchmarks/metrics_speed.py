@@ -72,7 +72,7 @@ def bench_particles(repeats: int, n_particles: int) -> None:
     t = time.perf_counter()
     summary = ReferenceSummary.from_particle(base.numbers, base.positions_angstrom, radius_angstrom=30.0)
     t_summary = (time.perf_counter() - t) * 1e3
-    table = Table(title=f"task-1 metrics on R = 30 Å particles (ms, median [min] of {repeats})")
+    table = Table(title=f"task-1 metrics on R = 30 Å particles (ms, median \\[min] of {repeats})")
     for col in ("particle", "atoms", "original", "c2np (all metrics)", "speed-up (median)",
                 "speed-up (min)"):
         table.add_column(col, justify="right")
