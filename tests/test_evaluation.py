@@ -265,8 +265,10 @@ def test_cli_evaluate_ok_and_bad_input(tmp_path: Path, store: DatasetStore, id_r
     out = tmp_path / "r.json"
     base = ["evaluate", "--store", str(store.path), "--task", "inverse", "--split", "id",
             "--bootstrap", "50", "--no-progress", "--out", str(out)]
-    r = runner.invoke(app, [*base, "--predictions", str(good), "--model", "ref"])
+    png = tmp_path / "r.png"
+    r = runner.invoke(app, [*base, "--predictions", str(good), "--model", "ref", "--plot", str(png)])
     assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:4] == b"\x89PNG"
     assert json.loads(out.read_text())["model"] == "ref" and "joint_accuracy_paper" in r.output
     bad = tmp_path / "bad.csv"
     bad.write_text("sample_id,a\nx,1\n")

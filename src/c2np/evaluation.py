@@ -61,6 +61,7 @@ __all__ = [
     "evaluate_forward",
     "evaluate_inverse",
     "inverse_target",
+    "plot_results",
 ]
 
 EVAL_ROTATIONS_PER_GROUP = 8
@@ -805,3 +806,51 @@ def evaluate_inverse(store: EvalStore, predictions: str | os.PathLike[str] | Map
                      extra={"headline": "joint_accuracy_paper",
                             "targets": {m: vars(v) for m, v in targets.items()}},
                      seconds=time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------------------
+# Plot
+# ----------------------------------------------------------------------------------------
+def plot_results(data: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """PNG of a results document: headline metrics per radius with 95 % intervals (left)
+    and the per-sample distribution of the main distance/error metric (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from c2np.particle_io import atomic_write
+
+    forward = data["task"] == "forward"
+    names = ["f1@0.1", "f1@0.5"] if forward else ["spacegroup_accuracy", "joint_accuracy_paper",
+                                                  "joint_accuracy_strict"]
+    dist_name = "matched_rmsd" if forward else "lattice_rmse_perm_invariant"
+    per_r = data["metrics"]["per_radius"]
+    radii = sorted(per_r, key=int)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for n in names:
+        mean = np.array([per_r[r][n]["mean"] for r in radii])
+        lo = np.array([per_r[r][n]["ci95"][0] for r in radii])
+        hi = np.array([per_r[r][n]["ci95"][1] for r in radii])
+        ax1.errorbar([int(r) for r in radii], mean, yerr=[mean - lo, hi - mean], marker="o",
+                     capsize=3, label=n)
+    ax1.set_xlabel("R (Å)")
+    ax1.set_ylabel("failure-penalised mean, 95 % CI")
+    ax1.set_ylim(-0.02, 1.02)
+    ax1.legend()
+    ax1.set_title(f"{data['model']} · {data['task']} · {data['split']} ({data['subset']})")
+    vals = np.array(data["samples"][dist_name], dtype=float)
+    ok = np.array(data["samples"]["ok"], dtype=bool)
+    if ok.any():
+        ax2.hist(vals[ok], bins=40, color="tab:blue", label="successes")
+    ax2.set_xlabel(f"{dist_name} ({data['metric_info'][dist_name]['unit']})")
+    ax2.set_ylabel("samples")
+    ax2.set_title(f"{int((~ok).sum())} failed of {len(ok)} (not shown: failure value)")
+    if ok.any():
+        ax2.legend()
+    fig.tight_layout()
+    p = Path(path)
+    with atomic_write(p, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
+    plt.close(fig)
+    return p

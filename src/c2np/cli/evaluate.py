@@ -83,6 +83,7 @@ def evaluate_cmd(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % CI."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
     from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_forward, evaluate_inverse
@@ -107,3 +108,8 @@ def evaluate_cmd(
     res.write(out)
     print_results_table(res.data)
     console().print(f"results -> {out}")
+    if plot is not None:
+        from c2np.evaluation import plot_results
+
+        plot_results(res.data, plot)
+        console().print(f"plot -> {plot}")
