@@ -294,10 +294,10 @@ def _iter_h5_predictions(p: Path) -> Iterator[tuple[str, str, np.ndarray, np.nda
             k = int(np.searchsorted(offsets, bad[0], "right") - 1)
             raise C2NPInputError(f"{p}: sample {k} ({ids[k]!r}): unknown element (atomic number "
                                  f"{int(numbers[bad[0]])} at /numbers[{int(bad[0])}])")
-        positions = np.asarray(pos_ds[()], dtype=np.float64)
-    for k, sid in enumerate(ids):
-        a, b = int(offsets[k]), int(offsets[k + 1])
-        yield f"index {k}", sid, numbers[a:b].astype(np.int64), positions[a:b]
+        for k, sid in enumerate(ids):  # positions are read one sample at a time
+            a, b = int(offsets[k]), int(offsets[k + 1])
+            pos = np.asarray(pos_ds[a:b], dtype=np.float64).reshape(b - a, 3)
+            yield f"index {k}", sid, numbers[a:b].astype(np.int64), pos
 
 
 def iter_forward_predictions(path: str | os.PathLike[str]
