@@ -15,6 +15,7 @@ import typer
 _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.dataset",
     "c2np.cli.benchmark",
+    "c2np.cli.evaluate",
 )
 
 
