@@ -212,7 +212,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
             f = fwd_dir / model / f"{split}.extxyz"
             if not f.is_file():
                 continue
-            for pid, _, nums, pos in iter_forward_predictions(f):
+            for _, pid, nums, pos in iter_forward_predictions(f):
                 if pid == sid:
                     plots.append(plot_particles(Particle(nums, pos), store.particle(row),
                                                 plot_dir / f"forward_particle_{model}.png",
