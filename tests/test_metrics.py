@@ -192,6 +192,19 @@ def test_sparse_assignment_equals_dense() -> None:
         assert s == pytest.approx(c[ri, ci].sum(), rel=1e-10)
 
 
+def test_collapsed_prediction_falls_back_to_a_valid_upper_bound() -> None:
+    rng = np.random.default_rng(5)
+    g = rng.uniform(-10, 10, size=(700, 3))
+    p = np.zeros((650, 3))  # every atom on one point: no full matching among near neighbours
+    s, n, cert = matched_sq_distances(p, g)
+    c = cdist(p, g, "sqeuclidean")
+    ri, ci = linear_sum_assignment(c)
+    assert n == 650 and np.isfinite(s)
+    assert s >= c[ri, ci].sum() * (1 - 1e-12)
+    if cert:  # a certified value must be the optimum
+        assert s == pytest.approx(c[ri, ci].sum(), rel=1e-9)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 120), st.floats(0.3, 6.0), st.integers(0, 2 ** 31))
 def test_pair_counts_equal_pdist_histogram(n: int, scale: float, seed: int) -> None:
