@@ -78,6 +78,16 @@ def test_perfect_predictions_extxyz_and_h5_agree(tmp_path: Path, store: DatasetS
     assert set(a.data["metrics"]["per_material"]) == {"KMgH3", "NaMgH3"}
 
 
+def test_workers_give_identical_results(store: DatasetStore, perfect: dict[str, Particle]) -> None:
+    rng = np.random.default_rng(0)
+    noisy = {sid: Particle(p.numbers, p.positions_angstrom + rng.normal(scale=0.1, size=(p.n_atoms, 3)))
+             for sid, p in perfect.items()}
+    a = evaluate_forward(store, noisy, "id", n_resamples=50)
+    b = evaluate_forward(store, noisy, "id", n_resamples=50, workers=2)
+    assert a.data["metrics"] == b.data["metrics"] and a.data["samples"] == b.data["samples"]
+    assert 0.0 < a.overall["f1@0.1"]["mean"] < 1.0
+
+
 def test_failures_are_counted_and_listed(tmp_path: Path, store: DatasetStore,
                                          perfect: dict[str, Particle]) -> None:
     ids = list(perfect)

@@ -57,7 +57,7 @@ RDF_R_MAX_ANGSTROM: float = 10.0
 RDF_N_BINS: int = 128
 EDGE_SNAP_ANGSTROM: float = 1e-9
 MAX_ATOMIC_NUMBER = 118
-_RMSD_K_SEQUENCE = (8, 32)  # first graph, largest graph
+_RMSD_K_SEQUENCE = (6, 32)  # first graph, largest graph
 _DENSE_ASSIGNMENT_MAX_ENTRIES = 250_000
 
 
@@ -339,13 +339,13 @@ def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
     1. if the nearest neighbours of the smaller set are all distinct, that pairing is
        optimal (each term is individually minimal): exact;
     2. small sets (``n_small · n_large <= 250,000``): dense ``linear_sum_assignment``: exact;
-    3. otherwise the exact minimum over a sparse candidate graph: every atom's k = 8
+    3. otherwise the exact minimum over a sparse candidate graph: every atom's k = 6
        nearest neighbours on the other side, both ways (k grows to 32, then fallback edges
        (i, i) are added, only if that graph has no full matching), solved by
        ``min_weight_full_bipartite_matching``. It is **certified** globally optimal when
        ``min_i (LB − d1_i² + dk_i²) >= cost`` with ``LB = Σ d1²`` (any pairing that uses an
        edge outside the graph at atom i costs at least that); when the k = 32 bound already
-       exceeds the k = 8 cost, the k = 32 graph is solved and certifies. Otherwise
+       exceeds the k = 6 cost, the k = 32 graph is solved and certifies. Otherwise
        ``certified`` is False and the value, that of a valid pairing, is an upper bound.
     """
     from scipy.spatial import cKDTree
