@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -35,7 +35,6 @@ __all__ = [
     "pair_distance_error",
     "hull_volume_angstrom3",
     "composition_distance",
-    "nearest_neighbour_distances",
     "matched_sq_distances",
     "matched_atom_count",
     "forward_metric_info",
@@ -319,12 +318,6 @@ def composition_distance(numbers_pred: np.ndarray, numbers_ref: np.ndarray) -> f
     fp = np.bincount(zp, minlength=MAX_ATOMIC_NUMBER + 1) / len(zp)
     fg = np.bincount(zg, minlength=MAX_ATOMIC_NUMBER + 1) / len(zg)
     return float(0.5 * np.abs(fp - fg).sum())
-
-
-def nearest_neighbour_distances(query_angstrom: np.ndarray, tree: "object") -> np.ndarray:
-    """(n,) distance in Å from each query point to its nearest point of a ``cKDTree``."""
-    d, _ = tree.query(query_angstrom, k=1)  # type: ignore[attr-defined]
-    return np.asarray(d, dtype=np.float64)
 
 
 def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
@@ -882,8 +875,3 @@ def inverse_metrics(params: Sequence[float] | np.ndarray | None,
                                          length_tol_angstrom=length_tol_angstrom,
                                          angle_tol_deg=angle_tol_deg,
                                          length_rel_tol=length_rel_tol))
-
-
-def mean_values(scores: Sequence[Scores], names: Sequence[str]) -> Mapping[str, float]:
-    """Plain means of the given metrics over scores (penalty values included)."""
-    return {n: float(np.mean([s.values[n] for s in scores])) for n in names}
