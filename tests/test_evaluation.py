@@ -149,6 +149,26 @@ def test_malformed_extxyz_names_file_and_frame(tmp_path: Path, store: DatasetSto
         evaluate_forward(store, path, "id")
 
 
+def test_extxyz_extra_columns_blank_lines_and_nan(tmp_path: Path, store: DatasetStore,
+                                                  perfect: dict[str, Particle]) -> None:
+    from c2np.evaluation import iter_forward_predictions
+
+    sid = next(iter(perfect))
+    part = perfect[sid]
+    lines = [str(part.n_atoms), f'Properties=species:S:1:forces:R:3:pos:R:3 sample_id={sid} pbc="F F F"']
+    syms = {19: "K", 12: "Mg", 1: "H"}
+    lines += [f"{syms[int(z)]} 9 9 9 {x:.10f} {y:.10f} {w:.10f}"
+              for z, (x, y, w) in zip(part.numbers, part.positions_angstrom)]
+    lines[3] = lines[3].rsplit(" ", 1)[0] + " nan"
+    path = tmp_path / "cols.extxyz"
+    path.write_text("\n".join(lines) + "\n\n")
+    ((place, got_id, z, x),) = list(iter_forward_predictions(path))
+    assert got_id == sid and np.array_equal(z, part.numbers)
+    assert np.isnan(x[1, 2]) and np.allclose(x[2:], part.positions_angstrom[2:], atol=1e-9)
+    res = evaluate_forward(store, path, "id", n_resamples=20)
+    assert [f["sample_id"] for f in res.failed_samples if "non-finite" in f["reason"]] == [sid]
+
+
 def test_malformed_h5(tmp_path: Path, store: DatasetStore, perfect: dict[str, Particle]) -> None:
     import h5py
 
