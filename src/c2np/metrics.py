@@ -391,7 +391,7 @@ def _assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
     k = min(_RMSD_K_SEQUENCE[0], nl)
     res = solve(k)
     while res is None and k < min(_RMSD_K_SEQUENCE[-1], nl):
-        k = min(4 * k, nl)
+        k = min(4 * k, _RMSD_K_SEQUENCE[-1], nl)
         res = solve(k)
     if res is None:
         # no full matching among near neighbours: add one fallback edge per atom (i, i)
