@@ -821,7 +821,12 @@ def evaluate_inverse(store: EvalStore, predictions: str | os.PathLike[str] | Map
         parsed: dict[str, tuple[np.ndarray, float]] = {}
         for sid, r in predictions.items():
             rr = r.as_row() if hasattr(r, "as_row") else r
-            parsed[sid] = (np.array([float(rr[c]) for c in INVERSE_COLUMNS[1:7]]), float(rr["spacegroup"]))
+            try:
+                parsed[sid] = (np.array([float(rr[c]) for c in INVERSE_COLUMNS[1:7]]),
+                               float(rr["spacegroup"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise C2NPInputError(f"predictions: entry {sid!r}: needs numeric a, b, c, alpha, "
+                                     f"beta, gamma, spacegroup ({type(exc).__name__}: {exc})") from exc
         label = "predictions"
         places = {sid: f"entry {sid!r}" for sid in parsed}
     else:
