@@ -59,11 +59,14 @@ def format_extxyz_frame(particle: Particle, info: dict[str, Any] | None = None) 
     parts = ['Properties=species:S:1:pos:R:3', 'pbc="F F F"']
     for key, value in (info or {}).items():
         parts.append(f"{key}={_info_value(value)}")
-    lines = [str(particle.n_atoms), " ".join(parts)]
-    syms = [chemical_symbols[int(z)] for z in particle.numbers]
-    pos = particle.positions_angstrom
-    lines.extend(f"{s} {x:.8f} {y:.8f} {z:.8f}" for s, (x, y, z) in zip(syms, pos))
-    return "\n".join(lines) + "\n"
+    head = f"{particle.n_atoms}\n{' '.join(parts)}\n"
+    n = particle.n_atoms
+    if n == 0:
+        return head
+    table = np.empty((n, 4), dtype=object)  # one %-format call for the whole frame (fast)
+    table[:, 0] = np.asarray(chemical_symbols, dtype=object)[particle.numbers]
+    table[:, 1:] = particle.positions_angstrom
+    return head + ("%s %.8f %.8f %.8f\n" * n) % tuple(table.ravel().tolist())
 
 
 def write_extxyz(path: str | os.PathLike[str],

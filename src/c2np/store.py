@@ -464,6 +464,7 @@ class DatasetStore:
             "n_supercell_clipped": int(self.base.paper_supercell_clips.sum()),
             "min_boundary_margin_angstrom": float(self.base.boundary_margin_angstrom.min()) if len(n_atoms) else None,
             "file_bytes": self.path.stat().st_size,
+            "summary": self.recipes.summary,
         }
 
 
