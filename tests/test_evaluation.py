@@ -78,6 +78,16 @@ def test_perfect_predictions_extxyz_and_h5_agree(tmp_path: Path, store: DatasetS
     assert set(a.data["metrics"]["per_material"]) == {"KMgH3", "NaMgH3"}
 
 
+def test_workers_give_identical_results(store: DatasetStore, perfect: dict[str, Particle]) -> None:
+    rng = np.random.default_rng(0)
+    noisy = {sid: Particle(p.numbers, p.positions_angstrom + rng.normal(scale=0.1, size=(p.n_atoms, 3)))
+             for sid, p in perfect.items()}
+    a = evaluate_forward(store, noisy, "id", n_resamples=50)
+    b = evaluate_forward(store, noisy, "id", n_resamples=50, workers=2)
+    assert a.data["metrics"] == b.data["metrics"] and a.data["samples"] == b.data["samples"]
+    assert 0.0 < a.overall["f1@0.1"]["mean"] < 1.0
+
+
 def test_failures_are_counted_and_listed(tmp_path: Path, store: DatasetStore,
                                          perfect: dict[str, Particle]) -> None:
     ids = list(perfect)
@@ -137,6 +147,26 @@ def test_malformed_extxyz_names_file_and_frame(tmp_path: Path, store: DatasetSto
     with pytest.raises(C2NPInputError, match=r"bad\.extxyz: " + message if message != "no frames"
                        else "bad.extxyz: no frames"):
         evaluate_forward(store, path, "id")
+
+
+def test_extxyz_extra_columns_blank_lines_and_nan(tmp_path: Path, store: DatasetStore,
+                                                  perfect: dict[str, Particle]) -> None:
+    from c2np.evaluation import iter_forward_predictions
+
+    sid = next(iter(perfect))
+    part = perfect[sid]
+    lines = [str(part.n_atoms), f'Properties=species:S:1:forces:R:3:pos:R:3 sample_id={sid} pbc="F F F"']
+    syms = {19: "K", 12: "Mg", 1: "H"}
+    lines += [f"{syms[int(z)]} 9 9 9 {x:.10f} {y:.10f} {w:.10f}"
+              for z, (x, y, w) in zip(part.numbers, part.positions_angstrom)]
+    lines[3] = lines[3].rsplit(" ", 1)[0] + " nan"
+    path = tmp_path / "cols.extxyz"
+    path.write_text("\n".join(lines) + "\n\n")
+    ((place, got_id, z, x),) = list(iter_forward_predictions(path))
+    assert got_id == sid and np.array_equal(z, part.numbers)
+    assert np.isnan(x[1, 2]) and np.allclose(x[2:], part.positions_angstrom[2:], atol=1e-9)
+    res = evaluate_forward(store, path, "id", n_resamples=20)
+    assert [f["sample_id"] for f in res.failed_samples if "non-finite" in f["reason"]] == [sid]
 
 
 def test_malformed_h5(tmp_path: Path, store: DatasetStore, perfect: dict[str, Particle]) -> None:

@@ -73,6 +73,24 @@ def test_rotating_both_sides_changes_nothing() -> None:
         assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-9), k
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2 ** 31), st.floats(0.0, 0.6), st.floats(0.0, 0.3))
+def test_random_predictions_are_order_and_rotation_invariant(seed: int, noise: float,
+                                                             drop: float) -> None:
+    rng = np.random.default_rng(seed)
+    z, x = _particle(6.0)
+    keep = rng.random(len(z)) >= drop
+    zp = z[keep]
+    xp = x[keep] + rng.normal(scale=noise, size=(int(keep.sum()), 3))
+    base = _score(zp, xp, z, x, radius=6.0)
+    rot = Rotation.random(random_state=seed % 1000).as_matrix()
+    perm = rng.permutation(len(zp))
+    other = _score(zp[perm], xp[perm] @ rot.T, z, x @ rot.T, radius=6.0)
+    for k, v in base.values.items():
+        assert other.values[k] == pytest.approx(v, rel=1e-8, abs=1e-8), k
+    assert 0.0 <= base.values["f1@0.1"] <= base.values["f1@0.5"] <= 1.0
+
+
 def test_shift_of_0p2_angstrom() -> None:
     z, x = _particle()
     s = _score(z, x + np.array([0.2, 0.0, 0.0]), z, x).values
@@ -190,6 +208,19 @@ def test_sparse_assignment_equals_dense() -> None:
         # certified or not, it is a valid assignment, so never below the optimum
         assert s >= c[ri, ci].sum() * (1 - 1e-12)
         assert s == pytest.approx(c[ri, ci].sum(), rel=1e-10)
+
+
+def test_collapsed_prediction_falls_back_to_a_valid_upper_bound() -> None:
+    rng = np.random.default_rng(5)
+    g = rng.uniform(-10, 10, size=(700, 3))
+    p = np.zeros((650, 3))  # every atom on one point: no full matching among near neighbours
+    s, n, cert = matched_sq_distances(p, g)
+    c = cdist(p, g, "sqeuclidean")
+    ri, ci = linear_sum_assignment(c)
+    assert n == 650 and np.isfinite(s)
+    assert s >= c[ri, ci].sum() * (1 - 1e-12)
+    if cert:  # a certified value must be the optimum
+        assert s == pytest.approx(c[ri, ci].sum(), rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None)

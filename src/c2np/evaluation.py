@@ -646,15 +646,72 @@ def _id_index(recipes: RecipeTable) -> dict[str, int]:
 # ----------------------------------------------------------------------------------------
 # Harness: task 1
 # ----------------------------------------------------------------------------------------
+_BATCH = 32
+
+
+class _ForwardScorer:
+    """Scores one task-1 sample against the store; caches reference summaries per
+    (material, R)."""
+
+    def __init__(self, store: EvalStore, tolerances_angstrom: tuple[float, ...]) -> None:
+        self.store = store
+        self.tol = tolerances_angstrom
+        self.summaries: dict[tuple[int, int], ReferenceSummary] = {}
+
+    def summary(self, row: int) -> ReferenceSummary:
+        t = self.store.recipes
+        key = (int(t.material_index[row]), int(t.radius_angstrom[row]))
+        if key not in self.summaries:
+            base = self.store.base_particle(t.materials[key[0]], key[1])
+            self.summaries[key] = ReferenceSummary.from_particle(
+                base.numbers, base.positions_angstrom, radius_angstrom=float(key[1]))
+        return self.summaries[key]
+
+    def score(self, row: int, numbers: np.ndarray, positions: np.ndarray) -> Scores:
+        ref = self.store.particle(int(row))
+        return forward_metrics(numbers, positions, ref.numbers, ref.positions_angstrom,
+                               reference=self.summary(int(row)), tolerances_angstrom=self.tol)
+
+
+_POOL_SCORER: _ForwardScorer | None = None
+
+
+def _pool_init(scorer: _ForwardScorer) -> None:
+    global _POOL_SCORER
+    _POOL_SCORER = scorer
+
+
+def _pool_score(task: tuple[int, int, np.ndarray, np.ndarray]) -> tuple[int, Scores]:
+    k, row, numbers, positions = task
+    assert _POOL_SCORER is not None
+    return k, _POOL_SCORER.score(row, numbers, positions)
+
+
+def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
+    """A process pool whose workers inherit ``scorer`` by fork (None for 1 worker or where
+    fork is unavailable)."""
+    import multiprocessing as mp
+
+    if workers < 1:
+        raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    if workers == 1 or "fork" not in mp.get_all_start_methods():
+        return None
+    return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))
+
+
 def evaluate_forward(store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Particle],
                      split: str, subset: str = "eval", *, model: str = "model",
                      tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                      n_resamples: int = 1000, seed: int = 0,
-                     progress: bool = False) -> Results:
+                     progress: bool = False, workers: int = 1) -> Results:
     """Score task-1 predictions (a file or an in-memory ``{sample_id: Particle}``) on the
     rows of ``split`` / ``subset``. Ids of the store outside the evaluated rows are ignored
     (counted); ids unknown to the store, duplicates and unreadable files raise
-    :class:`C2NPInputError`; evaluated samples without a usable prediction are failures."""
+    :class:`C2NPInputError`; evaluated samples without a usable prediction are failures.
+
+    ``workers > 1`` scores samples in that many forked processes (batches of
+    ``_BATCH`` samples; the file is read and validated in this process). Results do not
+    depend on ``workers``."""
     t0 = time.perf_counter()
     t = store.recipes
     rows = select_rows(t, split, subset)
@@ -663,16 +720,7 @@ def evaluate_forward(store: EvalStore, predictions: str | os.PathLike[str] | Map
     wanted = {int(r): k for k, r in enumerate(rows)}
     id_index = _id_index(t)
     tol = tuple(float(x) for x in tolerances_angstrom)
-    summaries: dict[tuple[int, int], ReferenceSummary] = {}
-
-    def summary(row: int) -> ReferenceSummary:
-        key = (int(t.material_index[row]), int(t.radius_angstrom[row]))
-        if key not in summaries:
-            base = store.base_particle(t.materials[key[0]], key[1])
-            summaries[key] = ReferenceSummary.from_particle(
-                base.numbers, base.positions_angstrom, radius_angstrom=float(key[1]))
-        return summaries[key]
-
+    scorer = _ForwardScorer(store, tol)
     if isinstance(predictions, Mapping):
         meta: dict[str, Any] = {"path": None, "sha256": None, "format": "in-memory"}
         source: Iterable[tuple[str, str, Any, Any]] = (
@@ -688,8 +736,18 @@ def evaluate_forward(store: EvalStore, predictions: str | os.PathLike[str] | Map
     scores: list[Scores | None] = [None] * len(rows)
     seen: dict[str, str] = {}
     n_ignored = 0
-    n_uncertified = 0
+    pool = _fork_pool(scorer, workers)
+    batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     bar = _progress(len(rows), "evaluate forward", progress)
+
+    def run_batch() -> None:
+        done = pool.map(_pool_score, batch) if pool is not None else [
+            (k, scorer.score(row, z, x)) for k, row, z, x in batch]
+        for k, sc in done:
+            scores[k] = sc
+        bar.update(len(batch))
+        batch.clear()
+
     try:
         for place, sid, numbers, positions in source:
             if sid not in id_index:
@@ -702,19 +760,22 @@ def evaluate_forward(store: EvalStore, predictions: str | os.PathLike[str] | Map
             if k is None:
                 n_ignored += 1
                 continue
-            ref = store.particle(row)
-            s = forward_metrics(numbers, positions, ref.numbers, ref.positions_angstrom,
-                                reference=summary(row), tolerances_angstrom=tol)
-            n_uncertified += int(s.ok and not s.details.get("matched_rmsd_certified", True))
-            scores[k] = s
-            bar.update(1)
+            batch.append((k, row, np.asarray(numbers), np.asarray(positions)))
+            if len(batch) >= (_BATCH if pool is not None else 1):
+                run_batch()
+        if batch:
+            run_batch()
         for k, row in enumerate(rows):
             if scores[k] is None:
-                scores[k] = forward_failure("missing prediction", summary(int(row)),
+                scores[k] = forward_failure("missing prediction", scorer.summary(int(row)),
                                             tolerances_angstrom=tol)
                 bar.update(1)
     finally:
         bar.close()
+        if pool is not None:
+            pool.terminate()
+    n_uncertified = sum(int(s.ok and not s.details.get("matched_rmsd_certified", True))
+                        for s in scores if s is not None)
     meta.update({"n_entries": len(seen), "n_ignored_outside_subset": n_ignored})
     info = forward_metric_info(tol)
     return _assemble(task="forward", model=model, store=store, split=split, subset=subset,
@@ -760,7 +821,12 @@ def evaluate_inverse(store: EvalStore, predictions: str | os.PathLike[str] | Map
         parsed: dict[str, tuple[np.ndarray, float]] = {}
         for sid, r in predictions.items():
             rr = r.as_row() if hasattr(r, "as_row") else r
-            parsed[sid] = (np.array([float(rr[c]) for c in INVERSE_COLUMNS[1:7]]), float(rr["spacegroup"]))
+            try:
+                parsed[sid] = (np.array([float(rr[c]) for c in INVERSE_COLUMNS[1:7]]),
+                               float(rr["spacegroup"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise C2NPInputError(f"predictions: entry {sid!r}: needs numeric a, b, c, alpha, "
+                                     f"beta, gamma, spacegroup ({type(exc).__name__}: {exc})") from exc
         label = "predictions"
         places = {sid: f"entry {sid!r}" for sid in parsed}
     else:

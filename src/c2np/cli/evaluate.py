@@ -84,6 +84,7 @@ def evaluate_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
+    workers: int = typer.Option(1, "--workers", help="Task 1: processes scoring samples in parallel."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
     from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_forward, evaluate_inverse
@@ -94,6 +95,8 @@ def evaluate_cmd(
         raise C2NPInputError(f"--split must be one of {list(EVAL_SPLITS)}, got {split!r}")
     if subset not in SUBSETS:
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
+    if workers < 1:
+        raise C2NPInputError(f"--workers must be >= 1, got {workers}")
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
@@ -102,9 +105,12 @@ def evaluate_cmd(
     if protocol is not None and protocol != ds.recipes.protocol:
         raise C2NPInputError(f"{store}: store has protocol {ds.recipes.protocol!r}, "
                              f"--protocol says {protocol!r}")
-    fn = evaluate_forward if task == "forward" else evaluate_inverse
-    res = fn(ds, predictions, split, subset, model=model, n_resamples=bootstrap, seed=seed,
-             progress=progress)
+    if task == "forward":
+        res = evaluate_forward(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                               seed=seed, progress=progress, workers=workers)
+    else:
+        res = evaluate_inverse(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                               seed=seed, progress=progress)
     res.write(out)
     print_results_table(res.data)
     console().print(f"results -> {out}")
