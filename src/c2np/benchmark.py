@@ -18,7 +18,7 @@ import numpy as np
 
 from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, forward_queries
 from c2np.errors import C2NPInputError
-from c2np.report import (LeaderboardRow, plot_confusion, plot_id_vs_ood, plot_metric_vs_radius,
+from c2np.report import (LeaderboardRow, normalise, plot_confusion, plot_id_vs_ood, plot_metric_vs_radius,
                          plot_particles, write_leaderboard)
 from c2np.splits import get_protocol
 from c2np.store import DatasetStore
@@ -114,23 +114,27 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     rows: list[LeaderboardRow] = []
     per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
     inverse_preds: dict[tuple[str, str], Path] = {}
-    for split in splits:
+    all_splits = list(splits)
+    if store.recipes.heldout_materials and "heldout" not in all_splits and "inverse" in tasks:
+        all_splits.append("heldout")  # strict protocol: task 2 on held-out materials
+    for split in all_splits:
         sel = select_rows(store.recipes, split, subset)
         if len(sel) == 0:
             raise C2NPInputError(f"{store.path}: split {split!r} has no samples")
-        if "forward" in tasks:
+        split_tasks = ["inverse"] if split == "heldout" else list(tasks)
+        if "forward" in split_tasks:
             queries = forward_queries(store, sel)
             for name in fwd:
                 say(f"task 1 · {split} · {name}: predicting {len(queries)} particles")
                 preds = FORWARD_BASELINES[name](store, queries)
                 write_forward_predictions(pred_dir / "forward" / name / f"{split}.extxyz", preds)
-        if "inverse" in tasks:
+        if "inverse" in split_tasks:
             for name in inv:
                 say(f"task 2 · {split} · {name}: predicting {len(sel)} lattices")
                 preds_inv = INVERSE_BASELINES[name](store, sel)
                 write_inverse_predictions(pred_dir / "inverse" / name / f"{split}.csv",
                                           [p.as_row() for p in preds_inv])
-        for task in tasks:
+        for task in split_tasks:
             evaluate = evaluate_forward if task == "forward" else evaluate_inverse
             for model, path in discover_predictions(pred_dir, task, split).items():
                 say(f"evaluating {task} · {split} · {model}")
@@ -151,6 +155,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                         {int(r): v["spacegroup_accuracy"]["mean"] for r, v in pr.items()})
                     inverse_preds[(model, split)] = path
 
+    rows = normalise(rows)
     plots = _plots(store, protocol, rows, per_radius, inverse_preds, out / "plots", splits, subset)
     paths = write_leaderboard(rows, out, headline=HEADLINE, extra={
         "store": str(store.path), "fingerprint": store.fingerprint, "protocol": store.protocol,
