@@ -88,6 +88,8 @@ def normalise(rows: Sequence[LeaderboardRow]) -> list[LeaderboardRow]:
 def _fmt(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and not np.isfinite(v)):
         return "–"
+    if abs(v) < 0.5 * 10 ** -digits:
+        v = 0.0  # no "-0.000"
     return f"{v:.{digits}f}"
 
 
