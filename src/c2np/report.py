@@ -226,32 +226,43 @@ def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: 
     return _save(fig, path)
 
 
-def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str], *, title: str = "") -> Path:
-    """Side-by-side 3D scatter of a predicted and the true particle (coloured by element)."""
+def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str], *, title: str = "",
+                   slab_angstrom: float = 1.0) -> Path:
+    """A predicted particle against the true one: (left) the central slab |z| < slab, true atoms
+    as open circles and predicted atoms as dots, coloured by element, with the true extent
+    drawn as a circle; (right) atom count within distance r of the centre, both particles."""
     plt = _mpl()
     from ase.data import chemical_symbols
     from ase.data.colors import jmol_colors
 
-    fig = plt.figure(figsize=(9, 4.4))
-    lim = max(np.abs(true.positions_angstrom).max() if true.n_atoms else 1.0,
-              np.abs(pred.positions_angstrom).max() if pred.n_atoms else 1.0)
-    for k, (part, name) in enumerate(((true, "true"), (pred, "predicted"))):
-        ax = fig.add_subplot(1, 2, k + 1, projection="3d")
-        for z in np.unique(part.numbers):
-            sel = part.numbers == z
-            p = part.positions_angstrom[sel]
-            color = "#9a9a9a" if z == 1 else jmol_colors[int(z)]  # white hydrogen is invisible
-            ax.scatter(p[:, 0], p[:, 1], p[:, 2], s=6 if z == 1 else 14, color=color,
-                       edgecolor="k", linewidth=0.1, label=chemical_symbols[int(z)], depthshade=True)
-        ax.set_xlim(-lim, lim)
-        ax.set_ylim(-lim, lim)
-        ax.set_zlim(-lim, lim)
-        ax.set_title(f"{name}: {part.n_atoms} atoms", fontsize=9)
-        ax.set_xlabel("x (Å)", fontsize=7)
-        ax.set_ylabel("y (Å)", fontsize=7)
-        ax.tick_params(labelsize=6)
-        if k == 0:
-            ax.legend(fontsize=7, loc="upper left")
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    for part, style in ((true, "true"), (pred, "pred")):
+        if part.n_atoms == 0:
+            continue
+        sel = np.abs(part.positions_angstrom[:, 2]) < slab_angstrom
+        for z in np.unique(part.numbers[sel]):
+            p = part.positions_angstrom[sel & (part.numbers == z)]
+            color = "#7a7a7a" if z == 1 else jmol_colors[int(z)]
+            if style == "true":
+                ax.scatter(p[:, 0], p[:, 1], s=38, facecolors="none", edgecolors=[color], linewidths=1.0,
+                           label=f"{chemical_symbols[int(z)]} true")
+            else:
+                ax.scatter(p[:, 0], p[:, 1], s=8, color=color, label=f"{chemical_symbols[int(z)]} predicted")
+    r_true = float(np.linalg.norm(true.positions_angstrom, axis=1).max()) if true.n_atoms else 1.0
+    ax.add_patch(plt.Circle((0, 0), r_true, fill=False, ls="--", color="0.4", lw=0.8))
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (Å)")
+    ax.set_ylabel("y (Å)")
+    ax.set_title(f"central slab |z| < {slab_angstrom:g} Å", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.8)
+    for part, name, color in ((true, "true", "k"), (pred, "predicted", "tab:orange")):
+        d = np.sort(np.linalg.norm(part.positions_angstrom, axis=1)) if part.n_atoms else np.zeros(0)
+        ax2.step(d, np.arange(1, len(d) + 1), where="post", color=color, label=f"{name} ({part.n_atoms} atoms)")
+    ax2.set_xlabel("distance from centre r (Å)")
+    ax2.set_ylabel("atoms within r")
+    ax2.set_title("cumulative atom count", fontsize=9)
+    ax2.legend(fontsize=8)
+    ax2.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return _save(fig, path)
