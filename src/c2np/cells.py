@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import io
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,16 +284,11 @@ def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
     """Write a CIF atomically (temp file in the same folder, then rename)."""
     from ase.io import write
 
+    from c2np.particle_io import atomic_path
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_path(p) as tmp:
         write(tmp, cell.to_ase(), format="cif")
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 

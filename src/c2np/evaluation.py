@@ -37,7 +37,7 @@ from c2np.carving import Particle
 from c2np.errors import C2NPInputError
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics,
-                          forward_penalties, inverse_failure, inverse_metric_info,
+                          inverse_failure, inverse_metric_info,
                           inverse_metrics)
 from c2np.splits import SPLITS, RecipeTable, sample_id as make_sample_id
 
@@ -330,7 +330,6 @@ def write_forward_predictions_h5(path: str | os.PathLike[str],
     """Write task-1 predictions in the package's HDF5 format (atomically): datasets
     ``sample_ids`` (utf-8), ``offsets`` (n+1,) int64, ``numbers`` (N,) int16,
     ``positions`` (N, 3) float32 Å; attributes ``format``, ``format_version``."""
-    import tempfile
 
     import h5py
 
@@ -342,21 +341,16 @@ def write_forward_predictions_h5(path: str | os.PathLike[str],
     numbers = (np.concatenate([pt.numbers for pt in parts]) if parts else np.zeros(0)).astype(np.int16)
     pos = (np.concatenate([pt.positions_angstrom for pt in parts]) if parts
            else np.zeros((0, 3))).astype(np.float32)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORWARD_H5_FORMAT
-            f.attrs["format_version"] = FORWARD_H5_VERSION
-            f.create_dataset("sample_ids", data=np.array(ids, dtype=object),
-                             dtype=h5py.string_dtype("utf-8"))
-            f.create_dataset("offsets", data=offsets)
-            f.create_dataset("numbers", data=numbers)
-            f.create_dataset("positions", data=pos)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    from c2np.particle_io import atomic_path
+
+    with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORWARD_H5_FORMAT
+        f.attrs["format_version"] = FORWARD_H5_VERSION
+        f.create_dataset("sample_ids", data=np.array(ids, dtype=object),
+                         dtype=h5py.string_dtype("utf-8"))
+        f.create_dataset("offsets", data=offsets)
+        f.create_dataset("numbers", data=numbers)
+        f.create_dataset("positions", data=pos)
     return p
 
 

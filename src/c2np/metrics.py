@@ -623,8 +623,6 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     ``reference`` is G's rotation-independent summary (computed here when None, which
     needs ``radius_angstrom``). An unusable P returns :func:`forward_failure`.
     """
-    from scipy.spatial import cKDTree
-
     zg = np.asarray(ref_numbers, dtype=np.int64)
     xg = np.asarray(ref_positions_angstrom, dtype=np.float64)
     if reference is None:

@@ -18,8 +18,24 @@ import numpy as np
 from c2np.carving import Particle
 from c2np.errors import C2NPInputError
 
-__all__ = ["atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
+__all__ = ["atomic_path", "atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
            "read_frames"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield a temp file path beside ``path`` for a writer that takes a file name (HDF5,
+    ASE); the temp file replaces ``path`` only if the block succeeds, else it is removed."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @contextlib.contextmanager
