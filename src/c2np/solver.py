@@ -1,0 +1,687 @@
+"""The crystallographic inverse solver (task 2 reference, SPEC §7 and §9).
+
+Given a finite particle (species and Cartesian positions in any frame and any order),
+recover the bulk crystal it was cut from: lattice parameters of the standardized
+conventional cell, space group, and the reconstructed unit cell.
+
+Algorithm (details and limits in ``docs/solver.md``):
+
+1. *Bounds.* The in-particle region is the largest ball about the centroid that fits inside
+   the convex hull of the atoms, shrunk by ``boundary_margin_angstrom``. A translated atom is
+   only asked to land on an atom when its image lies in that region, so atoms whose images
+   fall outside the particle never count against a translation.
+2. *Translations.* Candidate vectors are differences between atoms of the rarest element
+   (origins: the few closest to the centre). Each candidate ``t`` is scored on the central
+   probe atoms of every element: the images ``x ± t`` inside the region must land within a
+   tolerance of an atom of the same element (``cKDTree``). The tolerance adapts to the noise:
+   it is a multiple of the smallest 90th-percentile residual over the well-supported
+   candidates, which is attained by a true lattice vector (pseudo-translations of a
+   distorted structure leave larger residuals). Candidates are scored in order of length
+   until three independent accepted vectors are found and a margin beyond them is covered.
+3. *Lattice.* The shortest three independent accepted vectors form the basis (a larger
+   search over triples runs when an accepted vector is not an integer combination of
+   them); it is refined by least squares over all accepted translations and
+   Niggli-reduced (spglib).
+4. *Sites.* Every atom is folded into the cell and clustered per element with periodic
+   distances; clusters much smaller than the typical one are dropped. The lattice and the
+   Cartesian site offsets are then refined jointly by linear least squares
+   (``x_i = c_site + n_i · L``) over all assigned atoms, and atoms are reassigned once.
+5. *Symmetry.* spglib runs over a sweep of tolerances from tight to loose, starting at a
+   noise floor estimated from the site scatter. The answer is the space group of the
+   tightest *plateau* (the first group found at two consecutive tolerances). The result
+   is spglib's standardized (idealized) conventional cell at that tolerance.
+6. *Confidence* = explained fraction (atoms that sit on a reconstructed site) x stability
+   of the space group over the sweep x repeat support (how often each site repeats in the
+   particle) x consistency of the accepted translations. Never 1 by construction for a
+   particle that is not a crystal.
+
+Independent of the particle's position, orientation and atom order (up to floating-point
+rounding). Bad input (too few atoms, non-finite positions, no lattice) raises
+:class:`~c2np.errors.C2NPInputError`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from c2np.cells import UnitCell, crystal_system, lattice_parameters
+from c2np.errors import C2NPInputError
+
+__all__ = ["SolverResult", "solve", "solve_particle", "DEFAULT_SYMPREC_SWEEP_ANGSTROM"]
+
+#: Tolerances (Å) tried by the symmetry sweep, tight to loose.
+DEFAULT_SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)
+
+_ELEMENT_KEY = 1.0e4  # 4th coordinate per atomic number: nearest neighbours stay within an element
+
+
+@dataclass(frozen=True, eq=False)
+class SolverResult:
+    """What the solver recovered from a particle.
+
+    Attributes:
+        a_angstrom, b_angstrom, c_angstrom: standardized conventional lattice lengths (Å).
+        alpha_deg, beta_deg, gamma_deg: standardized conventional angles (degrees).
+        spacegroup: international space-group number 1..230.
+        international: Hermann-Mauguin short symbol, e.g. ``Pm-3m``.
+        crystal_system: e.g. ``cubic``.
+        confidence: in [0, 1]; see the module docstring.
+        cell: the reconstructed standardized conventional :class:`UnitCell`.
+        primitive_lattice_angstrom: (3, 3) Niggli-reduced lattice found in the particle
+            (rows, in the particle's own frame).
+        symprec_angstrom: tolerance at which the space group was chosen.
+        n_atoms: atoms in the particle.
+        diagnostics: JSON-serialisable details (noise estimate, translations, sites, sweep).
+    """
+
+    a_angstrom: float
+    b_angstrom: float
+    c_angstrom: float
+    alpha_deg: float
+    beta_deg: float
+    gamma_deg: float
+    spacegroup: int
+    international: str
+    crystal_system: str
+    confidence: float
+    cell: UnitCell = field(repr=False)
+    primitive_lattice_angstrom: np.ndarray = field(repr=False)
+    symprec_angstrom: float = 0.0
+    n_atoms: int = 0
+    diagnostics: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def lattice_params(self) -> tuple[float, float, float, float, float, float]:
+        """(a, b, c, alpha, beta, gamma) in Å and degrees."""
+        return (self.a_angstrom, self.b_angstrom, self.c_angstrom,
+                self.alpha_deg, self.beta_deg, self.gamma_deg)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form: keys a, b, c, alpha, beta, gamma, spacegroup, confidence
+        first, then the symbol, system, tolerance, cells and diagnostics."""
+        return {
+            "a": self.a_angstrom, "b": self.b_angstrom, "c": self.c_angstrom,
+            "alpha": self.alpha_deg, "beta": self.beta_deg, "gamma": self.gamma_deg,
+            "spacegroup": self.spacegroup, "confidence": self.confidence,
+            "international": self.international, "crystal_system": self.crystal_system,
+            "symprec_angstrom": self.symprec_angstrom, "n_atoms": self.n_atoms,
+            "primitive_lattice_angstrom": np.asarray(self.primitive_lattice_angstrom).tolist(),
+            "cell": self.cell.to_dict(),
+            "diagnostics": self.diagnostics,
+        }
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _validate(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        nums = np.asarray(numbers).reshape(-1)
+        pos = np.asarray(positions, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise C2NPInputError(f"solver input: cannot read species/positions as arrays ({exc})") from exc
+    if pos.ndim != 2 or pos.shape[1] != 3:
+        raise C2NPInputError(f"solver input: positions must have shape (n, 3), got {pos.shape}")
+    if len(nums) != len(pos):
+        raise C2NPInputError(f"solver input: {len(nums)} species but {len(pos)} positions")
+    if not np.all(np.isfinite(pos)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(pos), axis=1))[0])
+        raise C2NPInputError(f"solver input: atom {bad} has a non-finite position")
+    if not np.issubdtype(nums.dtype, np.integer):
+        if not np.all(np.isfinite(nums.astype(float))) or np.any(nums != np.round(nums)):
+            raise C2NPInputError("solver input: atomic numbers must be integers")
+    nums = nums.astype(np.int64)
+    if np.any(nums < 1) or np.any(nums > 118):
+        raise C2NPInputError("solver input: atomic numbers must be in 1..118")
+    if len(nums) < min_atoms:
+        raise C2NPInputError(f"solver input: {len(nums)} atoms is too few to find a lattice "
+                             f"(at least {min_atoms} needed)")
+    return nums, pos
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """The particle's convex hull about its centroid, for in-particle tests.
+
+    Attributes:
+        equations: (F, 4) hull facets, ``n . x + d <= 0`` inside (unit normals).
+        r_in: radius of the largest ball about the origin inside the hull (Å).
+        r_out: largest distance of an atom from the origin (Å).
+        margin: required clearance from the hull (Å).
+    """
+
+    equations: np.ndarray
+    r_in: float
+    r_out: float
+    margin: float
+
+    def inside(self, y: np.ndarray) -> np.ndarray:
+        """(..., 3) points -> bool mask: at least ``margin`` inside the hull."""
+        r2 = np.einsum("...k,...k->...", y, y)
+        sure = r2 <= (self.r_in - self.margin) ** 2
+        maybe = ~sure & (r2 <= (self.r_out - self.margin) ** 2)
+        out = sure.copy()
+        if maybe.any():
+            pts = y[maybe]
+            dist = pts @ self.equations[:, :3].T + self.equations[:, 3]
+            out[maybe] = np.all(dist <= -self.margin, axis=-1)
+        return out
+
+
+def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
+    """Hull of the atoms (positions relative to the centroid)."""
+    from scipy.spatial import ConvexHull, QhullError
+
+    outer = rel[r >= 0.5 * r.max()]
+    pts = outer if len(outer) >= 8 else rel
+    try:
+        hull = ConvexHull(pts)
+    except QhullError:
+        try:
+            hull = ConvexHull(rel)
+        except QhullError as exc:
+            raise C2NPInputError("solver input: the atoms are flat or collinear; a particle "
+                                 "must extend in three dimensions") from exc
+    eq = np.asarray(hull.equations, dtype=float)
+    r_in = float(np.min(-eq[:, 3]))
+    return _Bounds(eq, r_in, float(r.max()), float(margin))
+
+
+def _greedy_basis(vectors: np.ndarray, *, min_sin: float = 0.1) -> np.ndarray | None:
+    """Shortest three linearly independent rows of ``vectors`` (sorted by length), or None."""
+    if len(vectors) < 3:
+        return None
+    lengths = np.linalg.norm(vectors, axis=1)
+    order = np.argsort(lengths, kind="stable")
+    v = vectors[order]
+    n = lengths[order]
+    v1 = v[0]
+    cross = np.linalg.norm(np.cross(v1, v), axis=1) / (n[0] * n)
+    idx2 = np.flatnonzero(cross > min_sin)
+    if len(idx2) == 0:
+        return None
+    v2 = v[idx2[0]]
+    normal = np.cross(v1, v2)
+    vol = np.abs(v @ normal) / (np.linalg.norm(normal) * n)
+    idx3 = np.flatnonzero(vol > min_sin)
+    if len(idx3) == 0:
+        return None
+    return np.array([v1, v2, v[idx3[0]]])
+
+
+def _best_triple(vectors: np.ndarray, *, max_vectors: int = 14, int_tol: float = 0.12,
+                 min_sin: float = 0.1) -> np.ndarray | None:
+    """Smallest-volume triple among the shortest rows in which every row is integral."""
+    from itertools import combinations
+
+    lengths = np.linalg.norm(vectors, axis=1)
+    short = vectors[np.argsort(lengths, kind="stable")[:max_vectors]]
+    best: tuple[float, np.ndarray] | None = None
+    for i, j, k in combinations(range(len(short)), 3):
+        b = short[[i, j, k]]
+        det = abs(float(np.linalg.det(b)))
+        if det < min_sin * float(np.prod(np.linalg.norm(b, axis=1))):
+            continue
+        if best is not None and det >= best[0] - 1e-9:
+            continue
+        coef = vectors @ np.linalg.inv(b)
+        if np.max(np.abs(coef - np.round(coef))) <= int_tol:
+            best = (det, b)
+    return None if best is None else best[1]
+
+
+def _niggli(lattice: np.ndarray) -> np.ndarray:
+    import spglib
+
+    red = spglib.niggli_reduce(lattice, eps=1e-5)
+    if red is None:
+        return lattice
+    red = np.asarray(red, dtype=float)
+    if np.linalg.det(red) < 0:
+        red = -red
+    return red
+
+
+def _min_image(df: np.ndarray) -> np.ndarray:
+    return df - np.round(df)
+
+
+def _cluster_sites(frac: np.ndarray, order: np.ndarray, lattice: np.ndarray,
+                   radius_angstrom: float) -> tuple[np.ndarray, np.ndarray]:
+    """Leader clustering of fractional points (periodic). Returns (labels, centres_frac)."""
+    labels = np.full(len(frac), -1, dtype=np.int64)
+    centres: list[np.ndarray] = []
+    r2 = radius_angstrom ** 2
+    for seed in order:
+        if labels[seed] >= 0:
+            continue
+        free = labels < 0
+        idx = np.flatnonzero(free)
+        d = _min_image(frac[idx] - frac[seed])
+        cart = d @ lattice
+        near = np.einsum("ij,ij->i", cart, cart) <= r2
+        centre = frac[seed] + d[near].mean(axis=0)
+        d2 = _min_image(frac[idx] - centre)
+        cart2 = d2 @ lattice
+        near2 = np.einsum("ij,ij->i", cart2, cart2) <= r2
+        if not near2.any():
+            near2 = near
+        else:
+            centre = centre + d2[near2].mean(axis=0)
+        labels[idx[near2]] = len(centres)
+        labels[seed] = len(centres) if labels[seed] < 0 else labels[seed]
+        centres.append(centre - np.floor(centre))
+    return labels, np.array(centres).reshape(-1, 3)
+
+
+@dataclass
+class _Scores:
+    vectors: list[np.ndarray] = field(default_factory=list)
+    refined: list[np.ndarray] = field(default_factory=list)
+    n_in: list[np.ndarray] = field(default_factory=list)
+    q90: list[np.ndarray] = field(default_factory=list)
+    residuals: list[np.ndarray] = field(default_factory=list)
+
+    def cat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return (np.concatenate(self.vectors), np.concatenate(self.refined),
+                np.concatenate(self.n_in), np.concatenate(self.q90))
+
+    def residual_list(self) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for block in self.residuals:
+            out.extend(block)  # type: ignore[arg-type]
+        return out
+
+
+def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray, tree: Any,
+                 positions4: np.ndarray, bounds: _Bounds, tol_loose: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Score candidate translations: per candidate, the number of in-particle images, the
+    90th percentile of their residual (inf if > 10 % unmatched within ``tol_loose``), the
+    refined vector (mean matched displacement) and the sorted residuals."""
+    b = len(cands)
+    p = len(probe_pos)
+    signs = np.array([1.0, -1.0])
+    img = probe_pos[None, None, :, :] + signs[None, :, None, None] * cands[:, None, None, :]  # (b,2,p,3)
+    inside = bounds.inside(img)
+    flat_img = img[inside]
+    keys = np.broadcast_to(probe_key[None, None, :], (b, 2, p))[inside]
+    q = np.column_stack([flat_img, keys])
+    dist, idx = tree.query(q, k=1, distance_upper_bound=tol_loose)
+    cand_id = np.broadcast_to(np.arange(b)[:, None, None], (b, 2, p))[inside]
+    sign_id = np.broadcast_to(signs[None, :, None], (b, 2, p))[inside]
+    n_in = np.bincount(cand_id, minlength=b)
+    matched = np.isfinite(dist)
+    # refined vector: + image: t + (x_j - y); - image: t - (x_j - y)
+    delta = np.zeros_like(flat_img)
+    delta[matched] = positions4[idx[matched], :3] - flat_img[matched]
+    contrib = sign_id[:, None] * delta
+    n_match = np.bincount(cand_id[matched], minlength=b)
+    sums = np.zeros((b, 3))
+    np.add.at(sums, cand_id[matched], contrib[matched])
+    refined = cands + sums / np.maximum(n_match, 1)[:, None]
+    order = np.argsort(cand_id, kind="stable")
+    dist_sorted = dist[order]
+    splits = np.cumsum(n_in)[:-1]
+    per = np.split(dist_sorted, splits)
+    q90 = np.full(b, np.inf)
+    res_list: list[np.ndarray] = []
+    for i, d in enumerate(per):
+        d = np.sort(d)
+        res_list.append(d)
+        if len(d) and np.isfinite(d[int(np.ceil(0.9 * len(d))) - 1]):
+            q90[i] = float(d[int(np.ceil(0.9 * len(d))) - 1])
+    return n_in, q90, refined, res_list
+
+
+# --- the solver --------------------------------------------------------------------------------
+def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
+          symprec_sweep_angstrom: tuple[float, ...] = DEFAULT_SYMPREC_SWEEP_ANGSTROM,
+          max_translation_angstrom: float = 16.0,
+          boundary_margin_angstrom: float = 0.3,
+          max_probe_atoms: int = 240,
+          max_ref_probes: int = 48,
+          n_origins: int = 6,
+          match_fraction: float = 0.9,
+          min_atoms: int = 8,
+          min_in_bounds: int = 6,
+          chunk_size: int = 48,
+          stable_plateau: int = 3) -> SolverResult:
+    """Recover the bulk crystal of a finite particle.
+
+    Args:
+        numbers: (n,) atomic numbers.
+        positions_angstrom: (n, 3) Cartesian positions in Å (any frame, any order).
+        symprec_sweep_angstrom: symmetry tolerances tried, tight to loose (Å); values below
+            the estimated noise floor are skipped.
+        max_translation_angstrom: longest lattice translation searched for (Å).
+        boundary_margin_angstrom: images closer than this to the particle's inscribed
+            sphere are not asked to land on atoms (Å).
+        max_probe_atoms: central atoms used to score translations (all elements).
+        max_ref_probes: central reference-element atoms for the cheap pre-screen.
+        n_origins: reference-element atoms (closest to the centre) used as origins of
+            candidate translations.
+        match_fraction: fraction of in-particle images that must land on an atom for a
+            translation to be accepted.
+        min_atoms: fewer atoms than this is an error.
+        min_in_bounds: a candidate needs at least this many in-particle images.
+        chunk_size: candidates scored per batch.
+        stable_plateau: consecutive sweep tolerances agreeing on a space group for full
+            stability (the sweep stops there).
+
+    Returns:
+        A :class:`SolverResult`.
+
+    Raises:
+        C2NPInputError: malformed input, or no lattice could be found.
+    """
+    import moyopy
+    from scipy.spatial import cKDTree
+
+    t_start = time.perf_counter()
+    nums, pos = _validate(numbers, positions_angstrom, min_atoms)
+    sweep = tuple(float(s) for s in symprec_sweep_angstrom)
+    if not sweep or any(not (s > 0 and np.isfinite(s)) for s in sweep):
+        raise C2NPInputError("symprec_sweep_angstrom must be positive finite tolerances")
+    sweep = tuple(sorted(sweep))
+    n = len(nums)
+
+    # 1. bounds --------------------------------------------------------------------------
+    centre = pos.mean(axis=0)
+    rel = pos - centre
+    r = np.linalg.norm(rel, axis=1)
+    bounds = _bounds(rel, r, boundary_margin_angstrom)
+    r_in = bounds.r_in
+    if bounds.r_out - boundary_margin_angstrom <= 1.0:
+        raise C2NPInputError(f"solver input: the particle is too small (radius "
+                             f"{bounds.r_out:.2f} Å) to find a lattice")
+    by_centre = np.argsort(r, kind="stable")
+
+    positions4 = np.column_stack([rel, nums * _ELEMENT_KEY])
+    tree = cKDTree(positions4)
+
+    # same-element nearest-neighbour distances of central atoms -> loose tolerance
+    probe = by_centre[:max_probe_atoms]
+    dnn, _ = tree.query(positions4[probe], k=2)
+    same = dnn[:, 1] < _ELEMENT_KEY * 0.5
+    if not same.any():
+        raise C2NPInputError("solver input: no two atoms of the same element; no lattice to find")
+    d_same = float(np.median(dnn[same, 1]))
+    per_elem = [float(np.median(dnn[same & (nums[probe] == z), 1]))
+                for z in np.unique(nums[probe]) if np.any(same & (nums[probe] == z))]
+    d_same_min = min(per_elem)
+    if d_same_min < 0.05:
+        raise C2NPInputError(f"solver input: atoms of the same element overlap "
+                             f"(typical nearest-neighbour distance {d_same_min:.3f} Å)")
+    tol_loose = min(1.0, 0.45 * d_same_min)
+
+    # 2. candidates ---------------------------------------------------------------------
+    zs, counts = np.unique(nums, return_counts=True)
+    order_z = np.argsort(counts, kind="stable")
+    ref_z = None
+    for i in order_z:
+        if counts[i] >= 4:
+            ref_z = int(zs[i])
+            break
+    if ref_z is None:
+        raise C2NPInputError("solver input: no element has 4 or more atoms; no lattice to find")
+    ref_idx = by_centre[nums[by_centre] == ref_z]
+    origins = ref_idx[:n_origins]
+    lmax = min(max_translation_angstrom, 2.0 * (bounds.r_out - boundary_margin_angstrom))
+    vec = (rel[ref_idx][None, :, :] - rel[origins][:, None, :]).reshape(-1, 3)
+    lens = np.linalg.norm(vec, axis=1)
+    keep = (lens > max(0.3, 0.5 * d_same_min)) & (lens <= lmax)
+    vec = vec[keep]
+    if len(vec) == 0:
+        raise C2NPInputError("solver input: no candidate translations (particle too small)")
+    u = np.array([0.5773, 0.3090, 0.7557])
+    s = np.sign(vec @ u)
+    s[s == 0] = 1.0
+    vec = vec * s[:, None]
+    grid = max(0.5 * tol_loose, 0.05)
+    _, uniq = np.unique(np.round(vec / grid).astype(np.int64), axis=0, return_index=True)
+    vec = vec[np.sort(uniq)]
+    vec = vec[np.argsort(np.linalg.norm(vec, axis=1), kind="stable")]
+
+    n_candidates = int(len(vec))
+    ref_probe = ref_idx[:max_ref_probes]
+    probe_pos = rel[probe]
+    probe_key = positions4[probe, 3]
+
+    # 3. score in length order until a lattice is found --------------------------------
+    scores = _Scores()
+    basis = None
+    tol_acc = np.inf
+    s0 = np.inf
+    accepted = np.zeros(0, dtype=bool)
+    n_prescreened = 0
+    start = 0
+    while start < len(vec):
+        chunk = vec[start:start + chunk_size]
+        start += len(chunk)
+        n_prescreened += len(chunk)
+        # cheap pre-screen on the central reference-element atoms only
+        n_in_ref, _, _, res_ref = _score_batch(chunk, rel[ref_probe], positions4[ref_probe, 3],
+                                               tree, positions4, bounds, tol_loose)
+        frac_ref = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in res_ref])
+        batch = chunk[(n_in_ref >= 2) & (frac_ref >= 0.75)]
+        if len(batch) == 0:
+            continue
+        n_in_b, q90_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
+                                                   bounds, tol_loose)
+        scores.vectors.append(batch)
+        scores.refined.append(ref_b)
+        scores.n_in.append(n_in_b)
+        scores.q90.append(q90_b)
+        scores.residuals.append(res_b)  # type: ignore[arg-type]
+        all_vec, all_ref, all_n, all_q = scores.cat()
+        residuals = scores.residual_list()
+        support_min = max(min_in_bounds, 0.25 * float(all_n.max()))
+        well = (all_n >= support_min) & np.isfinite(all_q)
+        if not well.any():
+            continue
+        s0 = float(np.min(all_q[well]))
+        tol_acc = max(2.5 * s0, s0 + 0.01, 0.005)
+        frac_ok = np.array([np.mean(rr <= tol_acc) if len(rr) else 0.0 for rr in residuals])
+        accepted = (all_n >= min_in_bounds) & (frac_ok >= match_fraction)
+        basis = _greedy_basis(all_ref[accepted])
+        if basis is not None:
+            longest = float(np.max(np.linalg.norm(basis, axis=1)))
+            if float(np.linalg.norm(chunk[-1])) > 1.5 * longest + 0.5:
+                break
+    if basis is None:
+        raise C2NPInputError("solver input: no lattice found (no three independent translations "
+                             "map the particle onto itself)")
+    all_vec, all_ref, all_n, all_q = scores.cat()
+    acc_vec = all_ref[accepted]
+    acc_w = all_n[accepted].astype(float)
+
+    # 4. lattice: integrality, least squares, reduction -----------------------------------
+    coef = acc_vec @ np.linalg.inv(basis)
+    nonint = np.max(np.abs(coef - np.round(coef)), axis=1) > 0.12
+    n_inconsistent = 0
+    if nonint.any():
+        better = _best_triple(acc_vec)
+        if better is not None:
+            basis = better
+            coef = acc_vec @ np.linalg.inv(basis)
+            nonint = np.max(np.abs(coef - np.round(coef)), axis=1) > 0.12
+        n_inconsistent = int(nonint.sum())
+    good = ~nonint
+    ncoef = np.round(coef[good])
+    w = np.sqrt(acc_w[good])[:, None]
+    sol, *_ = np.linalg.lstsq(ncoef * w, acc_vec[good] * w, rcond=None)
+    lattice = _niggli(sol)
+    if abs(np.linalg.det(lattice)) < 1e-3:
+        raise C2NPInputError("solver input: no lattice found (degenerate translations)")
+
+    # 5. fold, cluster, refine --------------------------------------------------------------
+    sigma = s0 / 3.54 if np.isfinite(s0) else 0.1  # per-component position noise (Å)
+    r_cluster = float(min(0.4 * d_same_min, max(0.12, 5.0 * sigma + 0.08)))
+    origin = rel[origins[0]]
+    inv = np.linalg.inv(lattice)
+    frac = (rel - origin) @ inv
+    frac_w = frac - np.floor(frac)
+    labels = np.full(n, -1, dtype=np.int64)
+    site_frac: list[np.ndarray] = []
+    site_z: list[int] = []
+    rank = np.empty(n, dtype=np.int64)
+    rank[by_centre] = np.arange(n)
+    for z in zs:
+        idx = np.flatnonzero(nums == z)
+        lab, cen = _cluster_sites(frac_w[idx], np.argsort(rank[idx], kind="stable"), lattice, r_cluster)
+        labels[idx] = lab + len(site_frac)
+        site_frac.extend(cen)
+        site_z.extend([int(z)] * len(cen))
+    site_frac_a = np.array(site_frac)
+    site_z_a = np.array(site_z, dtype=np.int64)
+    site_count = np.bincount(labels, minlength=len(site_frac_a))
+    typical = float(np.median(site_count[site_count >= 2])) if np.any(site_count >= 2) else 1.0
+    if typical < 2:
+        raise C2NPInputError("solver input: no periodicity found (no site repeats in the particle)")
+    keep_site = site_count >= 0.4 * typical
+
+    def assign(lat: np.ndarray, sites: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Nearest kept site of the same element for every atom: (site, cell index, dist)."""
+        f = (rel - origin) @ np.linalg.inv(lat)
+        best_site = np.full(n, -1, dtype=np.int64)
+        best_d = np.full(n, np.inf)
+        best_cell = np.zeros((n, 3))
+        for z in zs:
+            idx = np.flatnonzero(nums == z)
+            sidx = np.flatnonzero((site_z_a == z) & keep_site)
+            if len(sidx) == 0:
+                continue
+            diff = f[idx][:, None, :] - sites[sidx][None, :, :]
+            cell_n = np.round(diff)
+            cart = (diff - cell_n) @ lat
+            d = np.linalg.norm(cart, axis=2)
+            j = np.argmin(d, axis=1)
+            best_site[idx] = sidx[j]
+            best_d[idx] = d[np.arange(len(idx)), j]
+            best_cell[idx] = cell_n[np.arange(len(idx)), j]
+        return best_site, best_cell, best_d
+
+    site_pos = site_frac_a.copy()
+    rms = np.nan
+    for _ in range(2):
+        s_idx, cell_n, dist = assign(lattice, site_pos)
+        ok = (s_idx >= 0) & (dist <= r_cluster)
+        used = np.flatnonzero(keep_site)
+        col = {int(k): i for i, k in enumerate(used)}
+        m = int(ok.sum())
+        if m < len(used) + 3:
+            raise C2NPInputError("solver input: no lattice found (too few atoms on sites)")
+        design = np.zeros((m, len(used) + 3))
+        design[np.arange(m), [col[int(k)] for k in s_idx[ok]]] = 1.0
+        design[:, len(used):] = cell_n[ok]
+        target = rel[ok] - origin
+        sol2, *_ = np.linalg.lstsq(design, target, rcond=None)
+        new_lat = sol2[len(used):]
+        if abs(np.linalg.det(new_lat)) < 1e-3:
+            break
+        lattice = new_lat
+        site_pos = site_pos.copy()
+        site_pos[used] = sol2[:len(used)] @ np.linalg.inv(lattice)
+        resid = target - design @ sol2
+        rms = float(np.sqrt(np.mean(np.einsum("ij,ij->i", resid, resid))))
+    s_idx, cell_n, dist = assign(lattice, site_pos)
+    on_site = (s_idx >= 0) & (dist <= r_cluster)
+    explained = float(on_site.mean())
+    used = np.flatnonzero(keep_site)
+    counts_used = np.bincount(s_idx[on_site], minlength=len(site_pos))[used]
+    prim_frac = site_pos[used] - np.floor(site_pos[used])
+    prim_z = site_z_a[used]
+
+    # 6. symmetry sweep ---------------------------------------------------------------------
+    sigma_pos = rms / np.sqrt(3.0) if np.isfinite(rms) else sigma
+    sigma_site = sigma_pos / np.sqrt(max(float(np.min(counts_used)), 1.0))
+    floor = max(sweep[0], 6.0 * sigma_site)
+    tried = [s for s in sweep if s >= floor] or [floor, 1.5 * floor, 2.25 * floor]
+    moyo_cell = moyopy.Cell(lattice.tolist(), prim_frac.tolist(), prim_z.tolist())
+    records: list[tuple[float, int | None, Any]] = []
+    chosen = None
+    plateau = 0
+    run_start = 0
+    for sp in tried:
+        try:
+            ds = moyopy.MoyoDataset(moyo_cell, symprec=sp)
+        except Exception:  # moyopy raises on tolerances where no consistent group exists
+            ds = None
+        records.append((sp, None if ds is None else int(ds.number), ds))
+        k = len(records) - 1
+        if k > 0 and records[k][1] is not None and records[k][1] == records[k - 1][1]:
+            pass
+        else:
+            run_start = k
+        run = k - run_start + 1
+        if chosen is None and run >= 2:
+            chosen = run_start
+        if chosen is not None and (run_start != chosen or run >= stable_plateau):
+            break
+    if chosen is not None:
+        j = chosen
+        while j + 1 < len(records) and records[j + 1][1] == records[chosen][1]:
+            j += 1
+        plateau = j - chosen + 1
+        chosen_rec = records[chosen + (plateau - 1) // 2]
+    else:
+        found = [rec for rec in records if rec[1] is not None]
+        if not found:
+            raise C2NPInputError("solver input: no space group could be assigned to the "
+                                 "reconstructed cell at any tolerance")
+        sgs = [rec[1] for rec in found]
+        best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
+        chosen_rec = next(rec for rec in found if rec[1] == best)
+        plateau = 1
+    sp, number, ds = chosen_rec
+    assert number is not None and ds is not None
+    std_lat = np.asarray(ds.std_cell.basis, dtype=float)
+    a, b, c, al, be, ga = lattice_parameters(std_lat)
+    cell = UnitCell("identified", std_lat, np.asarray(ds.std_cell.numbers, dtype=np.int64),
+                    np.asarray(ds.std_cell.positions, dtype=float))
+    symbol = moyopy.SpaceGroupType(int(number)).hm_short.replace(" ", "")
+
+    stability = min(1.0, plateau / float(stable_plateau))
+    support = float(min(1.0, max(0.0, (np.median(counts_used) - 1.0) / 3.0)))
+    consistency = 1.0 - n_inconsistent / max(1, len(acc_vec))
+    confidence = float(np.clip(explained * stability * support * consistency, 0.0, 1.0))
+    diagnostics: dict[str, Any] = {
+        "reference_element": ref_z,
+        "inscribed_radius_angstrom": r_in,
+        "n_candidates": n_candidates,
+        "n_prescreened": n_prescreened,
+        "n_scored": int(len(all_vec)),
+        "n_translations_accepted": int(len(acc_vec)),
+        "n_translations_inconsistent": n_inconsistent,
+        "translation_tolerance_angstrom": float(tol_acc),
+        "noise_q90_angstrom": float(s0),
+        "cluster_radius_angstrom": r_cluster,
+        "site_rms_angstrom": float(rms),
+        "n_sites": int(len(used)),
+        "site_counts": counts_used.tolist(),
+        "explained_fraction": explained,
+        "symprec_floor_angstrom": float(floor),
+        "sweep": [[float(x), g] for x, g, _ in records],
+        "plateau_length": int(plateau),
+        "stability": stability,
+        "repeat_support": support,
+        "translation_consistency": consistency,
+        "symmetry_library": "moyopy",
+        "symmetry_library_version": str(moyopy.__version__),
+        "elapsed_s": time.perf_counter() - t_start,
+    }
+    return SolverResult(
+        a_angstrom=a, b_angstrom=b, c_angstrom=c, alpha_deg=al, beta_deg=be, gamma_deg=ga,
+        spacegroup=int(number), international=symbol,
+        crystal_system=crystal_system(int(number)), confidence=confidence, cell=cell,
+        primitive_lattice_angstrom=np.array(lattice), symprec_angstrom=float(sp), n_atoms=n,
+        diagnostics=diagnostics)
+
+
+def solve_particle(particle: Any, **kwargs: Any) -> SolverResult:
+    """:func:`solve` on a :class:`c2np.carving.Particle` (keyword arguments passed on)."""
+    return solve(particle.numbers, particle.positions_angstrom, **kwargs)
