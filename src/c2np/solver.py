@@ -320,8 +320,8 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
     delta[matched] = positions4[idx[matched], :3] - flat_img[matched]
     contrib = sign_id[:, None] * delta
     n_match = np.bincount(cand_id[matched], minlength=b)
-    sums = np.zeros((b, 3))
-    np.add.at(sums, cand_id[matched], contrib[matched])
+    sums = np.column_stack([np.bincount(cand_id[matched], weights=contrib[matched, j], minlength=b)
+                            for j in range(3)])
     refined = cands + sums / np.maximum(n_match, 1)[:, None]
     order = np.argsort(cand_id, kind="stable")
     dist_sorted = dist[order]
@@ -490,7 +490,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         basis = _greedy_basis(all_ref[accepted])
         if basis is not None:
             longest = float(np.max(np.linalg.norm(basis, axis=1)))
-            if float(np.linalg.norm(chunk[-1])) > 1.5 * longest + 0.5:
+            if float(np.linalg.norm(chunk[-1])) > 1.25 * longest + 0.5:
                 break
     if basis is None:
         raise C2NPInputError("solver input: no lattice found (no three independent translations "
@@ -565,33 +565,54 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             best_cell[idx] = cell_n[np.arange(len(idx)), j]
         return best_site, best_cell, best_d
 
-    site_pos = site_frac_a.copy()
-    rms = np.nan
-    for _ in range(2):
-        s_idx, cell_n, dist = assign(lattice, site_pos)
-        ok = (s_idx >= 0) & (dist <= r_cluster)
-        used = np.flatnonzero(keep_site)
-        col = {int(k): i for i, k in enumerate(used)}
+    used = np.flatnonzero(keep_site)
+    col = np.full(len(site_frac_a), -1, dtype=np.int64)
+    col[used] = np.arange(len(used))
+
+    def refine(s_idx: np.ndarray, cell_n: np.ndarray, ok: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Joint linear least squares x_i - origin = c_site + n_i . L over atoms ``ok``."""
         m = int(ok.sum())
         if m < len(used) + 3:
             raise C2NPInputError("solver input: no lattice found (too few atoms on sites)")
-        design = np.zeros((m, len(used) + 3))
-        design[np.arange(m), [col[int(k)] for k in s_idx[ok]]] = 1.0
-        design[:, len(used):] = cell_n[ok]
+        k = col[s_idx[ok]]
+        nn = cell_n[ok]
         target = rel[ok] - origin
-        sol2, *_ = np.linalg.lstsq(design, target, rcond=None)
-        new_lat = sol2[len(used):]
-        if abs(np.linalg.det(new_lat)) < 1e-3:
-            break
+        # normal equations, site offsets eliminated (Schur complement): 3x3 solve for L
+        cnt = np.bincount(k, minlength=len(used)).astype(float)
+        if np.any(cnt == 0):
+            cnt = np.maximum(cnt, 1.0)
+        s_n = np.column_stack([np.bincount(k, weights=nn[:, j], minlength=len(used)) for j in range(3)])
+        s_x = np.column_stack([np.bincount(k, weights=target[:, j], minlength=len(used))
+                               for j in range(3)])
+        lhs = nn.T @ nn - (s_n / cnt[:, None]).T @ s_n
+        rhs = nn.T @ target - (s_n / cnt[:, None]).T @ s_x
+        if abs(np.linalg.det(lhs)) < 1e-9:
+            raise C2NPInputError("solver input: no lattice found (atoms span too few cells)")
+        lat_new = np.linalg.solve(lhs, rhs)
+        offs = (s_x - s_n @ lat_new) / cnt[:, None]
+        resid = target - offs[k] - nn @ lat_new
+        rms_ = float(np.sqrt(np.mean(np.einsum("ij,ij->i", resid, resid))))
+        return lat_new, offs, rms_
+
+    # first pass: the clustering's own assignment
+    diff = frac - site_frac_a[labels]
+    cell0 = np.round(diff)
+    cart0 = (diff - cell0) @ lattice
+    ok0 = keep_site[labels] & (np.einsum("ij,ij->i", cart0, cart0) <= r_cluster ** 2)
+    site_pos = site_frac_a.copy()
+    new_lat, offsets, rms = refine(labels, cell0, ok0)
+    if abs(np.linalg.det(new_lat)) > 1e-3:
         lattice = new_lat
-        site_pos = site_pos.copy()
-        site_pos[used] = sol2[:len(used)] @ np.linalg.inv(lattice)
-        resid = target - design @ sol2
-        rms = float(np.sqrt(np.mean(np.einsum("ij,ij->i", resid, resid))))
+        site_pos[used] = offsets @ np.linalg.inv(lattice)
+    # second pass: reassign every atom to its nearest site with the refined lattice
     s_idx, cell_n, dist = assign(lattice, site_pos)
     on_site = (s_idx >= 0) & (dist <= r_cluster)
+    new_lat, offsets, rms = refine(s_idx, cell_n, on_site)
+    if abs(np.linalg.det(new_lat)) > 1e-3:
+        lattice = new_lat
+        site_pos[used] = offsets @ np.linalg.inv(lattice)
     explained = float(on_site.mean())
-    used = np.flatnonzero(keep_site)
     counts_used = np.bincount(s_idx[on_site], minlength=len(site_pos))[used]
     prim_frac = site_pos[used] - np.floor(site_pos[used])
     prim_z = site_z_a[used]
