@@ -76,7 +76,7 @@ def test_result_independent_of_position_orientation_and_order() -> None:
     for _ in range(3):
         rot = Rotation.random(random_state=rng)
         perm = rng.permutation(base.n_atoms)
-        pos = rot.apply(base.positions_angstrom)[perm] + rng.normal(size=3) * 20
+        pos = rot.apply(np.array(base.positions_angstrom))[perm] + rng.normal(size=3) * 20
         results.append(solve(base.numbers[perm], pos))
     for r in results[1:]:
         assert r.spacegroup == results[0].spacegroup

@@ -42,6 +42,7 @@ rounding). Bad input (too few atoms, non-finite positions, no lattice) raises
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -334,6 +335,53 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
         if len(d) and np.isfinite(d[int(np.ceil(0.9 * len(d))) - 1]):
             q90[i] = float(d[int(np.ceil(0.9 * len(d))) - 1])
     return n_in, q90, refined, res_list
+
+
+def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
+                    tolerances: list[float], stable_plateau: int
+                    ) -> tuple[list[tuple[float, int | None, Any]], tuple[float, int | None, Any], int]:
+    """moyopy over tolerances (tight to loose). Returns (records, chosen record, plateau
+    length): the chosen group is the first one found at two consecutive tolerances (the
+    middle of its plateau); without any plateau, the most frequent group (ties: tighter)."""
+    import moyopy
+
+    moyo_cell = moyopy.Cell(lattice.tolist(), frac.tolist(), numbers.tolist())
+    moyo_log = logging.getLogger("moyo")
+    moyo_level = moyo_log.level
+    moyo_log.setLevel(logging.ERROR)  # loose tolerances log symmetrization warnings
+    records: list[tuple[float, int | None, Any]] = []
+    chosen: int | None = None
+    run_start = 0
+    try:
+        for sp in tolerances:
+            try:
+                ds = moyopy.MoyoDataset(moyo_cell, symprec=sp)
+            except Exception:  # moyopy raises where no consistent group exists at sp
+                ds = None
+            records.append((sp, None if ds is None else int(ds.number), ds))
+            k = len(records) - 1
+            if not (k > 0 and records[k][1] is not None and records[k][1] == records[k - 1][1]):
+                run_start = k
+            run = k - run_start + 1
+            if chosen is None and run >= 2:
+                chosen = run_start
+            if chosen is not None and (run_start != chosen or run >= stable_plateau):
+                break
+    finally:
+        moyo_log.setLevel(moyo_level)
+    if chosen is not None:
+        j = chosen
+        while j + 1 < len(records) and records[j + 1][1] == records[chosen][1]:
+            j += 1
+        plateau = j - chosen + 1
+        return records, records[chosen + (plateau - 1) // 2], plateau
+    found = [rec for rec in records if rec[1] is not None]
+    if not found:
+        raise C2NPInputError("solver input: no space group could be assigned to the "
+                             "reconstructed cell at any tolerance")
+    sgs = [rec[1] for rec in found]
+    best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
+    return records, next(rec for rec in found if rec[1] == best), 1
 
 
 # --- the solver --------------------------------------------------------------------------------
@@ -637,42 +685,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     sigma_site = sigma_pos / np.sqrt(max(float(np.min(counts_used)), 1.0))
     floor = max(sweep[0], 6.0 * sigma_site)
     tried = [s for s in sweep if s >= floor] or [floor, 1.5 * floor, 2.25 * floor]
-    moyo_cell = moyopy.Cell(lattice.tolist(), prim_frac.tolist(), prim_z.tolist())
-    records: list[tuple[float, int | None, Any]] = []
-    chosen = None
-    plateau = 0
-    run_start = 0
-    for sp in tried:
-        try:
-            ds = moyopy.MoyoDataset(moyo_cell, symprec=sp)
-        except Exception:  # moyopy raises on tolerances where no consistent group exists
-            ds = None
-        records.append((sp, None if ds is None else int(ds.number), ds))
-        k = len(records) - 1
-        if k > 0 and records[k][1] is not None and records[k][1] == records[k - 1][1]:
-            pass
-        else:
-            run_start = k
-        run = k - run_start + 1
-        if chosen is None and run >= 2:
-            chosen = run_start
-        if chosen is not None and (run_start != chosen or run >= stable_plateau):
-            break
-    if chosen is not None:
-        j = chosen
-        while j + 1 < len(records) and records[j + 1][1] == records[chosen][1]:
-            j += 1
-        plateau = j - chosen + 1
-        chosen_rec = records[chosen + (plateau - 1) // 2]
-    else:
-        found = [rec for rec in records if rec[1] is not None]
-        if not found:
-            raise C2NPInputError("solver input: no space group could be assigned to the "
-                                 "reconstructed cell at any tolerance")
-        sgs = [rec[1] for rec in found]
-        best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
-        chosen_rec = next(rec for rec in found if rec[1] == best)
-        plateau = 1
+    records, chosen_rec, plateau = _symmetry_sweep(lattice, prim_frac, prim_z, tried, stable_plateau)
     sp, number, ds = chosen_rec
     assert number is not None and ds is not None
     std_lat = np.asarray(ds.std_cell.basis, dtype=float)
