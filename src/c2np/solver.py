@@ -26,10 +26,11 @@ Algorithm (details and limits in ``docs/solver.md``):
    distances; clusters much smaller than the typical one are dropped. The lattice and the
    Cartesian site offsets are then refined jointly by linear least squares
    (``x_i = c_site + n_i · L``) over all assigned atoms, and atoms are reassigned once.
-5. *Symmetry.* spglib runs over a sweep of tolerances from tight to loose, starting at a
+5. *Symmetry.* moyopy runs over a sweep of tolerances from tight to loose, starting at a
    noise floor estimated from the site scatter. The answer is the space group of the
    tightest *plateau* (the first group found at two consecutive tolerances). The result
-   is spglib's standardized (idealized) conventional cell at that tolerance.
+   is moyopy's standardized (idealized) conventional cell at the tightest tolerance of
+   that plateau.
 6. *Confidence* = explained fraction (atoms that sit on a reconstructed site) x stability
    of the space group over the sweep x repeat support (how often each site repeats in the
    particle) x consistency of the accepted translations. Never 1 by construction for a
@@ -341,8 +342,8 @@ def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
                     tolerances: list[float], stable_plateau: int
                     ) -> tuple[list[tuple[float, int | None, Any]], tuple[float, int | None, Any], int]:
     """moyopy over tolerances (tight to loose). Returns (records, chosen record, plateau
-    length): the chosen group is the first one found at two consecutive tolerances (the
-    middle of its plateau); without any plateau, the most frequent group (ties: tighter)."""
+    length): the chosen group is the first one found at two consecutive tolerances (at the
+    tightest tolerance of its plateau); without any plateau, the most frequent group (ties: tighter)."""
     import moyopy
 
     moyo_cell = moyopy.Cell(lattice.tolist(), frac.tolist(), numbers.tolist())
@@ -374,7 +375,7 @@ def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
         while j + 1 < len(records) and records[j + 1][1] == records[chosen][1]:
             j += 1
         plateau = j - chosen + 1
-        return records, records[chosen + (plateau - 1) // 2], plateau
+        return records, records[chosen], plateau
     found = [rec for rec in records if rec[1] is not None]
     if not found:
         raise C2NPInputError("solver input: no space group could be assigned to the "
@@ -397,7 +398,9 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           min_atoms: int = 8,
           min_in_bounds: int = 3,
           chunk_size: int = 48,
-          stable_plateau: int = 3) -> SolverResult:
+          stable_plateau: int = 3,
+          min_translation_tol_angstrom: float = 5e-4,
+          translation_z: float = 4.0) -> SolverResult:
     """Recover the bulk crystal of a finite particle.
 
     Args:
@@ -421,6 +424,11 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         chunk_size: candidates scored per batch.
         stable_plateau: consecutive sweep tolerances agreeing on a space group for full
             stability (the sweep stops there).
+        min_translation_tol_angstrom: smallest tolerance (Å) for an image to count as
+            landing on an atom (clean particles; kept below the 1e-3 Å of the targets so that
+            a pseudo-translation is never taken for a lattice vector).
+        translation_z: a candidate is a lattice translation when its mean squared residual
+            exceeds the best candidate's by less than this many standard errors.
 
     Returns:
         A :class:`SolverResult`.
@@ -543,13 +551,22 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         all_vec, all_ref, all_n, all_q = scores.cat()
         residuals = scores.residual_list()
         support_min = max(min_in_bounds, 0.25 * float(all_n.max()))
-        well = (all_n >= support_min) & np.isfinite(all_q)
+        frac_m = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in residuals])
+        ms = np.array([float(np.mean(rr[np.isfinite(rr)] ** 2)) if np.isfinite(rr).any() else np.inf
+                       for rr in residuals])
+        matched = (all_n >= min_in_bounds) & (frac_m >= match_fraction)
+        well = matched & (all_n >= support_min)
         if not well.any():
             continue
-        s0 = float(np.min(all_q[well]))
-        tol_acc = max(1.6 * s0, s0 + 0.01, 0.005)
-        frac_ok = np.array([np.mean(rr <= tol_acc) if len(rr) else 0.0 for rr in residuals])
-        accepted = (all_n >= min_in_bounds) & (frac_ok >= match_fraction)
+        i0 = int(np.flatnonzero(well)[np.argmin(ms[well])])
+        ms0 = float(ms[i0])
+        # a true translation leaves pure noise: its mean squared residual matches the best
+        # candidate's within sampling error (each pair is seen twice, from +t and -t)
+        rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
+        bound = np.maximum(ms0 * (1.0 + translation_z * rel_sd), min_translation_tol_angstrom ** 2)
+        accepted = matched & (ms <= bound)
+        s0 = float(np.sqrt(ms0))
+        tol_acc = float(np.sqrt(np.max(bound[accepted]))) if accepted.any() else np.inf
         basis = _greedy_basis(all_ref[accepted])
         if basis is not None:
             longest = float(np.max(np.linalg.norm(basis, axis=1)))
@@ -582,7 +599,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         raise C2NPInputError("solver input: no lattice found (degenerate translations)")
 
     # 5. fold, cluster, refine --------------------------------------------------------------
-    sigma = s0 / 3.54 if np.isfinite(s0) else 0.1  # per-component position noise (Å)
+    sigma = s0 / np.sqrt(6.0) if np.isfinite(s0) else 0.1  # per-component position noise (Å)
     r_cluster = float(min(0.4 * d_same_min, max(0.12, 5.0 * sigma + 0.08)))
     origin = rel[origins[0]]
     inv = np.linalg.inv(lattice)
@@ -707,7 +724,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "n_translations_accepted": int(len(acc_vec)),
         "n_translations_inconsistent": n_inconsistent,
         "translation_tolerance_angstrom": float(tol_acc),
-        "noise_q90_angstrom": float(s0),
+        "translation_rms_angstrom": float(s0),
         "cluster_radius_angstrom": r_cluster,
         "site_rms_angstrom": float(rms),
         "n_sites": int(len(used)),
