@@ -60,6 +60,7 @@ DEFAULT_SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (
     0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)
 
 _ELEMENT_KEY = 1.0e4  # 4th coordinate per atomic number: nearest neighbours stay within an element
+_DEBUG: list = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,6 +236,15 @@ def _best_triple(vectors: np.ndarray, *, max_vectors: int = 14, int_tol: float =
     return None if best is None else best[1]
 
 
+def _coset_representatives(vector: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """(27, 3) short vectors of the coset ``vector + Z^3 basis`` (fractional part shifted by
+    -1, 0, +1 along each basis vector)."""
+    coef = vector @ np.linalg.inv(basis)
+    frac = coef - np.floor(coef)
+    shifts = np.stack(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij"), -1).reshape(-1, 3)
+    return (frac[None, :] + shifts) @ basis
+
+
 def _niggli(lattice: np.ndarray) -> np.ndarray:
     """Right-handed Niggli-reduced basis (moyopy); the input when reduction fails."""
     import moyopy
@@ -400,7 +410,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           chunk_size: int = 48,
           stable_plateau: int = 3,
           min_translation_tol_angstrom: float = 5e-4,
-          translation_z: float = 4.0) -> SolverResult:
+          translation_z: float = 4.0,
+          rescore_max_atoms: int = 1500) -> SolverResult:
     """Recover the bulk crystal of a finite particle.
 
     Args:
@@ -429,6 +440,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             a pseudo-translation is never taken for a lattice vector).
         translation_z: a candidate is a lattice translation when its mean squared residual
             exceeds the best candidate's by less than this many standard errors.
+        rescore_max_atoms: particles up to this size are re-scored with a noise-sized
+            boundary margin when the translations look clean (or none was found).
 
     Returns:
         A :class:`SolverResult`.
@@ -523,73 +536,116 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     probe_key = positions4[probe, 3]
 
     # 3. score in length order until a lattice is found --------------------------------
-    scores = _Scores()
-    basis = None
-    tol_acc = np.inf
-    s0 = np.inf
-    accepted = np.zeros(0, dtype=bool)
-    n_prescreened = 0
-    start = 0
-    while start < len(vec):
-        chunk = vec[start:start + chunk_size]
-        start += len(chunk)
-        n_prescreened += len(chunk)
-        # cheap pre-screen on the central reference-element atoms only
-        n_in_ref, _, _, res_ref = _score_batch(chunk, rel[ref_probe], positions4[ref_probe, 3],
-                                               tree, positions4, bounds, tol_loose)
-        frac_ref = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in res_ref])
-        batch = chunk[(n_in_ref < 2) | (frac_ref >= 0.75)]  # reject only on evidence
-        if len(batch) == 0:
-            continue
-        n_in_b, q90_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
-                                                   bounds, tol_loose)
-        scores.vectors.append(batch)
-        scores.refined.append(ref_b)
-        scores.n_in.append(n_in_b)
-        scores.q90.append(q90_b)
-        scores.residuals.append(res_b)  # type: ignore[arg-type]
+    def search(bnd: _Bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
+        """Score candidates in length order until three independent translations are
+        accepted (and a margin beyond them is covered)."""
+        scores = _Scores()
+        basis = None
+        tol_acc = np.inf
+        s0 = np.inf
+        accepted = np.zeros(0, dtype=bool)
+        n_prescreened = 0
+        start = 0
+        while start < len(vec):
+            chunk = vec[start:start + chunk_size]
+            start += len(chunk)
+            n_prescreened += len(chunk)
+            # cheap pre-screen on the central reference-element atoms only
+            n_in_ref, _, _, res_ref = _score_batch(chunk, rel[ref_probe], positions4[ref_probe, 3],
+                                                   tree, positions4, bnd, tol_loose)
+            frac_ref = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in res_ref])
+            batch = chunk[(n_in_ref < 2) | (frac_ref >= 0.75)]  # reject only on evidence
+            if len(batch) == 0:
+                continue
+            n_in_b, q90_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
+                                                       bnd, tol_loose)
+            scores.vectors.append(batch)
+            scores.refined.append(ref_b)
+            scores.n_in.append(n_in_b)
+            scores.q90.append(q90_b)
+            scores.residuals.append(res_b)  # type: ignore[arg-type]
+            all_vec, all_ref, all_n, all_q = scores.cat()
+            residuals = scores.residual_list()
+            support_min = max(min_in_bounds, 0.25 * float(all_n.max()))
+            frac_m = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in residuals])
+            ms = np.array([float(np.mean(rr[np.isfinite(rr)] ** 2)) if np.isfinite(rr).any() else np.inf
+                           for rr in residuals])
+            matched = (all_n >= min_in_bounds) & (frac_m >= match_fraction)
+            well = matched & (all_n >= support_min)
+            if not well.any():
+                continue
+            i0 = int(np.flatnonzero(well)[np.argmin(ms[well])])
+            ms0 = float(ms[i0])
+            # a true translation leaves pure noise: its mean squared residual matches the best
+            # candidate's within sampling error (each pair is seen twice, from +t and -t)
+            rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
+            bound = np.maximum(ms0 * (1.0 + translation_z * rel_sd), min_translation_tol_angstrom ** 2)
+            accepted = matched & (ms <= bound)
+            if _DEBUG: _DEBUG.append((all_ref.copy(), all_n.copy(), frac_m, ms, bound, matched, well))
+            s0 = float(np.sqrt(ms0))
+            tol_acc = float(np.sqrt(np.max(bound[accepted]))) if accepted.any() else np.inf
+            basis = _greedy_basis(all_ref[accepted])
+            if basis is not None:
+                longest = float(np.max(np.linalg.norm(basis, axis=1)))
+                if float(np.linalg.norm(chunk[-1])) > 1.25 * longest + 0.5:
+                    break
+        if basis is None:
+            noise_hint.append(s0)
+            return None
         all_vec, all_ref, all_n, all_q = scores.cat()
-        residuals = scores.residual_list()
-        support_min = max(min_in_bounds, 0.25 * float(all_n.max()))
-        frac_m = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in residuals])
-        ms = np.array([float(np.mean(rr[np.isfinite(rr)] ** 2)) if np.isfinite(rr).any() else np.inf
-                       for rr in residuals])
-        matched = (all_n >= min_in_bounds) & (frac_m >= match_fraction)
-        well = matched & (all_n >= support_min)
-        if not well.any():
-            continue
-        i0 = int(np.flatnonzero(well)[np.argmin(ms[well])])
-        ms0 = float(ms[i0])
-        # a true translation leaves pure noise: its mean squared residual matches the best
-        # candidate's within sampling error (each pair is seen twice, from +t and -t)
-        rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
-        bound = np.maximum(ms0 * (1.0 + translation_z * rel_sd), min_translation_tol_angstrom ** 2)
-        accepted = matched & (ms <= bound)
-        s0 = float(np.sqrt(ms0))
-        tol_acc = float(np.sqrt(np.max(bound[accepted]))) if accepted.any() else np.inf
-        basis = _greedy_basis(all_ref[accepted])
-        if basis is not None:
-            longest = float(np.max(np.linalg.norm(basis, axis=1)))
-            if float(np.linalg.norm(chunk[-1])) > 1.25 * longest + 0.5:
-                break
-    if basis is None:
+        return (basis, all_ref[accepted], all_n[accepted].astype(float), s0, tol_acc, n_prescreened,
+                len(all_vec))
+
+
+    noise_hint: list[float] = []  # rms residual of the best candidate of a failed search
+    found = search(bounds)
+    margin_used = boundary_margin_angstrom
+    if found is None or (n <= rescore_max_atoms and found[3] < 0.05 * boundary_margin_angstrom):
+        # the fixed margin guards against noise; when the translations show little noise (or
+        # none was found) small particles are re-scored with a margin sized to the noise, so
+        # that images near the surface, where long translations land, count too
+        s_est = found[3] if found is not None else (noise_hint[-1] if noise_hint else np.inf)
+        # (atoms on the hull itself count: a hull vertex is inside the particle; the 1e-5 Å
+        # slack absorbs rounding of stored coordinates)
+        margin2 = float(3.0 * s_est - 1e-5) if np.isfinite(s_est) else 0.5 * boundary_margin_angstrom
+        if margin2 < boundary_margin_angstrom:
+            again = search(_Bounds(bounds.equations, bounds.r_in, bounds.r_out, margin2))
+            if again is not None:
+                found, margin_used = again, margin2
+    if found is None:
         raise C2NPInputError("solver input: no lattice found (no three independent translations "
                              "map the particle onto itself)")
-    all_vec, all_ref, all_n, all_q = scores.cat()
-    acc_vec = all_ref[accepted]
-    acc_w = all_n[accepted].astype(float)
+    basis, acc_vec, acc_w, s0, tol_acc, n_prescreened, n_scored = found
 
     # 4. lattice: integrality, least squares, reduction -----------------------------------
     coef = acc_vec @ np.linalg.inv(basis)
     nonint = np.max(np.abs(coef - np.round(coef)), axis=1) > 0.12
     n_inconsistent = 0
     if nonint.any():
+        # an accepted vector that is not an integer combination of the basis implies a finer
+        # lattice, hence a short vector (its coset representative). Score the shortest
+        # implied vectors directly: when they fail, the accepted vector was a
+        # pseudo-translation seen through too few images (e.g. all from one sublattice)
+        spurious = np.zeros(len(acc_vec), dtype=bool)
+        bnd_used = _Bounds(bounds.equations, bounds.r_in, bounds.r_out, margin_used)
+        for i in np.flatnonzero(nonint):
+            implied = _coset_representatives(acc_vec[i], basis)
+            implied = implied[np.argsort(np.linalg.norm(implied, axis=1))[:4]]
+            n_i, _, _, res_i = _score_batch(implied, probe_pos, probe_key, tree, positions4,
+                                            bnd_used, tol_loose)
+            ok_i = [len(rr) >= min_in_bounds and np.mean(rr <= tol_acc) >= match_fraction
+                    for rr in res_i]
+            refuted_i = [len(rr) >= min_in_bounds and not ok for rr, ok in zip(res_i, ok_i)]
+            spurious[i] = any(refuted_i) and not any(ok_i)
+        n_inconsistent = int(spurious.sum())
+        acc_vec, acc_w, coef, nonint = acc_vec[~spurious], acc_w[~spurious], coef[~spurious], nonint[~spurious]
+    if nonint.any():
         better = _best_triple(acc_vec)
         if better is not None:
             basis = better
             coef = acc_vec @ np.linalg.inv(basis)
             nonint = np.max(np.abs(coef - np.round(coef)), axis=1) > 0.12
-        n_inconsistent = int(nonint.sum())
+        n_inconsistent += int(nonint.sum())
     good = ~nonint
     ncoef = np.round(coef[good])
     w = np.sqrt(acc_w[good])[:, None]
@@ -622,7 +678,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     typical = float(np.median(site_count[site_count >= 2])) if np.any(site_count >= 2) else 1.0
     if typical < 2:
         raise C2NPInputError("solver input: no periodicity found (no site repeats in the particle)")
-    keep_site = site_count >= 0.4 * typical
+    keep_site = site_count >= 1  # every atom is evidence: a site seen once is still a site
 
     def assign(lat: np.ndarray, sites: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest kept site of the same element for every atom: (site, cell index, dist)."""
@@ -720,7 +776,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "inscribed_radius_angstrom": r_in,
         "n_candidates": n_candidates,
         "n_prescreened": n_prescreened,
-        "n_scored": int(len(all_vec)),
+        "n_scored": int(n_scored),
+        "boundary_margin_angstrom": float(margin_used),
         "n_translations_accepted": int(len(acc_vec)),
         "n_translations_inconsistent": n_inconsistent,
         "translation_tolerance_angstrom": float(tol_acc),
