@@ -293,12 +293,12 @@ class _Scores:
     vectors: list[np.ndarray] = field(default_factory=list)
     refined: list[np.ndarray] = field(default_factory=list)
     n_in: list[np.ndarray] = field(default_factory=list)
-    q90: list[np.ndarray] = field(default_factory=list)
+    n_elem: list[np.ndarray] = field(default_factory=list)
     residuals: list[np.ndarray] = field(default_factory=list)
 
     def cat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (np.concatenate(self.vectors), np.concatenate(self.refined),
-                np.concatenate(self.n_in), np.concatenate(self.q90))
+                np.concatenate(self.n_in), np.concatenate(self.n_elem))
 
     def residual_list(self) -> list[np.ndarray]:
         out: list[np.ndarray] = []
@@ -311,8 +311,8 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
                  positions4: np.ndarray, bounds: _Bounds, tol_loose: float
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """Score candidate translations: per candidate, the number of in-particle images, the
-    90th percentile of their residual (inf if > 10 % unmatched within ``tol_loose``), the
-    refined vector (mean matched displacement) and the sorted residuals."""
+    number of distinct elements among them, the refined vector (mean matched displacement)
+    and the sorted residuals (inf where no same-element atom lies within ``tol_loose``)."""
     b = len(cands)
     p = len(probe_pos)
     signs = np.array([1.0, -1.0])
@@ -337,15 +337,12 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
     order = np.argsort(cand_id, kind="stable")
     dist_sorted = dist[order]
     splits = np.cumsum(n_in)[:-1]
-    per = np.split(dist_sorted, splits)
-    q90 = np.full(b, np.inf)
-    res_list: list[np.ndarray] = []
-    for i, d in enumerate(per):
-        d = np.sort(d)
-        res_list.append(d)
-        if len(d) and np.isfinite(d[int(np.ceil(0.9 * len(d))) - 1]):
-            q90[i] = float(d[int(np.ceil(0.9 * len(d))) - 1])
-    return n_in, q90, refined, res_list
+    res_list = [np.sort(d) for d in np.split(dist_sorted, splits)]
+    # distinct elements among the in-particle images: a vector joining two sites of one
+    # sublattice maps that sublattice exactly, so images of one kind alone prove little
+    pairs = np.unique(np.column_stack([cand_id, keys.astype(np.int64)]), axis=0)
+    n_elem = np.bincount(pairs[:, 0], minlength=b) if len(pairs) else np.zeros(b, dtype=np.int64)
+    return n_in, n_elem, refined, res_list
 
 
 def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
@@ -491,6 +488,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
 
     # 2. candidates ---------------------------------------------------------------------
     zs, counts = np.unique(nums, return_counts=True)
+    n_species = int(np.sum(counts >= 2))
     order_z = np.argsort(counts, kind="stable")
     ref_z = None
     for i in order_z:
@@ -557,12 +555,12 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             batch = chunk[(n_in_ref < 2) | (frac_ref >= 0.75)]  # reject only on evidence
             if len(batch) == 0:
                 continue
-            n_in_b, q90_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
+            n_in_b, nel_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
                                                        bnd, tol_loose)
             scores.vectors.append(batch)
             scores.refined.append(ref_b)
             scores.n_in.append(n_in_b)
-            scores.q90.append(q90_b)
+            scores.n_elem.append(nel_b)
             scores.residuals.append(res_b)  # type: ignore[arg-type]
             all_vec, all_ref, all_n, all_q = scores.cat()
             residuals = scores.residual_list()
@@ -580,7 +578,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             # candidate's within sampling error (each pair is seen twice, from +t and -t)
             rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
             bound = np.maximum(ms0 * (1.0 + translation_z * rel_sd), min_translation_tol_angstrom ** 2)
-            accepted = matched & (ms <= bound)
+            diverse = (all_q >= min(2, n_species)) | (all_n >= 8)
+            accepted = matched & (ms <= bound) & diverse
             if _DEBUG: _DEBUG.append((all_ref.copy(), all_n.copy(), frac_m, ms, bound, matched, well))
             s0 = float(np.sqrt(ms0))
             tol_acc = float(np.sqrt(np.max(bound[accepted]))) if accepted.any() else np.inf
