@@ -32,9 +32,11 @@ Algorithm (details and limits in ``docs/solver.md``):
    is moyopy's standardized (idealized) conventional cell at the tightest tolerance of
    that plateau.
 6. *Confidence* = explained fraction (atoms that sit on a reconstructed site) x stability
-   of the space group over the sweep x repeat support (how often each site repeats in the
-   particle) x consistency of the accepted translations. Never 1 by construction for a
-   particle that is not a crystal.
+   of the space group over the sweep (plateau length / ``stable_plateau``) x repeat support
+   (median copies of a site in the particle, (m - 1) / 3 capped at 1) x consistency of the
+   accepted translations x site fit (atoms scatter about their sites no more than the
+   translation residuals predict). A particle that is not one crystal gets either an error
+   or a low confidence.
 
 Independent of the particle's position, orientation and atom order (up to floating-point
 rounding). Bad input (too few atoms, non-finite positions, no lattice) raises
@@ -769,7 +771,11 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     stability = min(1.0, plateau / float(stable_plateau))
     support = float(min(1.0, max(0.0, (np.median(counts_used) - 1.0) / 3.0)))
     consistency = 1.0 - n_inconsistent / max(1, len(acc_vec))
-    confidence = float(np.clip(explained * stability * support * consistency, 0.0, 1.0))
+    # the atoms scatter about their sites as much as the translations said they would
+    # (sqrt(3) sigma vs sqrt(6) sigma); a wrong lattice smears the sites far more
+    expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3
+    fit = float(min(1.0, expected_rms / rms)) if rms > 0 else 1.0
+    confidence = float(np.clip(explained * stability * support * consistency * fit, 0.0, 1.0))
     diagnostics: dict[str, Any] = {
         "reference_element": ref_z,
         "inscribed_radius_angstrom": r_in,
@@ -792,6 +798,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "stability": stability,
         "repeat_support": support,
         "translation_consistency": consistency,
+        "site_fit": fit,
         "symmetry_library": "moyopy",
         "symmetry_library_version": str(moyopy.__version__),
         "elapsed_s": time.perf_counter() - t_start,
