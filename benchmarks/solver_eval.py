@@ -49,6 +49,7 @@ class Trial:
     max_angle_err_deg: float
     confidence: float
     seconds: float
+    message: str = ""
 
 
 def load_crystals(kind: str, cells_path: str | None) -> tuple[str, list]:
@@ -90,9 +91,9 @@ def run_trial(cell, target, radius: float, noise: float, rng: np.random.Generato
     t0 = time.perf_counter()
     try:
         out = solve(part.numbers[perm], pos)
-    except C2NPInputError:
+    except C2NPInputError as exc:
         return Trial(cell.material_id, radius, noise, part.n_atoms, False, False, False, False,
-                     np.inf, np.inf, 0.0, time.perf_counter() - t0)
+                     np.inf, np.inf, 0.0, time.perf_counter() - t0, f"error: {exc}")
     dt = time.perf_counter() - t0
     got = np.array(out.lattice_params)
     want = np.array(target.lattice_params)
@@ -101,8 +102,11 @@ def run_trial(cell, target, radius: float, noise: float, rng: np.random.Generato
     sg = out.spacegroup == target.spacegroup
     joint = sg and bool(np.all(dl <= JOINT_LENGTH_TOL)) and bool(np.all(da <= JOINT_ANGLE_TOL))
     strict = sg and bool(np.all(dl <= 0.01 * want[:3])) and bool(np.all(da <= JOINT_ANGLE_TOL))
+    msg = "" if joint else (f"got {out.international} ({out.spacegroup}) "
+                            f"{' '.join(f'{x:.3f}' for x in got)}, want {target.spacegroup} "
+                            f"{' '.join(f'{x:.3f}' for x in want)}, confidence {out.confidence:.2f}")
     return Trial(cell.material_id, radius, noise, part.n_atoms, True, sg, joint, strict,
-                 float(dl.max()), float(da.max()), out.confidence, dt)
+                 float(dl.max()), float(da.max()), out.confidence, dt, msg)
 
 
 def _fmt_err(values: list[float]) -> str:
@@ -160,6 +164,23 @@ def per_material_table(trials: list[Trial]) -> list[str]:
         lines.append(f"| {m} | {len(ts)} | {np.mean([t.joint for t in ts]):.3f} | "
                      f"{np.mean([t.sg_right for t in ts]):.3f} | "
                      f"{1000 * float(np.median([t.seconds for t in ts])):.1f} |")
+    return lines
+
+
+def failure_lines(trials: list[Trial], limit: int = 40) -> list[str]:
+    """Markdown bullet list of the failed trials (first ``limit``), with counts per material."""
+    bad = [t for t in trials if not t.joint]
+    if not bad:
+        return ["none"]
+    from collections import Counter
+
+    per = Counter((t.material, t.noise_angstrom) for t in bad)
+    lines = ["Failures per (material, σ): " + ", ".join(f"{m} σ={s:g}: {k}" for (m, s), k in sorted(per.items())),
+             ""]
+    lines += [f"- {t.material} R={t.radius_angstrom:g} σ={t.noise_angstrom:g} ({t.n_atoms} atoms): "
+              f"{t.message}" for t in bad[:limit]]
+    if len(bad) > limit:
+        lines.append(f"- ... and {len(bad) - limit} more")
     return lines
 
 
@@ -252,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         "### (a) Clean particles", "", *clean_table(clean), "",
         "### (a') Clean particles per material", "", *per_material_table(clean), "",
         "### (b) Gaussian position noise", "", *noise_table(noisy), "",
+        "### Failed particles (clean)", "", *failure_lines(clean), "",
+        "### Failed particles (noise)", "", *failure_lines(noisy), "",
     ]
     r30 = [t.seconds for t in clean if t.radius_angstrom == 30.0]
     if r30:

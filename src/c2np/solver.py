@@ -190,7 +190,7 @@ def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
         except QhullError as exc:
             raise C2NPInputError("solver input: the atoms are flat or collinear; a particle "
                                  "must extend in three dimensions") from exc
-    eq = np.asarray(hull.equations, dtype=float)
+    eq = np.unique(np.round(np.asarray(hull.equations, dtype=float), 9), axis=0)  # coplanar facets once
     r_in = float(np.min(-eq[:, 3]))
     return _Bounds(eq, r_in, float(r.max()), float(margin))
 
@@ -314,7 +314,7 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """Score candidate translations: per candidate, the number of in-particle images, the
     number of distinct elements among them, the refined vector (mean matched displacement)
-    and the sorted residuals (inf where no same-element atom lies within ``tol_loose``)."""
+    and the residuals (inf where no same-element atom lies within ``tol_loose``)."""
     b = len(cands)
     p = len(probe_pos)
     signs = np.array([1.0, -1.0])
@@ -339,11 +339,12 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
     order = np.argsort(cand_id, kind="stable")
     dist_sorted = dist[order]
     splits = np.cumsum(n_in)[:-1]
-    res_list = [np.sort(d) for d in np.split(dist_sorted, splits)]
+    res_list = np.split(dist_sorted, splits)
     # distinct elements among the in-particle images: a vector joining two sites of one
     # sublattice maps that sublattice exactly, so images of one kind alone prove little
-    pairs = np.unique(np.column_stack([cand_id, keys.astype(np.int64)]), axis=0)
-    n_elem = np.bincount(pairs[:, 0], minlength=b) if len(pairs) else np.zeros(b, dtype=np.int64)
+    seen = np.zeros((b, 119), dtype=bool)
+    seen[cand_id, np.rint(keys / _ELEMENT_KEY).astype(np.int64)] = True
+    n_elem = seen.sum(axis=1)
     return n_in, n_elem, refined, res_list
 
 
@@ -410,7 +411,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           stable_plateau: int = 3,
           min_translation_tol_angstrom: float = 5e-4,
           translation_z: float = 4.0,
-          rescore_max_atoms: int = 1500) -> SolverResult:
+          rescore_max_atoms: int = 600) -> SolverResult:
     """Recover the bulk crystal of a finite particle.
 
     Args:
