@@ -180,7 +180,7 @@ def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
     """Hull of the atoms (positions relative to the centroid)."""
     from scipy.spatial import ConvexHull, QhullError
 
-    outer = rel[r >= 0.5 * r.max()]
+    outer = rel[r >= 0.75 * r.max()]  # hull(subset) lies inside hull(all): conservative
     pts = outer if len(outer) >= 8 else rel
     try:
         hull = ConvexHull(pts)
@@ -400,7 +400,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           symprec_sweep_angstrom: tuple[float, ...] = DEFAULT_SYMPREC_SWEEP_ANGSTROM,
           max_translation_angstrom: float = 16.0,
           boundary_margin_angstrom: float = 0.3,
-          max_probe_atoms: int = 240,
+          max_probe_atoms: int = 160,
           max_ref_probes: int = 48,
           n_origins: int = 6,
           max_candidate_pairs: int = 3000,
@@ -743,8 +743,16 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     if abs(np.linalg.det(new_lat)) > 1e-3:
         lattice = new_lat
         site_pos[used] = offsets @ np.linalg.inv(lattice)
-    # second pass: reassign every atom to its nearest site with the refined lattice
-    s_idx, cell_n, dist = assign(lattice, site_pos)
+    # second pass: with the refined lattice, atoms keep their site when they sit on it;
+    # otherwise every atom is reassigned to its nearest site and the fit is redone
+    diff1 = (rel - origin) @ np.linalg.inv(lattice) - site_pos[labels]
+    cell1 = np.round(diff1)
+    cart1 = (diff1 - cell1) @ lattice
+    d1 = np.sqrt(np.einsum("ij,ij->i", cart1, cart1))
+    if bool(np.all(d1 <= 0.5 * r_cluster)):
+        s_idx, cell_n, dist = labels, cell1, d1
+    else:
+        s_idx, cell_n, dist = assign(lattice, site_pos)
     on_site = (s_idx >= 0) & (dist <= r_cluster)
     new_lat, offsets, rms = refine(s_idx, cell_n, on_site)
     if abs(np.linalg.det(new_lat)) > 1e-3:
