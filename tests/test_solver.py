@@ -197,3 +197,23 @@ def test_cli_identify_bad_input_exits_2(tmp_path: Path) -> None:
     assert "few.xyz" in res.output
     res = runner.invoke(app, ["identify", str(tmp_path / "missing.xyz")])
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize("spacegroup,cellpar,basis", [
+    (14, (5.1, 6.3, 7.2, 90, 103, 90), ((0.1, 0.2, 0.3), (0.35, 0.15, 0.05))),  # P2_1/c
+    (12, (11.8, 2.9, 5.6, 90, 104, 90), ((0.1, 0.0, 0.3), (0.35, 0.0, 0.05))),  # C2/m
+    (2, (3.8, 4.4, 5.1, 80, 95, 110), ((0.0, 0.0, 0.0), (0.3, 0.2, 0.4))),  # P-1
+])
+def test_recovers_monoclinic_and_triclinic(spacegroup: int, cellpar: tuple, basis: tuple) -> None:
+    from ase.spacegroup import crystal
+
+    from c2np.cells import UnitCell
+
+    cell = UnitCell.from_ase(crystal(["Si", "O"], basis=list(basis), spacegroup=spacegroup,
+                                     cellpar=list(cellpar)), f"sg{spacegroup}")
+    target = standardize(cell)
+    rng = np.random.default_rng(spacegroup)
+    res = carve(cell, 9.0, centre_frac=rng.random(3), quaternion=Rotation.random(random_state=rng).as_quat())
+    result = solve(res.particle.numbers, res.particle.positions_angstrom)
+    assert result.spacegroup == target.spacegroup
+    np.testing.assert_allclose(result.lattice_params, target.lattice_params, atol=1e-3)
