@@ -130,6 +130,15 @@ def clean_table(trials: list[Trial]) -> list[str]:
             f"{np.mean([t.joint for t in ts]):.3f} | {np.mean([t.strict for t in ts]):.3f} | "
             f"{np.mean([t.sg_right for t in ts]):.3f} | {sum(not t.ok for t in ts)} | "
             f"{1000 * med:.1f} | {med / TIME_TARGET_S:.2f} |")
+    from c2np.splits import PAPER
+
+    for label, group in (("ID radii", PAPER.id_radii_angstrom), ("OOD radii", PAPER.ood_radii_angstrom)):
+        ts = [t for t in trials if int(t.radius_angstrom) in group and t.radius_angstrom == int(t.radius_angstrom)]
+        if ts:
+            lines.append(f"| {label} | {len(ts)} | {int(np.median([t.n_atoms for t in ts]))} | "
+                         f"{np.mean([t.joint for t in ts]):.3f} | {np.mean([t.strict for t in ts]):.3f} | "
+                         f"{np.mean([t.sg_right for t in ts]):.3f} | {sum(not t.ok for t in ts)} | "
+                         f"{1000 * float(np.median([t.seconds for t in ts])):.1f} | |")
     ts = trials
     lines.append(f"| all | {len(ts)} | {int(np.median([t.n_atoms for t in ts]))} | "
                  f"{np.mean([t.joint for t in ts]):.3f} | {np.mean([t.strict for t in ts]):.3f} | "
@@ -177,10 +186,16 @@ def failure_lines(trials: list[Trial], limit: int = 40) -> list[str]:
     per = Counter((t.material, t.noise_angstrom) for t in bad)
     lines = ["Failures per (material, σ): " + ", ".join(f"{m} σ={s:g}: {k}" for (m, s), k in sorted(per.items())),
              ""]
+    shown: list[Trial] = []
+    taken: Counter = Counter()
+    for t in bad:  # at most 4 per (material, σ) so that rare failures are listed too
+        if taken[(t.material, t.noise_angstrom)] < 4 and len(shown) < limit:
+            shown.append(t)
+            taken[(t.material, t.noise_angstrom)] += 1
     lines += [f"- {t.material} R={t.radius_angstrom:g} σ={t.noise_angstrom:g} ({t.n_atoms} atoms): "
-              f"{t.message}" for t in bad[:limit]]
-    if len(bad) > limit:
-        lines.append(f"- ... and {len(bad) - limit} more")
+              f"{t.message}" for t in shown]
+    if len(bad) > len(shown):
+        lines.append(f"- ... and {len(bad) - len(shown)} more")
     return lines
 
 

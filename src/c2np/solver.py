@@ -6,26 +6,27 @@ conventional cell, space group, and the reconstructed unit cell.
 
 Algorithm (details and limits in ``docs/solver.md``):
 
-1. *Bounds.* The in-particle region is the largest ball about the centroid that fits inside
-   the convex hull of the atoms, shrunk by ``boundary_margin_angstrom``. A translated atom is
-   only asked to land on an atom when its image lies in that region, so atoms whose images
-   fall outside the particle never count against a translation.
+1. *Bounds.* The in-particle region is the convex hull of the atoms shrunk by
+   ``boundary_margin_angstrom`` (small clean particles: by the measured noise). A translated
+   atom is only asked to land on an atom when its image lies in that region, so atoms whose
+   images fall outside the particle never count against a translation.
 2. *Translations.* Candidate vectors are differences between atoms of the rarest element
-   (origins: the few closest to the centre). Each candidate ``t`` is scored on the central
-   probe atoms of every element: the images ``x ± t`` inside the region must land within a
-   tolerance of an atom of the same element (``cKDTree``). The tolerance adapts to the noise:
-   it is a multiple of the smallest 90th-percentile residual over the well-supported
-   candidates, which is attained by a true lattice vector (pseudo-translations of a
-   distorted structure leave larger residuals). Candidates are scored in order of length
-   until three independent accepted vectors are found and a margin beyond them is covered.
-3. *Lattice.* The shortest three independent accepted vectors form the basis (a larger
-   search over triples runs when an accepted vector is not an integer combination of
-   them); it is refined by least squares over all accepted translations and
+   (origins: the few closest to the centre; in small particles all elements contribute).
+   Each candidate ``t`` is scored on the central probe atoms of every element: the images
+   ``x ± t`` inside the region must land on an atom of the same element (``cKDTree``), and
+   their mean squared residual must match the best candidate's within sampling error (a
+   true lattice vector leaves pure noise; a pseudo-translation of a distorted structure
+   leaves the distortion too). Candidates are scored in order of length until three
+   independent accepted vectors are found and a margin beyond them is covered.
+3. *Lattice.* The shortest three independent accepted vectors form the basis. An accepted
+   vector that is not an integer combination of them is checked through the short vectors
+   it implies and dropped if they fail; otherwise a search over triples finds the finer
+   lattice. The basis is refined by least squares over all accepted translations and
    Niggli-reduced (moyopy).
 4. *Sites.* Every atom is folded into the cell and clustered per element with periodic
-   distances; clusters much smaller than the typical one are dropped. The lattice and the
-   Cartesian site offsets are then refined jointly by linear least squares
-   (``x_i = c_site + n_i · L``) over all assigned atoms, and atoms are reassigned once.
+   distances (every cluster is kept). The lattice and the Cartesian site offsets are then
+   refined jointly by linear least squares (``x_i = c_site + n_i · L``) over all assigned
+   atoms; atoms are reassigned to their nearest site if any moved off, and refitted.
 5. *Symmetry.* moyopy runs over a sweep of tolerances from tight to loose, starting at a
    noise floor estimated from the site scatter. The answer is the space group of the
    tightest *plateau* (the first group found at two consecutive tolerances). The result
@@ -62,7 +63,6 @@ DEFAULT_SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (
     0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)
 
 _ELEMENT_KEY = 1.0e4  # 4th coordinate per atomic number: nearest neighbours stay within an element
-_DEBUG: list = []
 
 
 @dataclass(frozen=True, eq=False)
@@ -297,6 +297,7 @@ class _Scores:
     n_in: list[np.ndarray] = field(default_factory=list)
     n_elem: list[np.ndarray] = field(default_factory=list)
     residuals: list[np.ndarray] = field(default_factory=list)
+    ms: list[np.ndarray] = field(default_factory=list)
 
     def cat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         return (np.concatenate(self.vectors), np.concatenate(self.refined),
@@ -311,10 +312,11 @@ class _Scores:
 
 def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray, tree: Any,
                  positions4: np.ndarray, bounds: _Bounds, tol_loose: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
     """Score candidate translations: per candidate, the number of in-particle images, the
-    number of distinct elements among them, the refined vector (mean matched displacement)
-    and the residuals (inf where no same-element atom lies within ``tol_loose``)."""
+    number of distinct elements among them, the refined vector (mean matched displacement),
+    the residual distances (inf where no same-element atom lies within ``tol_loose``) and
+    the mean squared residual about the refined vector (Å²)."""
     b = len(cands)
     p = len(probe_pos)
     signs = np.array([1.0, -1.0])
@@ -335,7 +337,14 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
     n_match = np.bincount(cand_id[matched], minlength=b)
     sums = np.column_stack([np.bincount(cand_id[matched], weights=contrib[matched, j], minlength=b)
                             for j in range(3)])
-    refined = cands + sums / np.maximum(n_match, 1)[:, None]
+    mean_shift = sums / np.maximum(n_match, 1)[:, None]
+    refined = cands + mean_shift
+    # mean squared residual about the refined vector: the candidate came from one noisy
+    # pair, so its own offset is removed before residuals are compared
+    sq = np.bincount(cand_id[matched], weights=np.einsum("ij,ij->i", contrib[matched], contrib[matched]),
+                     minlength=b)
+    ms = np.where(n_match > 0, sq / np.maximum(n_match, 1) - np.einsum("ij,ij->i", mean_shift, mean_shift),
+                  np.inf)
     order = np.argsort(cand_id, kind="stable")
     dist_sorted = dist[order]
     splits = np.cumsum(n_in)[:-1]
@@ -345,7 +354,7 @@ def _score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray
     seen = np.zeros((b, 119), dtype=bool)
     seen[cand_id, np.rint(keys / _ELEMENT_KEY).astype(np.int64)] = True
     n_elem = seen.sum(axis=1)
-    return n_in, n_elem, refined, res_list
+    return n_in, n_elem, refined, res_list, ms
 
 
 def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
@@ -420,8 +429,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         symprec_sweep_angstrom: symmetry tolerances tried, tight to loose (Å); values below
             the estimated noise floor are skipped.
         max_translation_angstrom: longest lattice translation searched for (Å).
-        boundary_margin_angstrom: images closer than this to the particle's inscribed
-            sphere are not asked to land on atoms (Å).
+        boundary_margin_angstrom: images closer than this to the particle's convex hull
+            (or outside it) are not asked to land on atoms (Å).
         max_probe_atoms: central atoms used to score translations (all elements).
         max_ref_probes: central reference-element atoms for the cheap pre-screen.
         n_origins: at least this many reference-element atoms (closest to the centre) are
@@ -552,25 +561,25 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             start += len(chunk)
             n_prescreened += len(chunk)
             # cheap pre-screen on the central reference-element atoms only
-            n_in_ref, _, _, res_ref = _score_batch(chunk, rel[ref_probe], positions4[ref_probe, 3],
+            n_in_ref, _, _, res_ref, _ = _score_batch(chunk, rel[ref_probe], positions4[ref_probe, 3],
                                                    tree, positions4, bnd, tol_loose)
             frac_ref = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in res_ref])
             batch = chunk[(n_in_ref < 2) | (frac_ref >= 0.75)]  # reject only on evidence
             if len(batch) == 0:
                 continue
-            n_in_b, nel_b, ref_b, res_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
+            n_in_b, nel_b, ref_b, res_b, ms_b = _score_batch(batch, probe_pos, probe_key, tree, positions4,
                                                        bnd, tol_loose)
             scores.vectors.append(batch)
             scores.refined.append(ref_b)
             scores.n_in.append(n_in_b)
             scores.n_elem.append(nel_b)
             scores.residuals.append(res_b)  # type: ignore[arg-type]
-            all_vec, all_ref, all_n, all_q = scores.cat()
+            scores.ms.append(ms_b)
+            all_vec, all_ref, all_n, all_elem = scores.cat()
             residuals = scores.residual_list()
             support_min = max(min_in_bounds, 0.25 * float(all_n.max()))
             frac_m = np.array([np.mean(np.isfinite(rr)) if len(rr) else 0.0 for rr in residuals])
-            ms = np.array([float(np.mean(rr[np.isfinite(rr)] ** 2)) if np.isfinite(rr).any() else np.inf
-                           for rr in residuals])
+            ms = np.concatenate(scores.ms)
             matched = (all_n >= min_in_bounds) & (frac_m >= match_fraction)
             well = matched & (all_n >= support_min)
             if not well.any():
@@ -581,9 +590,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             # candidate's within sampling error (each pair is seen twice, from +t and -t)
             rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
             bound = np.maximum(ms0 * (1.0 + translation_z * rel_sd), min_translation_tol_angstrom ** 2)
-            diverse = (all_q >= min(2, n_species)) | (all_n >= 8)
+            diverse = (all_elem >= min(2, n_species)) | (all_n >= 8)
             accepted = matched & (ms <= bound) & diverse
-            if _DEBUG: _DEBUG.append((all_ref.copy(), all_n.copy(), frac_m, ms, bound, matched, well))
             s0 = float(np.sqrt(ms0))
             tol_acc = float(np.sqrt(np.max(bound[accepted]))) if accepted.any() else np.inf
             basis = _greedy_basis(all_ref[accepted])
@@ -594,7 +602,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         if basis is None:
             noise_hint.append(s0)
             return None
-        all_vec, all_ref, all_n, all_q = scores.cat()
+        all_vec, all_ref, all_n, all_elem = scores.cat()
         return (basis, all_ref[accepted], all_n[accepted].astype(float), s0, tol_acc, n_prescreened,
                 len(all_vec))
 
@@ -633,10 +641,10 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         for i in np.flatnonzero(nonint):
             implied = _coset_representatives(acc_vec[i], basis)
             implied = implied[np.argsort(np.linalg.norm(implied, axis=1))[:4]]
-            n_i, _, _, res_i = _score_batch(implied, probe_pos, probe_key, tree, positions4,
-                                            bnd_used, tol_loose)
-            ok_i = [len(rr) >= min_in_bounds and np.mean(rr <= tol_acc) >= match_fraction
-                    for rr in res_i]
+            n_i, _, _, res_i, ms_i = _score_batch(implied, probe_pos, probe_key, tree, positions4,
+                                                  bnd_used, tol_loose)
+            ok_i = [len(rr) >= min_in_bounds and np.mean(np.isfinite(rr)) >= match_fraction
+                    and m_i <= tol_acc ** 2 for rr, m_i in zip(res_i, ms_i)]
             refuted_i = [len(rr) >= min_in_bounds and not ok for rr, ok in zip(res_i, ok_i)]
             spurious[i] = any(refuted_i) and not any(ok_i)
         n_inconsistent = int(spurious.sum())
