@@ -489,7 +489,6 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     same = dnn[:, 1] < _ELEMENT_KEY * 0.5
     if not same.any():
         raise C2NPInputError("solver input: no two atoms of the same element; no lattice to find")
-    d_same = float(np.median(dnn[same, 1]))
     per_elem = [float(np.median(dnn[same & (nums[probe] == z), 1]))
                 for z in np.unique(nums[probe]) if np.any(same & (nums[probe] == z))]
     d_same_min = min(per_elem)
@@ -606,7 +605,6 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         return (basis, all_ref[accepted], all_n[accepted].astype(float), s0, tol_acc, n_prescreened,
                 len(all_vec))
 
-
     noise_hint: list[float] = []  # rms residual of the best candidate of a failed search
     found = search(bounds)
     margin_used = boundary_margin_angstrom
@@ -688,7 +686,10 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     typical = float(np.median(site_count[site_count >= 2])) if np.any(site_count >= 2) else 1.0
     if typical < 2:
         raise C2NPInputError("solver input: no periodicity found (no site repeats in the particle)")
-    keep_site = site_count >= 1  # every atom is evidence: a site seen once is still a site
+    # every atom is evidence (a site seen once in a small particle is still a site), but in a
+    # particle where sites repeat many times a tiny cluster is a stray atom (noise tail, defect)
+    median_count = float(np.median(site_count))
+    keep_site = site_count >= (max(2.0, 0.1 * median_count) if median_count >= 20 else 1.0)
 
     def assign(lat: np.ndarray, sites: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest kept site of the same element for every atom: (site, cell index, dist)."""
@@ -807,6 +808,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "cluster_radius_angstrom": r_cluster,
         "site_rms_angstrom": float(rms),
         "n_sites": int(len(used)),
+        "n_stray_clusters": int(np.sum(~keep_site)),
         "site_counts": counts_used.tolist(),
         "explained_fraction": explained,
         "symprec_floor_angstrom": float(floor),
