@@ -16,6 +16,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.dataset",
     "c2np.cli.benchmark",
     "c2np.cli.evaluate",
+    "c2np.cli.identify",
 )
 
 
