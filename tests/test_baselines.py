@@ -73,3 +73,15 @@ def test_inverse_memorisation_floors(store: DatasetStore) -> None:
         mat = ids[r].split("/")[0]
         assert p.spacegroup == standardize(store.cells[mat]).spacegroup
     assert set(training_materials(store)) == {"KMgH3", "NaMgH3", "Mg"}
+
+
+def test_solver_baseline_recovers_lattice(store: DatasetStore) -> None:
+    from c2np.baselines import crystallographic_solver
+
+    rows = [int(store.rows("ood", material="KMgH3", radius=29)[2]), int(store.rows("id", material="Mg")[1])]
+    preds = crystallographic_solver(store, rows)
+    assert len(preds) == 2
+    for p, r in zip(preds, rows):
+        target = standardize(store.cells[store.sample(r).material])
+        assert p.spacegroup == target.spacegroup
+        assert abs(p.a - target.a_angstrom) < 0.05 and abs(p.c - target.c_angstrom) < 0.05

@@ -215,8 +215,7 @@ def crystallographic_solver(store: DatasetStore, rows: Sequence[int]) -> list[In
             res = solve(nums, pos)
         except C2NPInputError:
             continue  # missing prediction -> scored as a failure by the harness
-        out.append(InversePrediction(ids[r], res.a, res.b, res.c, res.alpha, res.beta, res.gamma,
-                                     int(res.spacegroup)))
+        out.append(InversePrediction(ids[r], *res.lattice_params, int(res.spacegroup)))
     return out
 
 

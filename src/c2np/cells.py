@@ -7,13 +7,13 @@ parameters), coordinates fractional.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -284,16 +284,11 @@ def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
     """Write a CIF atomically (temp file in the same folder, then rename)."""
     from ase.io import write
 
+    from c2np.particle_io import atomic_path
+
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name, suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_path(p) as tmp:
         write(tmp, cell.to_ase(), format="cif")
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 
@@ -329,22 +324,19 @@ def bravais_lattice(spacegroup: int) -> str:
     return _SYSTEM_LETTER[system] + centring
 
 
-def _first_hall_number(spacegroup: int) -> int:
-    table = _hall_table()
-    return table[spacegroup]
-
-
-_HALL_CACHE: dict[int, int] = {}
-
-
+@functools.lru_cache(maxsize=1)
 def _hall_table() -> dict[int, int]:
-    if not _HALL_CACHE:
-        import spglib
+    """Space-group number -> its first (default-setting) Hall number."""
+    import spglib
 
-        for hall in range(1, 531):
-            number = spglib.get_spacegroup_type(hall).number
-            _HALL_CACHE.setdefault(number, hall)
-    return _HALL_CACHE
+    table: dict[int, int] = {}
+    for hall in range(1, 531):
+        table.setdefault(int(spglib.get_spacegroup_type(hall).number), hall)
+    return table
+
+
+def _first_hall_number(spacegroup: int) -> int:
+    return _hall_table()[spacegroup]
 
 
 @dataclass(frozen=True)
@@ -440,13 +432,3 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         library="spglib",
         library_version=str(spglib.__version__),
     )
-
-
-def cells_from_iterable(cells: Iterable[UnitCell]) -> dict[str, UnitCell]:
-    """Index cells by material id; duplicates are an error."""
-    out: dict[str, UnitCell] = {}
-    for c in cells:
-        if c.material_id in out:
-            raise C2NPInputError(f"duplicate material id {c.material_id!r}")
-        out[c.material_id] = c
-    return out

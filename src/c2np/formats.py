@@ -16,7 +16,7 @@ import numpy as np
 from c2np.carving import Particle, canonical_order, carve
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
-from c2np.particle_io import format_extxyz_frame, write_extxyz
+from c2np.particle_io import write_extxyz
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, write_store
 

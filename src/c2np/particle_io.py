@@ -18,8 +18,24 @@ import numpy as np
 from c2np.carving import Particle
 from c2np.errors import C2NPInputError
 
-__all__ = ["atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
+__all__ = ["atomic_path", "atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
            "read_frames"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield a temp file path beside ``path`` for a writer that takes a file name (HDF5,
+    ASE); the temp file replaces ``path`` only if the block succeeds, else it is removed."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 @contextlib.contextmanager
@@ -59,11 +75,14 @@ def format_extxyz_frame(particle: Particle, info: dict[str, Any] | None = None) 
     parts = ['Properties=species:S:1:pos:R:3', 'pbc="F F F"']
     for key, value in (info or {}).items():
         parts.append(f"{key}={_info_value(value)}")
-    lines = [str(particle.n_atoms), " ".join(parts)]
-    syms = [chemical_symbols[int(z)] for z in particle.numbers]
-    pos = particle.positions_angstrom
-    lines.extend(f"{s} {x:.8f} {y:.8f} {z:.8f}" for s, (x, y, z) in zip(syms, pos))
-    return "\n".join(lines) + "\n"
+    head = f"{particle.n_atoms}\n{' '.join(parts)}\n"
+    n = particle.n_atoms
+    if n == 0:
+        return head
+    table = np.empty((n, 4), dtype=object)  # one %-format call for the whole frame (fast)
+    table[:, 0] = np.asarray(chemical_symbols, dtype=object)[particle.numbers]
+    table[:, 1:] = particle.positions_angstrom
+    return head + ("%s %.8f %.8f %.8f\n" * n) % tuple(table.ravel().tolist())
 
 
 def write_extxyz(path: str | os.PathLike[str],

@@ -288,24 +288,35 @@ def _stratified_holdout(cells: Sequence[UnitCell], fraction: float, seed: int) -
 
 
 def summarize(table: RecipeTable, proto: Protocol, groups: list[np.ndarray | None]) -> dict:
-    """Sizes per split and minimum separations (degrees) of the orientation sets."""
+    """Sizes per split and minimum separations (degrees) of the orientation sets: the
+    smallest value over every distinct orientation family (one per rotation group)."""
     out: dict = {"protocol": proto.name, "n_samples": len(table), "n_materials": len(table.materials),
                  "per_split": table.counts(), "per_material": {}, "min_separation_deg": {}}
     if len(table) == 0:
         return out
-    first = 0
-    group = groups[first]
-    m0 = table.material_index == first
-    train_q = table.quaternion[m0 & np.isin(table.split, [0, 1]) & (table.rotation_index > 0)]
-    train_q = np.unique(train_q, axis=0)
-    out["min_separation_deg"]["train_within"] = min_separation_deg(train_q, group=group)
-    for r in sorted(set(table.radius_angstrom[m0].tolist())):
-        s = proto.radius_split(r)
-        if s in ("id", "ood"):
-            q = table.quaternion[m0 & (table.radius_angstrom == r) & (table.rotation_index > 0)]
-            out["min_separation_deg"][f"R{r}_{s}_within"] = min_separation_deg(q, group=group)
-            out["min_separation_deg"][f"R{r}_{s}_to_train"] = min_separation_deg(q, train_q, group=group)
-    out["per_material"] = {s: int(np.sum(m0 & (table.split == i))) for i, s in enumerate(SPLITS)}
+    seen: set = set()
+    seps: dict[str, float] = {}
+    for mi, group in enumerate(groups):
+        key = None if group is None else _group_key(group)
+        if key in seen:
+            continue
+        seen.add(key)
+        m0 = table.material_index == mi
+        train_q = np.unique(table.quaternion[m0 & np.isin(table.split, [0, 1]) & (table.rotation_index > 0)],
+                            axis=0)
+        found = {"train_within": min_separation_deg(train_q, group=group)}
+        for r in sorted(set(table.radius_angstrom[m0].tolist())):
+            s = proto.radius_split(r)
+            if s in ("id", "ood"):
+                q = table.quaternion[m0 & (table.radius_angstrom == r) & (table.rotation_index > 0)]
+                found[f"R{r}_{s}_within"] = min_separation_deg(q, group=group)
+                found[f"R{r}_{s}_to_train"] = min_separation_deg(q, train_q, group=group)
+        for k, v in found.items():
+            seps[k] = min(v, seps.get(k, float("inf")))
+    out["min_separation_deg"] = seps
+    out["n_orientation_families"] = len(seen)
+    out["per_material"] = {s: int(np.sum((table.material_index == 0) & (table.split == i)))
+                           for i, s in enumerate(SPLITS)}
     out["modulo_symmetry"] = proto.modulo_symmetry
     out["heldout_materials"] = list(table.heldout_materials)
     return out

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -177,51 +176,46 @@ def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fp = fingerprint(cells, table, base)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["format"] = FORMAT
-            f.attrs["format_version"] = FORMAT_VERSION
-            f.attrs["c2np_version"] = __version__
-            f.attrs["protocol"] = table.protocol
-            f.attrs["source"] = source
-            f.attrs["centre_frac"] = np.asarray(table.centre_frac, dtype=float)
-            f.attrs["summary"] = json.dumps(table.summary, default=float)
-            for k, v in (extra_attrs or {}).items():
-                f.attrs[k] = v
-            g = f.create_group("cells")
-            g.create_dataset("material_ids", data=np.array([c.material_id for c in cells], dtype="S"))
-            g.create_dataset("lattice", data=np.stack([c.lattice_angstrom for c in cells]))
-            offs = np.zeros(len(cells) + 1, dtype=np.int64)
-            offs[1:] = np.cumsum([c.n_atoms for c in cells])
-            g.create_dataset("atom_offsets", data=offs)
-            g.create_dataset("numbers", data=np.concatenate([c.numbers for c in cells]).astype(np.int16))
-            g.create_dataset("frac", data=np.concatenate([c.frac_coords for c in cells]))
-            r = f.create_group("recipes")
-            r.attrs["materials"] = json.dumps(list(table.materials))
-            r.attrs["heldout_materials"] = json.dumps(list(table.heldout_materials))
-            r.create_dataset("material_index", data=table.material_index.astype(np.int32))
-            r.create_dataset("radius", data=table.radius_angstrom.astype(np.int32))
-            r.create_dataset("rotation_index", data=table.rotation_index.astype(np.int32))
-            r.create_dataset("quaternion", data=table.quaternion.astype(np.float64))
-            r.create_dataset("split", data=table.split.astype(np.int8))
-            b = f.create_group("base")
-            b.create_dataset("material_index", data=base.material_index.astype(np.int32))
-            b.create_dataset("radius", data=base.radius_angstrom.astype(np.int32))
-            b.create_dataset("offsets", data=base.offsets.astype(np.int64))
-            b.create_dataset("numbers", data=base.numbers.astype(np.uint8), compression="gzip",
-                             compression_opts=4, shuffle=True)
-            b.create_dataset("positions", data=np.asarray(base.positions_angstrom, dtype=np.float32),
-                             compression="gzip", compression_opts=4, shuffle=True)
-            b.create_dataset("boundary_margin", data=base.boundary_margin_angstrom.astype(np.float64))
-            b.create_dataset("paper_supercell_clips", data=base.paper_supercell_clips.astype(bool))
-            # Written last: a store without it was interrupted.
-            f.attrs["fingerprint"] = fp
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    from c2np.particle_io import atomic_path
+
+    with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["format"] = FORMAT
+        f.attrs["format_version"] = FORMAT_VERSION
+        f.attrs["c2np_version"] = __version__
+        f.attrs["protocol"] = table.protocol
+        f.attrs["source"] = source
+        f.attrs["centre_frac"] = np.asarray(table.centre_frac, dtype=float)
+        f.attrs["summary"] = json.dumps(table.summary, default=float)
+        for k, v in (extra_attrs or {}).items():
+            f.attrs[k] = v
+        g = f.create_group("cells")
+        g.create_dataset("material_ids", data=np.array([c.material_id for c in cells], dtype="S"))
+        g.create_dataset("lattice", data=np.stack([c.lattice_angstrom for c in cells]))
+        offs = np.zeros(len(cells) + 1, dtype=np.int64)
+        offs[1:] = np.cumsum([c.n_atoms for c in cells])
+        g.create_dataset("atom_offsets", data=offs)
+        g.create_dataset("numbers", data=np.concatenate([c.numbers for c in cells]).astype(np.int16))
+        g.create_dataset("frac", data=np.concatenate([c.frac_coords for c in cells]))
+        r = f.create_group("recipes")
+        r.attrs["materials"] = json.dumps(list(table.materials))
+        r.attrs["heldout_materials"] = json.dumps(list(table.heldout_materials))
+        r.create_dataset("material_index", data=table.material_index.astype(np.int32))
+        r.create_dataset("radius", data=table.radius_angstrom.astype(np.int32))
+        r.create_dataset("rotation_index", data=table.rotation_index.astype(np.int32))
+        r.create_dataset("quaternion", data=table.quaternion.astype(np.float64))
+        r.create_dataset("split", data=table.split.astype(np.int8))
+        b = f.create_group("base")
+        b.create_dataset("material_index", data=base.material_index.astype(np.int32))
+        b.create_dataset("radius", data=base.radius_angstrom.astype(np.int32))
+        b.create_dataset("offsets", data=base.offsets.astype(np.int64))
+        b.create_dataset("numbers", data=base.numbers.astype(np.uint8), compression="gzip",
+                         compression_opts=4, shuffle=True)
+        b.create_dataset("positions", data=np.asarray(base.positions_angstrom, dtype=np.float32),
+                         compression="gzip", compression_opts=4, shuffle=True)
+        b.create_dataset("boundary_margin", data=base.boundary_margin_angstrom.astype(np.float64))
+        b.create_dataset("paper_supercell_clips", data=base.paper_supercell_clips.astype(bool))
+        # Written last: a store without it was interrupted.
+        f.attrs["fingerprint"] = fp
     return p
 
 
@@ -464,6 +458,7 @@ class DatasetStore:
             "n_supercell_clipped": int(self.base.paper_supercell_clips.sum()),
             "min_boundary_margin_angstrom": float(self.base.boundary_margin_angstrom.min()) if len(n_atoms) else None,
             "file_bytes": self.path.stat().st_size,
+            "summary": self.recipes.summary,
         }
 
 

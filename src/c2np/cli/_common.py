@@ -20,8 +20,8 @@ EXIT_BAD_INPUT = 2
 
 
 def console() -> Console:
-    """Console for human output (stdout)."""
-    return Console()
+    """Console for human output (stdout); wide enough for the leaderboard when piped."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def err_console() -> Console:

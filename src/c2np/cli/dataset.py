@@ -103,6 +103,15 @@ def _print_info(info: dict) -> None:
         t.add_column(s, justify="right")
     t.add_row(*[str(v) for v in info["per_split"].values()])
     con.print(t)
+    seps = info.get("summary", {}).get("min_separation_deg", {})
+    if seps:
+        def smallest(tag: str) -> str:
+            vals = [v for k, v in seps.items() if k.endswith(tag) and k != "train_within"]
+            return f"{min(vals):.2f}°" if vals else "–"
+
+        mod = " (modulo site symmetry)" if info["summary"].get("modulo_symmetry") else ""
+        con.print(f"min separations{mod}: train grid {seps.get('train_within', float('nan')):.2f}°, "
+                  f"within ID/OOD sets {smallest('_within')}, ID/OOD to train {smallest('_to_train')}")
     if info["n_supercell_clipped"]:
         con.print(f"[yellow]note:[/] {info['n_supercell_clipped']} base particles would be clipped by "
                   "the paper's 20x20x20 supercell")

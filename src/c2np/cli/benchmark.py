@@ -1,0 +1,114 @@
+"""``c2np benchmark`` (every baseline and model on disk -> leaderboard + plots) and
+``c2np demo`` (the README's main job, end to end on a small subset of the catalog)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from c2np.cli._common import console, err_console, handle_errors, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add the benchmark and demo commands to ``app``."""
+    app.command("benchmark")(benchmark_cmd)
+    app.command("demo")(demo_cmd)
+
+
+def _split_list(text: str) -> list[str]:
+    return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    from c2np.benchmark import HEADLINE
+
+    con = console()
+    for task, title in (("forward", "Task 1: unit cell + R -> particle"),
+                        ("inverse", "Task 2: particle -> lattice + space group")):
+        rows = [r for r in summary.rows if r.task == task]
+        if not rows:
+            continue
+        names = HEADLINE[task][:5]
+        t = Table(title=title, title_justify="left")
+        t.add_column("model")
+        t.add_column("split")
+        t.add_column("n", justify="right")
+        t.add_column("failed", justify="right")
+        for n in names:
+            t.add_column(n, justify="right")
+        for r in sorted(rows, key=lambda x: (x.split, x.model)):
+            vals = []
+            for n in names:
+                v = r.metrics.get(n)
+                vals.append("–" if v is None else f"{v:.3f}")
+            t.add_row(r.model, r.split, str(r.n_samples), str(r.n_failed), *vals)
+        con.print(t)
+
+
+@handle_errors
+def benchmark_cmd(
+    store: Path = typer.Option(Path("c2np_out/dataset.h5"), "--store", help="Dataset store."),
+    out: Path = typer.Option(Path("c2np_out/benchmark"), "-o", "--out", help="Output folder."),
+    splits: str = typer.Option("id,ood", "--splits", help="Comma-separated splits."),
+    subset: str = typer.Option("eval", "--subset", help="eval (fixed seeded subset) or full."),
+    tasks: str = typer.Option("forward,inverse", "--tasks", help="forward, inverse or both."),
+    forward_models: Optional[str] = typer.Option(None, "--forward-baselines", help="Subset of task-1 baselines."),
+    inverse_models: Optional[str] = typer.Option(None, "--inverse-baselines", help="Subset of task-2 baselines."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """Run the baselines and every model with predictions under OUT/predictions, evaluate,
+    and write leaderboard.md/.json and plots."""
+    from c2np.benchmark import run_benchmark, summary_json
+
+    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}"))
+    summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
+                            forward_models=_split_list(forward_models) if forward_models else None,
+                            inverse_models=_split_list(inverse_models) if inverse_models else None,
+                            progress=not json_out, log=log)
+    if json_out:
+        print_json(summary_json(summary))
+        return
+    _print_leaderboard(summary)
+    console().print(f"leaderboard: {summary.leaderboard_md}  ({summary.seconds:.0f} s)")
+
+
+@handle_errors
+def demo_cmd(
+    out: Path = typer.Option(Path("c2np_out/demo"), "-o", "--out", help="Output folder."),
+    materials: Optional[str] = typer.Option(None, "--materials",
+                                            help="Comma-separated catalog ids (default: a fixed small set)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """The main job: build a small dataset from the shipped catalog (protocol paper), run
+    every baseline on the ID and OOD eval subsets, print the leaderboard, write the report."""
+    import time
+
+    from c2np.benchmark import run_benchmark, summary_json
+    from c2np.catalog import default_demo_materials
+    from c2np.cli.dataset import load_cells
+    from c2np.store import build_store
+
+    t0 = time.perf_counter()
+    ids = materials or ",".join(default_demo_materials())
+    cells = load_cells(None, ids)
+    err = err_console()
+    if not json_out:
+        err.print(f"[bold]c2np demo[/]: {len(cells)} materials ({ids}), protocol paper, radii 6-30 Å")
+    store_path = build_store(cells, out / "dataset.h5", "paper", progress=not json_out)
+    log = (lambda m: None) if json_out else (lambda m: err.print(f"[dim]·[/] {m}"))
+    summary = run_benchmark(store_path, out, splits=("id", "ood"), subset="eval", progress=not json_out, log=log)
+    if json_out:
+        print_json(summary_json(summary))
+        return
+    _print_leaderboard(summary)
+    con = console()
+    con.print(f"\n[bold green]done[/] in {time.perf_counter() - t0:.0f} s. Wrote:")
+    con.print(f"  dataset      {store_path}")
+    con.print(f"  leaderboard  {summary.leaderboard_md} (+ .json)")
+    con.print(f"  results      {out / 'results'} ({len(summary.results)} JSON files)")
+    con.print(f"  plots        {out / 'plots'} ({len(summary.plots)} PNG files)")
+    con.print(f"  predictions  {out / 'predictions'}")

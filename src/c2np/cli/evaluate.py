@@ -1,0 +1,121 @@
+"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from c2np.cli._common import console, handle_errors
+from c2np.errors import C2NPInputError
+
+TASKS = ("forward", "inverse")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``evaluate`` command to ``app``."""
+    app.command("evaluate")(evaluate_cmd)
+
+
+def _open_store(path: Path) -> Any:
+    """Open a dataset store (a seam for tests)."""
+    from c2np.store import DatasetStore
+
+    return DatasetStore.open(path)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+def print_results_table(data: dict[str, Any]) -> None:
+    """Two Rich tables: every metric overall (mean, 95 % CI, mean over successes), and the
+    headline metrics per radius."""
+    from rich.table import Table
+
+    from c2np.evaluation import FORWARD_HEADLINE, INVERSE_HEADLINE
+
+    con = console()
+    overall = data["metrics"]["overall"]
+    title = (f"{data['model']} · {data['task']} · {data['protocol']} · {data['split']} "
+             f"({data['subset']}): {data['n_samples']} samples, {data['n_failed']} failed")
+    t1 = Table(title=title)
+    for col, just in (("metric", "left"), ("mean", "right"), ("95 % CI", "right"),
+                      ("mean (successes)", "right"), ("unit", "left")):
+        t1.add_column(col, justify=just)  # type: ignore[arg-type]
+    for name, summ in overall.items():
+        ci = summ["ci95"]
+        unit = data["metric_info"][name]["unit"]
+        t1.add_row(name, _num(summ["mean"]), "-" if ci is None else f"{ci[0]:.4g} – {ci[1]:.4g}",
+                   _num(summ["mean_successes"]), unit)
+    con.print(t1)
+    names = FORWARD_HEADLINE if data["task"] == "forward" else INVERSE_HEADLINE
+    names = tuple(n for n in names if n in overall)
+    t2 = Table(title="per radius (failure-penalised means)")
+    t2.add_column("R (Å)", justify="right")
+    t2.add_column("n", justify="right")
+    t2.add_column("failed", justify="right")
+    for n in names:
+        t2.add_column(n, justify="right")
+    for r, group in sorted(data["metrics"]["per_radius"].items(), key=lambda kv: int(kv[0])):
+        first = group[names[0]]
+        t2.add_row(r, str(first["n"]), str(first["n_failed"]), *(_num(group[n]["mean"]) for n in names))
+    con.print(t2)
+    if data["n_failed"]:
+        shown = ", ".join(f"{f['sample_id']} ({f['reason']})" for f in data["failed_samples"][:5])
+        more = "" if data["n_failed"] <= 5 else f" and {data['n_failed'] - 5} more"
+        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {shown}{more}", highlight=False)
+
+
+@handle_errors
+def evaluate_cmd(
+    store: Path = typer.Option(..., "--store", help="Dataset store (.h5) built by c2np."),
+    task: str = typer.Option(..., "--task", help="forward (task 1) or inverse (task 2)."),
+    predictions: Path = typer.Option(..., "--predictions", "-p",
+                                     help="Task 1: .extxyz or .h5; task 2: .csv."),
+    split: str = typer.Option(..., "--split", help="train, val, id, ood, test (id+ood) or heldout."),
+    protocol: Optional[str] = typer.Option(None, "--protocol",
+                                           help="Expected protocol of the store (checked)."),
+    subset: str = typer.Option("eval", "--subset", help="eval (8 rotations per material and R) or full."),
+    model: str = typer.Option("model", "--model", help="Model name recorded in the results."),
+    out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % CI."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
+    workers: int = typer.Option(1, "--workers", help="Task 1: processes scoring samples in parallel."),
+) -> None:
+    """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_forward, evaluate_inverse
+
+    if task not in TASKS:
+        raise C2NPInputError(f"--task must be one of {list(TASKS)}, got {task!r}")
+    if split not in EVAL_SPLITS:
+        raise C2NPInputError(f"--split must be one of {list(EVAL_SPLITS)}, got {split!r}")
+    if subset not in SUBSETS:
+        raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
+    if workers < 1:
+        raise C2NPInputError(f"--workers must be >= 1, got {workers}")
+    if bootstrap < 1:
+        raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
+    if not predictions.is_file():
+        raise C2NPInputError(f"{predictions}: no such predictions file")
+    ds = _open_store(store)
+    if protocol is not None and protocol != ds.recipes.protocol:
+        raise C2NPInputError(f"{store}: store has protocol {ds.recipes.protocol!r}, "
+                             f"--protocol says {protocol!r}")
+    if task == "forward":
+        res = evaluate_forward(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                               seed=seed, progress=progress, workers=workers)
+    else:
+        res = evaluate_inverse(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                               seed=seed, progress=progress)
+    res.write(out)
+    print_results_table(res.data)
+    console().print(f"results -> {out}")
+    if plot is not None:
+        from c2np.evaluation import plot_results
+
+        plot_results(res.data, plot)
+        console().print(f"plot -> {plot}")

@@ -1,0 +1,875 @@
+"""Per-sample metrics of both tasks (SPEC §6-7): typed pure functions on NumPy arrays.
+
+Task 1 (forward) compares a predicted particle P with the reference particle G, both as
+species ``(n,)`` int atomic numbers and positions ``(n, 3)`` in Å in the centred frame.
+Every metric is free of atom order. Quantities of G that do not depend on the rotation
+(atom counts, pair-distance histogram, hull volume) are computed once per (material, R) in
+a :class:`ReferenceSummary`.
+
+Task 2 (inverse) compares predicted lattice parameters and space group with the target
+(the standardized conventional cell).
+
+A prediction that cannot be scored (missing, empty, non-finite, unknown species, invalid
+lattice) is a *failure*: :func:`forward_failure` / :func:`inverse_failure` give it the
+documented penalty value of every metric (never the best value); see docs/evaluation.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+__all__ = [
+    "F1_TOLERANCES_ANGSTROM",
+    "RDF_R_MAX_ANGSTROM",
+    "RDF_N_BINS",
+    "MetricInfo",
+    "ReferenceSummary",
+    "Scores",
+    "pair_distance_counts",
+    "density_normalised_histogram",
+    "rdf_energy",
+    "pair_distance_error",
+    "hull_volume_angstrom3",
+    "composition_distance",
+    "matched_sq_distances",
+    "matched_atom_count",
+    "forward_metric_info",
+    "forward_metrics",
+    "forward_failure",
+    "forward_penalties",
+    "check_forward_prediction",
+    "InverseTarget",
+    "inverse_metric_info",
+    "inverse_metrics",
+    "inverse_failure",
+    "inverse_penalties",
+    "check_inverse_prediction",
+    "permutation_invariant_lattice_rmse",
+]
+
+F1_TOLERANCES_ANGSTROM: tuple[float, ...] = (0.1, 0.5)
+RDF_R_MAX_ANGSTROM: float = 10.0
+RDF_N_BINS: int = 128
+EDGE_SNAP_ANGSTROM: float = 1e-9
+MAX_ATOMIC_NUMBER = 118
+_RMSD_K_SEQUENCE = (6, 32)  # first graph, largest graph
+_DENSE_ASSIGNMENT_MAX_ENTRIES = 250_000
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """Description of one aggregated metric.
+
+    Attributes:
+        name: key in score dicts and results files.
+        unit: e.g. ``"Å"``, ``"1"`` (dimensionless), ``"Å³"``.
+        better: ``"lower"`` or ``"higher"``.
+        penalty: how a failed sample is scored (human-readable rule).
+        paper: True for the paper-compatible numbers.
+    """
+
+    name: str
+    unit: str
+    better: str
+    penalty: str
+    paper: bool = False
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Scores of one sample.
+
+    Attributes:
+        values: metric name -> value (the penalty value for a failed sample).
+        ok: False when the prediction was unusable (a failure).
+        failure_reason: why it failed (None when ok).
+        details: extra per-sample facts (atom counts, whether the matched RMSD is certified
+            optimal, ...), not averaged.
+    """
+
+    values: dict[str, float]
+    ok: bool = True
+    failure_reason: str | None = None
+    details: dict[str, float | int | bool] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------
+# Pair-distance histograms
+# ----------------------------------------------------------------------------------------
+def pair_distance_counts(positions_angstrom: np.ndarray, *,
+                         r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
+                         n_bins: int = RDF_N_BINS,
+                         column_angstrom: float = 5.0,
+                         chunk_pairs: int = 12_288) -> np.ndarray:
+    """Histogram of all unordered pair distances ``d_ij`` (i < j) on ``[0, r_max]`` Å.
+
+    Returns ``(n_bins,)`` int64 counts; bin k holds ``k Δ <= d + ε < (k + 1) Δ`` with
+    ``Δ = r_max / n_bins``, i.e. bin index ``floor((d + ε) · n_bins / r_max)``, and the last
+    bin is closed (it also holds ``d + ε`` up to ``r_max + 2ε``). ``ε = 1e-9`` Å snaps lattice
+    distances that lie exactly on a bin edge (e.g. 10 Å) to the same bin in every
+    orientation, whatever the rounding of rotated coordinates; otherwise this is numpy's
+    ``histogram(pdist(x), n_bins, (0, r_max))``.
+
+    Exact (every pair within ``r_max`` is counted, distances in float64 as ``pdist``), but
+    only pairs that can be within ``r_max`` are visited: atoms are sorted into xy columns
+    of width ``column_angstrom`` and by z within a column; for each atom and each
+    neighbouring column the candidates are one contiguous run in z, cut to the exact
+    window ``|Δz| <= sqrt(r² − gap_xy²)`` that the atom's xy gap to that column allows.
+    Candidates are processed in cache-sized chunks of about ``chunk_pairs``.
+    """
+    x = np.asarray(positions_angstrom, dtype=np.float64)
+    n = len(x)
+    out = np.zeros(n_bins + 1, dtype=np.int64)
+    if n < 2:
+        return out[:n_bins]
+    if not np.all(np.isfinite(x)):
+        raise ValueError("pair_distance_counts: positions must be finite")
+    r = float(r_max_angstrom)
+    h = float(column_angstrom)
+    r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
+    lo = x.min(axis=0)
+    m = int(math.ceil(r / h)) + 1  # columns further than m apart cannot hold a pair
+    cxy = np.floor((x[:, :2] - lo[:2]) / h).astype(np.int64) + m
+    nx = int(cxy[:, 0].max()) + m + 1
+    ny = int(cxy[:, 1].max()) + m + 1
+    col = cxy[:, 0] * ny + cxy[:, 1]  # exact int64 column id; neighbours never wrap
+    z = x[:, 2] - lo[2]
+    span = float(z.max()) + 2.0 * r + 1.0
+    grid: np.ndarray | None = None
+    if nx * ny <= 4_000_000:  # dense column -> rank lookup
+        ucols = np.unique(col)
+        grid = np.full(nx * ny, -1, dtype=np.int64)
+        grid[ucols] = np.arange(len(ucols))
+        rank = grid[col]
+    else:  # very spread-out sets: binary search instead
+        ucols, rank = np.unique(col, return_inverse=True)
+    key = rank.astype(np.float64) * span + z  # sorted: by column, then by z
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    xs = x[order]
+    x0, x1, x2 = (np.ascontiguousarray(xs[:, k]) for k in range(3))
+    zs = z[order]
+    col_s = col[order]
+    # position of each atom inside its own column cell, in [0, h)
+    xl = xs[:, 0] - lo[0] - (cxy[order, 0] - m) * h
+    yl = xs[:, 1] - lo[1] - (cxy[order, 1] - m) * h
+    margin = 64.0 * float(np.spacing(np.abs(key).max() + span)) + 1e-9
+    gx2: dict[int, np.ndarray] = {}
+    gy2: dict[int, np.ndarray] = {}
+    for d in range(-m, m + 1):  # squared xy gap from each atom to the cell d columns away
+        gx = np.maximum(0.0, np.maximum(d * h - xl, xl - (d + 1) * h))
+        gy = np.maximum(0.0, np.maximum(d * h - yl, yl - (d + 1) * h))
+        gx2[d] = gx * gx
+        gy2[d] = gy * gy
+    offsets = [(dx, dy) for dx in range(0, m + 1) for dy in range(-m, m + 1)
+               if (dx > 0 or dy >= 0)
+               and (max(abs(dx) - 1, 0) ** 2 + max(abs(dy) - 1, 0) ** 2) * h * h <= r2]
+    scale = n_bins / r
+    buf_s: list[np.ndarray] = []
+    buf_l: list[np.ndarray] = []
+    buf_i: list[np.ndarray] = []
+
+    def flush() -> None:
+        s = np.concatenate(buf_s)
+        lens = np.concatenate(buf_l)
+        i0 = np.concatenate(buf_i)
+        buf_s.clear(), buf_l.clear(), buf_i.clear()
+        ends = np.cumsum(lens)
+        # split into pieces of about chunk_pairs candidates (a single run may be long)
+        cuts = np.searchsorted(ends, np.arange(chunk_pairs, int(ends[-1]), chunk_pairs), "left")
+        bounds = np.unique(np.concatenate([[0], cuts + 1, [len(lens)]]))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            ln = lens[a:b]
+            tot = int(ln.sum())
+            if tot == 0:
+                continue
+            first = np.cumsum(ln) - ln
+            ii = np.repeat(i0[a:b], ln)
+            jj = np.repeat(s[a:b] - first, ln)
+            jj += np.arange(tot)
+            d2 = np.take(x0, jj)
+            d2 -= np.take(x0, ii)
+            d2 *= d2
+            dy = np.take(x1, jj)
+            dy -= np.take(x1, ii)
+            dy *= dy
+            d2 += dy
+            dy = np.take(x2, jj)
+            dy -= np.take(x2, ii)
+            dy *= dy
+            d2 += dy
+            d2 = d2[d2 <= r2]
+            np.sqrt(d2, out=d2)
+            d2 += EDGE_SNAP_ANGSTROM
+            d2 *= scale
+            out[:] += np.bincount(d2.astype(np.int64), minlength=n_bins + 1)[: n_bins + 1]
+
+    pending = 0
+    for dx, dy in offsets:
+        rem = r2 - gx2[dx] - gy2[dy]
+        target = col_s + (dx * ny + dy)
+        if grid is not None:
+            t_rank = grid[target]
+            ok = (rem >= 0) & (t_rank >= 0)
+        else:
+            t_rank = np.minimum(np.searchsorted(ucols, target), len(ucols) - 1)
+            ok = (rem >= 0) & (ucols[t_rank] == target)
+        sel = np.flatnonzero(ok)
+        if len(sel) == 0:
+            continue
+        reach = np.sqrt(rem[sel])
+        reach += margin
+        base = t_rank[sel] * span
+        base += zs[sel]
+        if dx == 0 and dy == 0:
+            s = sel + 1  # same column: only later atoms, so each pair once
+        else:
+            s = np.searchsorted(key, base - reach, "left")
+        e = np.searchsorted(key, base + reach, "right")
+        lens = np.maximum(e - s, 0)
+        buf_s.append(s)
+        buf_l.append(lens)
+        buf_i.append(sel)
+        pending += int(lens.sum())
+        if pending >= chunk_pairs:
+            flush()
+            pending = 0
+    if buf_s:
+        flush()
+    out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
+    return out[:n_bins].copy()
+
+
+def density_normalised_histogram(counts: np.ndarray, *,
+                                 r_max_angstrom: float = RDF_R_MAX_ANGSTROM) -> np.ndarray:
+    """``h_k = c_k / (Σ c · Δ)`` in 1/Å (numpy ``density=True``: integrates to 1 over
+    ``[0, r_max]``), with ``Δ = r_max / n_bins``; all zeros when there are no pairs."""
+    c = np.asarray(counts, dtype=np.float64)
+    total = float(c.sum())
+    if total == 0:
+        return np.zeros_like(c)
+    return c / (total * (r_max_angstrom / len(c)))
+
+
+def rdf_energy(counts_pred: np.ndarray, counts_ref: np.ndarray, *,
+               r_max_angstrom: float = RDF_R_MAX_ANGSTROM) -> float:
+    """Paper's "RDF energy" ``Σ_k (h_P,k − h_G,k)²`` (1/Å²) of density-normalised histograms."""
+    hp = density_normalised_histogram(counts_pred, r_max_angstrom=r_max_angstrom)
+    hg = density_normalised_histogram(counts_ref, r_max_angstrom=r_max_angstrom)
+    return float(np.sum((hp - hg) ** 2))
+
+
+def pair_distance_error(counts_pred: np.ndarray, n_pred: int, counts_ref: np.ndarray,
+                        n_ref: int) -> float:
+    """Pair-distance distribution error in [0, 1]: with per-atom neighbour histograms
+    ``a_k = 2 c_P,k / n_P`` and ``b_k = 2 c_G,k / n_G`` (mean neighbours per atom in shell k),
+    ``Σ|a − b| / (Σa + Σb)``. 0 for identical distributions, 1 when nothing overlaps (or
+    the prediction has no pairs)."""
+    a = 2.0 * np.asarray(counts_pred, dtype=np.float64) / max(int(n_pred), 1)
+    b = 2.0 * np.asarray(counts_ref, dtype=np.float64) / max(int(n_ref), 1)
+    denom = float(a.sum() + b.sum())
+    if denom == 0:
+        return 0.0
+    return float(np.abs(a - b).sum() / denom)
+
+
+# ----------------------------------------------------------------------------------------
+# Geometry helpers
+# ----------------------------------------------------------------------------------------
+def hull_volume_angstrom3(positions_angstrom: np.ndarray) -> float:
+    """Convex-hull volume in Å³; 0 for fewer than 4 atoms or a flat (degenerate) set."""
+    from scipy.spatial import ConvexHull
+    from scipy.spatial import QhullError
+
+    x = np.asarray(positions_angstrom, dtype=np.float64)
+    if len(x) < 4:
+        return 0.0
+    try:
+        # Qhull on the outer shell only when that provably gives the same hull: the hull
+        # of the atoms with |x - c| >= rho contains the ball of radius rho around c (every
+        # facet at distance >= rho), so the inner atoms lie inside it.
+        centre = x.mean(axis=0)
+        dist = np.linalg.norm(x - centre, axis=1)
+        rho = 0.85 * float(dist.max())
+        outer = dist >= rho
+        if 4 <= int(outer.sum()) < len(x):
+            hull = ConvexHull(x[outer])
+            normals, offsets = hull.equations[:, :3], hull.equations[:, 3]
+            if float(np.min(-(normals @ centre + offsets))) >= rho:
+                return float(hull.volume)
+    except QhullError:
+        pass  # e.g. a flat outer shell: use every atom
+    try:
+        return float(ConvexHull(x).volume)
+    except QhullError:
+        return 0.0
+
+
+def composition_distance(numbers_pred: np.ndarray, numbers_ref: np.ndarray) -> float:
+    """Total variation ``½ Σ_e |x_P,e − x_G,e|`` of element fractions, in [0, 1]."""
+    zp = np.asarray(numbers_pred, dtype=np.int64)
+    zg = np.asarray(numbers_ref, dtype=np.int64)
+    if len(zp) == 0 or len(zg) == 0:
+        return 1.0 if len(zp) != len(zg) else 0.0
+    fp = np.bincount(zp, minlength=MAX_ATOMIC_NUMBER + 1) / len(zp)
+    fg = np.bincount(zg, minlength=MAX_ATOMIC_NUMBER + 1) / len(zg)
+    return float(0.5 * np.abs(fp - fg).sum())
+
+
+def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
+                         pred_tree: "object | None" = None, ref_tree: "object | None" = None
+                         ) -> tuple[float, int, bool]:
+    """Minimum total squared distance of a one-to-one assignment between two point sets.
+
+    Every atom of the smaller set is paired with a distinct atom of the larger one so that
+    ``Σ |p − g|²`` is minimal. Returns ``(sum_sq_angstrom2, n_pairs, certified)``.
+
+    Method (exact where it matters, never O(n³) on large sets):
+    1. if the nearest neighbours of the smaller set are all distinct, that pairing is
+       optimal (each term is individually minimal): exact;
+    2. small sets (``n_small · n_large <= 250,000``): dense ``linear_sum_assignment``: exact;
+    3. otherwise the exact minimum over a sparse candidate graph: every atom's k = 6
+       nearest neighbours on the other side, both ways (k grows to 32, then fallback edges
+       (i, i) are added, only if that graph has no full matching), solved by
+       ``min_weight_full_bipartite_matching``. It is **certified** globally optimal when
+       ``min_i (LB − d1_i² + dk_i²) >= cost`` with ``LB = Σ d1²`` (any pairing that uses an
+       edge outside the graph at atom i costs at least that); when the k = 32 bound already
+       exceeds the k = 6 cost, the k = 32 graph is solved and certifies. Otherwise
+       ``certified`` is False and the value, that of a valid pairing, is an upper bound.
+    """
+    from scipy.spatial import cKDTree
+
+    p = np.asarray(pred_angstrom, dtype=np.float64)
+    g = np.asarray(ref_angstrom, dtype=np.float64)
+    if len(p) == 0 or len(g) == 0:
+        return 0.0, 0, True
+    if len(p) <= len(g):
+        small, large, large_tree = p, g, ref_tree
+    else:
+        small, large, large_tree = g, p, pred_tree
+    if large_tree is None:
+        large_tree = cKDTree(large)
+    d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
+    return _assignment_sq(small, large, large_tree, d1, j1)
+
+
+def _assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
+                   d1: np.ndarray, j1: np.ndarray) -> tuple[float, int, bool]:
+    """:func:`matched_sq_distances` given the smaller set's nearest neighbours (d1, j1)."""
+    ns, nl = len(small), len(large)
+    if len(np.unique(j1)) == ns:
+        return float(np.sum(d1 * d1)), ns, True
+    if ns * nl <= _DENSE_ASSIGNMENT_MAX_ENTRIES:
+        from scipy.optimize import linear_sum_assignment
+        from scipy.spatial.distance import cdist
+
+        cost = cdist(small, large, "sqeuclidean")
+        ri, ci = linear_sum_assignment(cost)
+        return float(cost[ri, ci].sum()), ns, True
+    small_tree = _tree(small)
+    lb = float(np.sum(d1 * d1))  # no assignment costs less than every atom's nearest
+
+    def solve(k: int) -> tuple[float, float] | None:
+        """(optimal cost on the k-NN union graph, certificate bound), None if the graph
+        has no full matching."""
+        d, j = large_tree.query(small, k=k)  # type: ignore[attr-defined]
+        d = d.reshape(ns, k)
+        j = j.reshape(ns, k)
+        kl = min(k, ns)
+        dl, il = small_tree.query(large, k=kl)  # type: ignore[attr-defined]
+        rows = np.concatenate([np.repeat(np.arange(ns), k), il.reshape(-1)])
+        cols = np.concatenate([j.reshape(-1), np.repeat(np.arange(nl), kl)])
+        cost = _union_graph_cost(small, large, rows, cols)
+        if cost is None:
+            return None
+        return cost, float(np.min(lb - d1 * d1 + d[:, -1] ** 2))
+
+    k = min(_RMSD_K_SEQUENCE[0], nl)
+    res = solve(k)
+    while res is None and k < min(_RMSD_K_SEQUENCE[-1], nl):
+        k = min(4 * k, _RMSD_K_SEQUENCE[-1], nl)
+        res = solve(k)
+    if res is None:
+        # no full matching among near neighbours: add one fallback edge per atom (i, i)
+        kk = min(_RMSD_K_SEQUENCE[-1], nl)
+        d, j = large_tree.query(small, k=kk)  # type: ignore[attr-defined]
+        rows = np.concatenate([np.repeat(np.arange(ns), kk), np.arange(ns)])
+        cols = np.concatenate([j.reshape(ns, kk).reshape(-1), np.arange(ns)])
+        cost = _union_graph_cost(small, large, rows, cols)
+        assert cost is not None  # (i, i) for all i is a full matching
+        bound = float(np.min(lb - d1 * d1 + d.reshape(ns, kk)[:, -1] ** 2))
+        return cost, ns, kk >= nl or bound >= cost - 1e-9 * (1.0 + cost)
+    cost, bound = res
+    tol = 1e-9 * (1.0 + cost)
+    if k >= nl or bound >= cost - tol:
+        return cost, ns, True
+    k2 = min(_RMSD_K_SEQUENCE[-1], nl)
+    if k2 > k:
+        # a larger graph certifies for sure when the current cost already meets its bound
+        d, _ = large_tree.query(small, k=k2)  # type: ignore[attr-defined]
+        bound2 = float(np.min(lb - d1 * d1 + d.reshape(ns, k2)[:, -1] ** 2))
+        if k2 >= nl or bound2 >= cost - tol:
+            res2 = solve(k2)
+            if res2 is not None and res2[0] <= cost:
+                return res2[0], ns, True
+    return cost, ns, False
+
+
+def _union_graph_cost(small: np.ndarray, large: np.ndarray, rows: np.ndarray,
+                      cols: np.ndarray) -> float | None:
+    """Minimum Σ|s − l|² of a matching saturating ``small`` over the given edges (duplicates
+    allowed), or None when no such matching exists."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
+    ns, nl = len(small), len(large)
+    key = np.unique(rows.astype(np.int64) * nl + cols)
+    r, c = key // nl, key % nl
+    w = np.einsum("ij,ij->i", small[r] - large[c], small[r] - large[c])
+    # +1 offset: the solver treats 0 as "no edge"; every full matching has ns edges, so a
+    # constant shift does not change which matching is optimal.
+    graph = csr_matrix((w + 1.0, (r, c)), shape=(ns, nl))
+    try:
+        ri, ci = min_weight_full_bipartite_matching(graph)
+    except ValueError:
+        return None
+    return float(np.sum((small[ri] - large[ci]) ** 2))
+
+
+def _tree(points: np.ndarray) -> "object":
+    """A cKDTree built for speed (unbalanced, sliding-midpoint splits: half the build time
+    of the default, same query results)."""
+    from scipy.spatial import cKDTree
+
+    return cKDTree(points, balanced_tree=False, compact_nodes=False)
+
+
+def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstrom: float = 1.5
+                       ) -> np.ndarray:
+    """Exact nearest-neighbour distances; a first query bounded at ``first_bound_angstrom``
+    (cheaper), then an unbounded one for the points it left without a neighbour."""
+    d, _ = tree.query(query, k=1, distance_upper_bound=first_bound_angstrom)  # type: ignore[attr-defined]
+    far = ~np.isfinite(d)
+    if far.any():
+        d[far], _ = tree.query(query[far], k=1)  # type: ignore[attr-defined]
+    return d
+
+
+def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
+    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+    if len(pairs_i) == 0:
+        return 0
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    graph = csr_matrix((np.ones(len(pairs_i), dtype=np.int8), (pairs_i, pairs_j)),
+                       shape=(n_pred, n_ref))
+    match = maximum_bipartite_matching(graph, perm_type="column")
+    return int(np.count_nonzero(match >= 0))
+
+
+# ----------------------------------------------------------------------------------------
+# Task 1
+# ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ReferenceSummary:
+    """Rotation-independent facts about a reference particle, computed once per (material, R).
+
+    Attributes:
+        radius_angstrom: sphere radius R.
+        n_atoms: atom count of G.
+        numbers: (n,) atomic numbers of G (any order).
+        pair_counts: (n_bins,) pair-distance histogram of G on [0, r_max] Å.
+        hull_volume_angstrom3: convex-hull volume of G.
+        r_max_angstrom: histogram range.
+    """
+
+    radius_angstrom: float
+    n_atoms: int
+    numbers: np.ndarray
+    pair_counts: np.ndarray
+    hull_volume_angstrom3: float
+    r_max_angstrom: float = RDF_R_MAX_ANGSTROM
+
+    @classmethod
+    def from_particle(cls, numbers: np.ndarray, positions_angstrom: np.ndarray, *,
+                      radius_angstrom: float, r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
+                      n_bins: int = RDF_N_BINS) -> "ReferenceSummary":
+        """Compute the summary of G (any rotation of it gives the same summary)."""
+        z = np.asarray(numbers, dtype=np.int64).copy()
+        x = np.asarray(positions_angstrom, dtype=np.float64)
+        z.setflags(write=False)
+        counts = pair_distance_counts(x, r_max_angstrom=r_max_angstrom, n_bins=n_bins)
+        counts.setflags(write=False)
+        return cls(radius_angstrom=float(radius_angstrom), n_atoms=len(z), numbers=z,
+                   pair_counts=counts, hull_volume_angstrom3=hull_volume_angstrom3(x),
+                   r_max_angstrom=float(r_max_angstrom))
+
+    @property
+    def sphere_volume_angstrom3(self) -> float:
+        """4/3 π R³."""
+        return 4.0 / 3.0 * math.pi * self.radius_angstrom ** 3
+
+    @property
+    def volume_ratio(self) -> float:
+        """Paper's V_hull / (4/3 π R³) of the reference."""
+        return self.hull_volume_angstrom3 / self.sphere_volume_angstrom3
+
+    @property
+    def rdf_energy_bound(self) -> float:
+        """Upper bound of the RDF energy of any prediction: ``1/Δ² + Σ h_G²``."""
+        hg = density_normalised_histogram(self.pair_counts, r_max_angstrom=self.r_max_angstrom)
+        delta = self.r_max_angstrom / len(self.pair_counts)
+        return float(1.0 / delta ** 2 + np.sum(hg * hg))
+
+
+def _tol_tag(tol: float) -> str:
+    return f"{tol:g}"
+
+
+def forward_metric_info(tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM
+                        ) -> dict[str, MetricInfo]:
+    """The aggregated task-1 metrics, in display order."""
+    out: list[MetricInfo] = []
+    for tol in tolerances_angstrom:
+        t = _tol_tag(tol)
+        out += [MetricInfo(f"f1@{t}", "1", "higher", "0"),
+                MetricInfo(f"precision@{t}", "1", "higher", "0"),
+                MetricInfo(f"recall@{t}", "1", "higher", "0")]
+    out += [
+        MetricInfo("count_error", "1", "lower", "1 (the value of predicting no atoms)"),
+        MetricInfo("composition_distance", "1", "lower", "1 (its maximum)"),
+        MetricInfo("hausdorff", "Å", "lower", "2R (the sphere diameter)"),
+        MetricInfo("chamfer", "Å", "lower", "2R"),
+        MetricInfo("matched_rmsd", "Å", "lower", "2R"),
+        MetricInfo("hull_volume_rel_error", "1", "lower", "1 (the value of a zero volume)"),
+        MetricInfo("volume_ratio", "1", "closer to the reference", "0 (zero volume)"),
+        MetricInfo("pair_distance_error", "1", "lower", "1 (its maximum)"),
+        MetricInfo("paper_rmsd", "Å", "lower", "2R/√3", paper=True),
+        MetricInfo("paper_hausdorff", "Å", "lower", "2R", paper=True),
+        MetricInfo("paper_abs_delta_hull_volume", "Å³", "lower", "V_hull(G)", paper=True),
+        MetricInfo("paper_rdf_energy", "1/Å²", "lower", "1/Δ² + Σ h_G² (its upper bound)",
+                   paper=True),
+    ]
+    return {m.name: m for m in out}
+
+
+def forward_penalties(reference: ReferenceSummary,
+                      tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM
+                      ) -> dict[str, float]:
+    """Value of every task-1 metric for a failed sample (documented, never the best)."""
+    diameter = 2.0 * reference.radius_angstrom
+    out: dict[str, float] = {}
+    for tol in tolerances_angstrom:
+        t = _tol_tag(tol)
+        out[f"f1@{t}"] = 0.0
+        out[f"precision@{t}"] = 0.0
+        out[f"recall@{t}"] = 0.0
+    out.update({
+        "count_error": 1.0,
+        "composition_distance": 1.0,
+        "hausdorff": diameter,
+        "chamfer": diameter,
+        "matched_rmsd": diameter,
+        "hull_volume_rel_error": 1.0,
+        "volume_ratio": 0.0,
+        "pair_distance_error": 1.0,
+        "paper_rmsd": diameter / math.sqrt(3.0),
+        "paper_hausdorff": diameter,
+        "paper_abs_delta_hull_volume": reference.hull_volume_angstrom3,
+        "paper_rdf_energy": reference.rdf_energy_bound,
+    })
+    return out
+
+
+def forward_failure(reason: str, reference: ReferenceSummary, *,
+                    tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM) -> Scores:
+    """Scores of an unusable prediction: every metric at its penalty value."""
+    return Scores(values=forward_penalties(reference, tolerances_angstrom), ok=False,
+                  failure_reason=reason,
+                  details={"n_pred": 0, "n_ref": reference.n_atoms})
+
+
+def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.ndarray | None
+                             ) -> str | None:
+    """Why a predicted particle cannot be scored, or None when it can."""
+    if numbers is None or positions_angstrom is None:
+        return "missing prediction"
+    z = np.asarray(numbers)
+    x = np.asarray(positions_angstrom)
+    if z.ndim != 1 or x.ndim != 2 or x.shape[1:] != (3,) or len(z) != len(x):
+        return f"malformed prediction (species {z.shape}, positions {x.shape})"
+    if len(z) == 0:
+        return "empty prediction (0 atoms)"
+    if not np.issubdtype(z.dtype, np.integer) or np.any(z < 1) or np.any(z > MAX_ATOMIC_NUMBER):
+        return "unknown atomic numbers"
+    if not np.all(np.isfinite(x)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=1))[0])
+        return f"non-finite position (atom {bad})"
+    return None
+
+
+def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np.ndarray | None,
+                    ref_numbers: np.ndarray, ref_positions_angstrom: np.ndarray, *,
+                    reference: ReferenceSummary | None = None,
+                    radius_angstrom: float | None = None,
+                    tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM) -> Scores:
+    """All task-1 metrics of prediction P against reference G (see docs/evaluation.md).
+
+    ``reference`` is G's rotation-independent summary (computed here when None, which
+    needs ``radius_angstrom``). An unusable P returns :func:`forward_failure`.
+    """
+    zg = np.asarray(ref_numbers, dtype=np.int64)
+    xg = np.asarray(ref_positions_angstrom, dtype=np.float64)
+    if reference is None:
+        if radius_angstrom is None:
+            raise ValueError("forward_metrics needs reference or radius_angstrom")
+        reference = ReferenceSummary.from_particle(zg, xg, radius_angstrom=radius_angstrom)
+    reason = check_forward_prediction(pred_numbers, pred_positions_angstrom)
+    if reason is not None:
+        return forward_failure(reason, reference, tolerances_angstrom=tolerances_angstrom)
+    zp = np.asarray(pred_numbers, dtype=np.int64)
+    xp = np.asarray(pred_positions_angstrom, dtype=np.float64)
+    n_p, n_g = len(zp), len(zg)
+    r_max = reference.r_max_angstrom
+    n_bins = len(reference.pair_counts)
+
+    tree_p = _tree(xp)
+    tree_g = _tree(xg)
+    d_pg = _nearest_distances(xp, tree_g)
+    d_gp = _nearest_distances(xg, tree_p)
+    hausdorff = float(max(d_pg.max(), d_gp.max()))
+    chamfer = float(0.5 * (d_pg.mean() + d_gp.mean()))
+
+    tol_max = float(max(tolerances_angstrom))
+    matched = {t: 0 for t in tolerances_angstrom}
+    sq_sum = 0.0
+    n_pairs = 0
+    certified = True
+    elements = np.intersect1d(np.unique(zp), np.unique(zg))
+    for z in elements:
+        ip = np.flatnonzero(zp == z)
+        ig = np.flatnonzero(zg == z)
+        pred_small = len(ip) <= len(ig)
+        small, large = (xp[ip], xg[ig]) if pred_small else (xg[ig], xp[ip])
+        ns = len(small)
+        large_tree = _tree(large)
+        # one bounded kNN query gives the close pairs (F1) and, for most atoms, the nearest
+        # neighbour (matched RMSD)
+        k1 = min(4, len(large))
+        d, j = large_tree.query(small, k=k1, distance_upper_bound=tol_max)
+        d = d.reshape(ns, k1)
+        j = j.reshape(ns, k1)
+        if k1 < len(large) and np.isfinite(d[:, -1]).any():
+            # some atom may have more than k1 partners within tol_max: list them all
+            pairs = _tree(small).sparse_distance_matrix(large_tree, tol_max, output_type="ndarray")
+            si, lj, dv = pairs["i"], pairs["j"], pairs["v"]
+        else:
+            fin = np.isfinite(d)
+            si = np.nonzero(fin)[0]
+            lj = j[fin]
+            dv = d[fin]
+        d1 = d[:, 0].copy()
+        j1 = j[:, 0].copy()
+        far = ~np.isfinite(d1)
+        if far.any():
+            d1[far], j1[far] = large_tree.query(small[far], k=1)
+        s, k, cert = _assignment_sq(small, large, large_tree, d1, j1)
+        sq_sum += s
+        n_pairs += k
+        certified &= cert
+        pi, gj = (si, lj) if pred_small else (lj, si)
+        for t in tolerances_angstrom:
+            sel = dv < t
+            matched[t] += matched_atom_count(pi[sel], gj[sel], len(ip), len(ig))
+
+    diameter = 2.0 * reference.radius_angstrom
+    matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter
+    paper_rmsd = math.sqrt(sq_sum / (3 * n_pairs)) if n_pairs else diameter / math.sqrt(3.0)
+
+    v_p = hull_volume_angstrom3(xp)
+    v_g = reference.hull_volume_angstrom3
+    counts_p = pair_distance_counts(xp, r_max_angstrom=r_max, n_bins=n_bins)
+
+    values: dict[str, float] = {}
+    for t in tolerances_angstrom:
+        tag = _tol_tag(t)
+        m = matched[t]
+        values[f"f1@{tag}"] = 2.0 * m / (n_p + n_g)
+        values[f"precision@{tag}"] = m / n_p
+        values[f"recall@{tag}"] = m / n_g
+    values.update({
+        "count_error": abs(n_p - n_g) / n_g,
+        "composition_distance": composition_distance(zp, zg),
+        "hausdorff": hausdorff,
+        "chamfer": chamfer,
+        "matched_rmsd": matched_rmsd,
+        "hull_volume_rel_error": abs(v_p - v_g) / v_g if v_g > 0 else float(v_p > 0),
+        "volume_ratio": v_p / reference.sphere_volume_angstrom3,
+        "pair_distance_error": pair_distance_error(counts_p, n_p, reference.pair_counts, n_g),
+        "paper_rmsd": paper_rmsd,
+        "paper_hausdorff": hausdorff,
+        "paper_abs_delta_hull_volume": abs(v_p - v_g),
+        "paper_rdf_energy": rdf_energy(counts_p, reference.pair_counts, r_max_angstrom=r_max),
+    })
+    details = {"n_pred": n_p, "n_ref": n_g, "n_matched_pairs": n_pairs,
+               "matched_rmsd_certified": bool(certified),
+               "hull_volume_pred_angstrom3": v_p}
+    return Scores(values=values, ok=True, details=details)
+
+
+# ----------------------------------------------------------------------------------------
+# Task 2
+# ----------------------------------------------------------------------------------------
+_PARAMS = ("a", "b", "c", "alpha", "beta", "gamma")
+_AXIS_PERMUTATIONS = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+
+
+@dataclass(frozen=True)
+class InverseTarget:
+    """Task-2 target of a material: standardized conventional lattice parameters (Å, °) and
+    space group."""
+
+    a_angstrom: float
+    b_angstrom: float
+    c_angstrom: float
+    alpha_deg: float
+    beta_deg: float
+    gamma_deg: float
+    spacegroup: int
+
+    @property
+    def params(self) -> np.ndarray:
+        """(6,) a, b, c, alpha, beta, gamma."""
+        return np.array([self.a_angstrom, self.b_angstrom, self.c_angstrom,
+                         self.alpha_deg, self.beta_deg, self.gamma_deg])
+
+
+def inverse_metric_info() -> dict[str, MetricInfo]:
+    """The aggregated task-2 metrics, in display order."""
+    out = [
+        MetricInfo("spacegroup_accuracy", "1", "higher", "0"),
+        MetricInfo("crystal_system_accuracy", "1", "higher", "0"),
+        MetricInfo("bravais_accuracy", "1", "higher", "0"),
+        MetricInfo("joint_accuracy_paper", "1", "higher", "0", paper=True),
+        MetricInfo("joint_accuracy_strict", "1", "higher", "0"),
+        MetricInfo("length_rmse", "Å", "lower", "error of predicting 0 Å for every length"),
+        MetricInfo("angle_rmse", "°", "lower", "max(θ, 180° − θ) per angle (its maximum)"),
+        MetricInfo("lattice_rmse_paper", "mixed (Å, °)", "lower", "from the parameter penalties",
+                   paper=True),
+        MetricInfo("lattice_rmse_perm_invariant", "mixed (Å, °)", "lower",
+                   "from the parameter penalties"),
+    ]
+    out += [MetricInfo(f"abs_error_{p}", "Å" if i < 3 else "°", "lower",
+                       "target length" if i < 3 else "max(θ, 180° − θ)")
+            for i, p in enumerate(_PARAMS)]
+    return {m.name: m for m in out}
+
+
+def permutation_invariant_lattice_rmse(pred: np.ndarray, target: np.ndarray) -> float:
+    """Smallest six-number RMSE over the 6 axis permutations of the prediction, each axis
+    moved together with its opposite angle (α with a, β with b, γ with c)."""
+    p = np.asarray(pred, dtype=np.float64)
+    t = np.asarray(target, dtype=np.float64)
+    best = math.inf
+    for perm in _AXIS_PERMUTATIONS:
+        q = np.concatenate([p[list(perm)], p[[3 + i for i in perm]]])
+        best = min(best, float(np.sqrt(np.mean((q - t) ** 2))))
+    return best
+
+
+def _inverse_values(pred: np.ndarray, sg_pred: int, target: InverseTarget, *,
+                    length_tol_angstrom: float, angle_tol_deg: float,
+                    length_rel_tol: float) -> dict[str, float]:
+    from c2np.cells import bravais_lattice, crystal_system
+
+    t = target.params
+    err = np.abs(pred - t)
+    sg_ok = int(sg_pred) == int(target.spacegroup)
+    paper_ok = sg_ok and bool(np.all(err[:3] <= length_tol_angstrom)) and bool(
+        np.all(err[3:] <= angle_tol_deg))
+    strict_ok = sg_ok and bool(np.all(err[:3] <= length_rel_tol * t[:3])) and bool(
+        np.all(err[3:] <= angle_tol_deg))
+    values = {
+        "spacegroup_accuracy": float(sg_ok),
+        "crystal_system_accuracy": float(crystal_system(sg_pred) == crystal_system(target.spacegroup)),
+        "bravais_accuracy": float(bravais_lattice(sg_pred) == bravais_lattice(target.spacegroup)),
+        "joint_accuracy_paper": float(paper_ok),
+        "joint_accuracy_strict": float(strict_ok),
+        "length_rmse": float(np.sqrt(np.mean(err[:3] ** 2))),
+        "angle_rmse": float(np.sqrt(np.mean(err[3:] ** 2))),
+        "lattice_rmse_paper": float(np.sqrt(np.mean(err ** 2))),
+        "lattice_rmse_perm_invariant": permutation_invariant_lattice_rmse(pred, t),
+    }
+    for i, p in enumerate(_PARAMS):
+        values[f"abs_error_{p}"] = float(err[i])
+    return values
+
+
+def inverse_penalties(target: InverseTarget) -> dict[str, float]:
+    """Value of every task-2 metric for a failed sample: accuracies 0, length errors the
+    target length (predicting 0 Å), angle errors ``max(θ, 180° − θ)`` (the largest error a
+    valid angle can have); the RMSEs follow from these parameter errors."""
+    t = target.params
+    err = np.concatenate([t[:3], np.maximum(t[3:], 180.0 - t[3:])])
+    values = {
+        "spacegroup_accuracy": 0.0, "crystal_system_accuracy": 0.0, "bravais_accuracy": 0.0,
+        "joint_accuracy_paper": 0.0, "joint_accuracy_strict": 0.0,
+        "length_rmse": float(np.sqrt(np.mean(err[:3] ** 2))),
+        "angle_rmse": float(np.sqrt(np.mean(err[3:] ** 2))),
+        "lattice_rmse_paper": float(np.sqrt(np.mean(err ** 2))),
+        "lattice_rmse_perm_invariant": float(np.sqrt(np.mean(err ** 2))),
+    }
+    for i, p in enumerate(_PARAMS):
+        values[f"abs_error_{p}"] = float(err[i])
+    return values
+
+
+def inverse_failure(reason: str, target: InverseTarget) -> Scores:
+    """Scores of an unusable task-2 prediction: every metric at its penalty value."""
+    return Scores(values=inverse_penalties(target), ok=False, failure_reason=reason)
+
+
+def check_inverse_prediction(params: Sequence[float] | np.ndarray | None,
+                             spacegroup: float | int | None) -> str | None:
+    """Why a task-2 prediction cannot be scored, or None when it can."""
+    if params is None or spacegroup is None:
+        return "missing prediction"
+    p = np.asarray(params, dtype=np.float64).reshape(-1)
+    if p.shape != (6,):
+        return f"expected 6 lattice parameters, got {p.shape[0]}"
+    if not np.all(np.isfinite(p)):
+        return "non-finite lattice parameter"
+    if np.any(p[:3] <= 0):
+        return "non-positive lattice length"
+    if np.any(p[3:] <= 0) or np.any(p[3:] >= 180):
+        return "lattice angle outside (0, 180) degrees"
+    sg = float(spacegroup)
+    if not math.isfinite(sg) or sg != int(sg) or not 1 <= int(sg) <= 230:
+        return f"space group {spacegroup!r} outside 1..230"
+    return None
+
+
+def inverse_metrics(params: Sequence[float] | np.ndarray | None,
+                    spacegroup: float | int | None, target: InverseTarget, *,
+                    length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                    length_rel_tol: float = 0.01) -> Scores:
+    """All task-2 metrics of one prediction (a, b, c in Å, alpha, beta, gamma in degrees,
+    space-group number) against ``target``; an unusable one returns :func:`inverse_failure`.
+
+    Joint accuracy (paper): space group right and every |Δlength| <= ``length_tol_angstrom``
+    and every |Δangle| <= ``angle_tol_deg``. Strict: space group right, every
+    |Δlength| <= ``length_rel_tol`` · target length, every |Δangle| <= ``angle_tol_deg``.
+    """
+    reason = check_inverse_prediction(params, spacegroup)
+    if reason is not None:
+        return inverse_failure(reason, target)
+    p = np.asarray(params, dtype=np.float64).reshape(6)
+    return Scores(values=_inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
+                                         length_tol_angstrom=length_tol_angstrom,
+                                         angle_tol_deg=angle_tol_deg,
+                                         length_rel_tol=length_rel_tol))

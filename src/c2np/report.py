@@ -1,0 +1,268 @@
+"""The leaderboard and its plots: Markdown + JSON tables with raw and normalised metrics,
+metric vs radius, ID vs OOD bars, a space-group confusion matrix, predicted vs true particles.
+
+Normalised score of a metric (per task and split): ``(v - floor) / (ceiling - floor)``, 0 at
+the floor baseline and 1 at the ceiling. Task 1: floor ``random-ball``, ceiling
+``analytic-carve``. Task 2: floor ``majority-class``, ceiling the metric's perfect value (1 for
+accuracies, 0 for errors), since no model is the exact inverse. Undefined (``None``) when
+floor and ceiling coincide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from c2np.carving import Particle
+from c2np.particle_io import atomic_write
+from c2np.splits import Protocol
+
+__all__ = ["LeaderboardRow", "normalise", "write_leaderboard", "plot_metric_vs_radius",
+           "plot_id_vs_ood", "plot_confusion", "plot_particles", "FORWARD_FLOOR", "FORWARD_CEILING",
+           "INVERSE_FLOOR"]
+
+FORWARD_FLOOR = "random-ball"
+FORWARD_CEILING = "analytic-carve"
+INVERSE_FLOOR = "majority-class"
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    """One (model, task, split) line of the leaderboard.
+
+    Attributes:
+        model, task, split, protocol: identification.
+        metrics: metric name -> overall value (mean over samples, failures included).
+        higher_is_better: metric name -> direction.
+        n_samples, n_failed: counts.
+        results_file: the results JSON this row came from.
+    """
+
+    model: str
+    task: str
+    split: str
+    protocol: str
+    metrics: Mapping[str, float]
+    higher_is_better: Mapping[str, bool]
+    n_samples: int
+    n_failed: int
+    results_file: str = ""
+    normalised: Mapping[str, float | None] = field(default_factory=dict)
+
+
+def _perfect(higher_is_better: bool) -> float:
+    return 1.0 if higher_is_better else 0.0
+
+
+def normalise(rows: Sequence[LeaderboardRow]) -> list[LeaderboardRow]:
+    """Rows with ``normalised`` filled in (see the module docstring)."""
+    out = []
+    index = {(r.model, r.task, r.split): r for r in rows}
+    for r in rows:
+        norm: dict[str, float | None] = {}
+        for name, v in r.metrics.items():
+            hib = r.higher_is_better.get(name, True)
+            if r.task == "forward":
+                floor_row = index.get((FORWARD_FLOOR, r.task, r.split))
+                ceil_row = index.get((FORWARD_CEILING, r.task, r.split))
+                floor = floor_row.metrics.get(name) if floor_row else None
+                ceil = ceil_row.metrics.get(name) if ceil_row else None
+            else:
+                floor_row = index.get((INVERSE_FLOOR, r.task, r.split))
+                floor = floor_row.metrics.get(name) if floor_row else None
+                ceil = _perfect(hib)
+            if floor is None or ceil is None or v is None or not np.isfinite(v) \
+                    or not np.isfinite(floor) or not np.isfinite(ceil) or abs(ceil - floor) < 1e-12:
+                norm[name] = None
+            else:
+                norm[name] = float((v - floor) / (ceil - floor))
+        out.append(LeaderboardRow(**{**asdict(r), "normalised": norm}))
+    return out
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "–"
+    if abs(v) < 0.5 * 10 ** -digits:
+        v = 0.0  # no "-0.000"
+    return f"{v:.{digits}f}"
+
+
+def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike[str], *,
+                      headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None) -> dict[str, Path]:
+    """Write ``leaderboard.md`` and ``leaderboard.json`` (atomically) into ``out_dir``.
+
+    ``headline`` maps a task to the metric names shown as Markdown columns (all metrics are
+    in the JSON). Returns the written paths.
+    """
+    out = Path(out_dir)
+    rows = normalise(rows)
+    lines = ["# C2NP leaderboard", ""]
+    if extra:
+        for k, v in extra.items():
+            lines.append(f"- {k}: `{v}`")
+        lines.append("")
+    lines.append("Raw value, and in brackets the normalised score (0 = floor, 1 = ceiling; see "
+                 "`c2np.report`). Failures are counted at their worst value.")
+    for task in ("forward", "inverse"):
+        trows = [r for r in rows if r.task == task]
+        if not trows:
+            continue
+        names = list(headline.get(task, []))
+        lines += ["", f"## Task {'1 (forward)' if task == 'forward' else '2 (inverse)'}", ""]
+        lines.append("| model | split | n | failed | " + " | ".join(names) + " |")
+        lines.append("|---|---|---:|---:|" + "---:|" * len(names))
+        for r in sorted(trows, key=lambda x: (x.split, x.model)):
+            cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
+            lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
+    md = out / "leaderboard.md"
+    js = out / "leaderboard.json"
+    with atomic_write(md) as fh:
+        fh.write("\n".join(lines) + "\n")
+    with atomic_write(js) as fh:
+        json.dump({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})}, fh,
+                  indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    return {"markdown": md, "json": js}
+
+
+def _mpl() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_label: str,
+                          protocol: Protocol, path: str | os.PathLike[str], *, title: str = "") -> Path:
+    """Line plot of a metric against R (Å), one line per model, with ID radii shaded blue,
+    OOD radii red and train radii as grey ticks."""
+    plt = _mpl()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for r in protocol.ood_radii_angstrom:
+        ax.axvspan(r - 0.5, r + 0.5, color="tab:red", alpha=0.12, lw=0)
+    for r in protocol.id_radii_angstrom:
+        ax.axvspan(r - 0.5, r + 0.5, color="tab:blue", alpha=0.10, lw=0)
+    for model, series in sorted(per_model.items()):
+        rs = sorted(series)
+        ax.plot(rs, [series[r] for r in rs], marker="o", ms=3.5, label=model)
+    ax.set_xlabel("sphere radius R (Å)")
+    ax.set_ylabel(metric_label)
+    ax.set_xticks(list(protocol.radii_angstrom)[::2])
+    ax.set_title(title or f"{metric_label} vs radius (blue: ID radii, red: OOD radii)")
+    ax.legend(fontsize=8, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+    plt = _mpl()
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.stem}.tmp{p.suffix}")
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, p)
+    return p
+
+
+def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
+                   path: str | os.PathLike[str]) -> Path:
+    """Grouped bars: one group per model, one bar per split (ID, OOD)."""
+    plt = _mpl()
+    models = sorted(values)
+    splits = [s for s in ("id", "ood") if any(s in values[m] for m in models)]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(models) + 2), 3.8))
+    width = 0.8 / max(len(splits), 1)
+    colors = {"id": "tab:blue", "ood": "tab:red"}
+    x = np.arange(len(models))
+    for i, s in enumerate(splits):
+        ys = [values[m].get(s, np.nan) for m in models]
+        ax.bar(x + (i - (len(splits) - 1) / 2) * width, ys, width, label=s.upper(), color=colors[s])
+    ax.set_xticks(x)
+    ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(metric_label)
+    ax.set_title(f"{metric_label}: in-distribution vs out-of-distribution radii")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: str | os.PathLike[str], *,
+                   title: str = "space-group confusion") -> Path:
+    """Confusion matrix over the space groups that occur (rows true, columns predicted; a
+    missing prediction is the column 'fail')."""
+    plt = _mpl()
+    labels_true = sorted(set(int(t) for t in true_sg))
+    labels_pred = sorted(set(labels_true) | {int(p) for p in pred_sg if p is not None})
+    cols = [str(s) for s in labels_pred] + ["fail"]
+    mat = np.zeros((len(labels_true), len(cols)), dtype=int)
+    for t, p in zip(true_sg, pred_sg):
+        j = len(cols) - 1 if p is None else labels_pred.index(int(p))
+        mat[labels_true.index(int(t)), j] += 1
+    fig, ax = plt.subplots(figsize=(1.0 + 0.45 * len(cols), 1.2 + 0.45 * len(labels_true)))
+    ax.imshow(mat, cmap="Blues")
+    for i in range(mat.shape[0]):
+        for j in range(mat.shape[1]):
+            if mat[i, j]:
+                ax.text(j, i, str(mat[i, j]), ha="center", va="center", fontsize=7,
+                        color="white" if mat[i, j] > mat.max() / 2 else "black")
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(cols, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(labels_true)))
+    ax.set_yticklabels([str(s) for s in labels_true], fontsize=7)
+    ax.set_xlabel("predicted space group")
+    ax.set_ylabel("true space group")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str], *, title: str = "",
+                   slab_angstrom: float = 1.0) -> Path:
+    """A predicted particle against the true one: (left) the central slab |z| < slab, true atoms
+    as open circles and predicted atoms as dots, coloured by element, with the true extent
+    drawn as a circle; (right) atom count within distance r of the centre, both particles."""
+    plt = _mpl()
+    from ase.data import chemical_symbols
+    from ase.data.colors import jmol_colors
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    for part, style in ((true, "true"), (pred, "pred")):
+        if part.n_atoms == 0:
+            continue
+        sel = np.abs(part.positions_angstrom[:, 2]) < slab_angstrom
+        for z in np.unique(part.numbers[sel]):
+            p = part.positions_angstrom[sel & (part.numbers == z)]
+            color = "#7a7a7a" if z == 1 else jmol_colors[int(z)]
+            if style == "true":
+                ax.scatter(p[:, 0], p[:, 1], s=38, facecolors="none", edgecolors=[color], linewidths=1.0,
+                           label=f"{chemical_symbols[int(z)]} true")
+            else:
+                ax.scatter(p[:, 0], p[:, 1], s=8, color=color, label=f"{chemical_symbols[int(z)]} predicted")
+    r_true = float(np.linalg.norm(true.positions_angstrom, axis=1).max()) if true.n_atoms else 1.0
+    ax.add_patch(plt.Circle((0, 0), r_true, fill=False, ls="--", color="0.4", lw=0.8))
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (Å)")
+    ax.set_ylabel("y (Å)")
+    ax.set_title(f"central slab |z| < {slab_angstrom:g} Å", fontsize=9)
+    ax.legend(fontsize=7, loc="upper right", framealpha=0.8)
+    for part, name, color in ((true, "true", "k"), (pred, "predicted", "tab:orange")):
+        d = np.sort(np.linalg.norm(part.positions_angstrom, axis=1)) if part.n_atoms else np.zeros(0)
+        ax2.step(d, np.arange(1, len(d) + 1), where="post", color=color, label=f"{name} ({part.n_atoms} atoms)")
+    ax2.set_xlabel("distance from centre r (Å)")
+    ax2.set_ylabel("atoms within r")
+    ax2.set_title("cumulative atom count", fontsize=9)
+    ax2.legend(fontsize=8)
+    ax2.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return _save(fig, path)

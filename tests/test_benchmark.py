@@ -1,0 +1,69 @@
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from c2np.benchmark import run_benchmark
+from c2np.cli import build_app
+from c2np.store import build_store
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory) -> Path:
+    from conftest import crystal_zoo, perovskite
+
+    return build_store([perovskite(), crystal_zoo()["hexagonal"]], tmp_path_factory.mktemp("bm") / "ds.h5",
+                       radii_angstrom=[6, 8, 10], progress=False)
+
+
+def test_run_benchmark_ceiling_floor_and_files(tmp_path: Path, store_path: Path) -> None:
+    s = run_benchmark(store_path, tmp_path / "out", inverse_models=["composition-lookup", "majority-class"],
+                      n_resamples=50, progress=False)
+    rows = {(r.model, r.task, r.split): r for r in s.rows}
+    for split in ("id", "ood"):
+        ceil = rows[("analytic-carve", "forward", split)]
+        floor = rows[("random-ball", "forward", split)]
+        assert ceil.metrics["f1@0.1"] == 1.0 and ceil.n_failed == 0
+        assert floor.metrics["f1@0.1"] < 0.2
+        assert ceil.normalised["f1@0.1"] == pytest.approx(1.0)
+        assert floor.normalised["f1@0.1"] == pytest.approx(0.0)
+        mem = rows[("memorisation", "forward", split)]
+        assert 0.0 < mem.normalised["chamfer"] <= 1.0 + 1e-6
+        assert rows[("majority-class", "inverse", split)].normalised["joint_accuracy_paper"] == pytest.approx(0.0)
+    md = s.leaderboard_md.read_text()
+    assert "| analytic-carve | id |" in md and "plots/" in md
+    data = json.loads(s.leaderboard_json.read_text())
+    assert len(data["rows"]) == len(s.rows) == 2 * (3 + 2)
+    assert all(p.is_file() and p.suffix == ".png" for p in s.plots)
+    names = {p.name for p in s.plots}
+    assert "forward_id_vs_ood.png" in names and any(n.startswith("inverse_confusion") for n in names)
+    assert any(n.startswith("forward_particle_") for n in names)
+    for f in s.results:
+        res = json.loads(f.read_text())
+        assert res["dataset"]["fingerprint"] and res["predictions"]["sha256"]
+
+
+def test_model_predictions_on_disk_are_ranked(tmp_path: Path, store_path: Path) -> None:
+    out = tmp_path / "out"
+    # a "trained model" that predicts nothing useful: an empty particle file for one sample only
+    pred = out / "predictions" / "forward" / "my-model" / "ood.extxyz"
+    pred.parent.mkdir(parents=True)
+    pred.write_text("1\nProperties=species:S:1:pos:R:3 sample_id=KMgH3/R6/rot_1 pbc=\"F F F\"\nH 0 0 0\n")
+    s = run_benchmark(store_path, out, splits=["ood"], tasks=["forward"], forward_models=["analytic-carve", "random-ball"],
+                      n_resamples=20, progress=False)
+    row = next(r for r in s.rows if r.model == "my-model")
+    assert row.n_failed == row.n_samples - 1  # every sample without a prediction is a failure
+    assert row.metrics["f1@0.1"] < 0.05
+
+
+def test_cli_benchmark_json_and_bad_input(tmp_path: Path, store_path: Path) -> None:
+    runner = CliRunner()
+    r = runner.invoke(build_app(), ["benchmark", "--store", str(store_path), "-o", str(tmp_path / "b"),
+                                    "--splits", "ood", "--tasks", "inverse",
+                                    "--inverse-baselines", "majority-class", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["rows"][0]["model"] == "majority-class"
+    r = runner.invoke(build_app(), ["benchmark", "--store", str(store_path), "-o", str(tmp_path / "c"),
+                                    "--forward-baselines", "nope"])
+    assert r.exit_code == 2 and "nope" in r.output

@@ -1,0 +1,219 @@
+"""The crystallographic solver recovers crystals of many families from carved particles."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from c2np.carving import Particle, carve
+from c2np.cells import read_cif, standardize
+from c2np.errors import C2NPInputError
+from c2np.particle_io import write_extxyz
+from c2np.prototypes import PROTOTYPES, prototype_cell
+from c2np.solver import SolverResult, solve, solve_particle
+
+LENGTH_TOL = 0.05  # Å
+ANGLE_TOL = 0.5  # degrees
+
+
+def _random_particle(name: str, radius: float, rng: np.random.Generator, *,
+                     noise_angstrom: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Carve with a random centre and rotation, then shuffle, translate and add noise."""
+    cell = prototype_cell(name)
+    res = carve(cell, radius, centre_frac=rng.random(3),
+                quaternion=Rotation.random(random_state=rng).as_quat())
+    perm = rng.permutation(res.particle.n_atoms)
+    pos = res.particle.positions_angstrom[perm] + rng.uniform(-50, 50, size=3)
+    pos = pos + rng.normal(scale=noise_angstrom, size=pos.shape) if noise_angstrom else pos
+    return res.particle.numbers[perm], pos
+
+
+def _assert_matches(result: SolverResult, name: str, *, length_tol: float = LENGTH_TOL,
+                    angle_tol: float = ANGLE_TOL) -> None:
+    target = standardize(prototype_cell(name))
+    assert result.spacegroup == target.spacegroup, (name, result.international, target.international)
+    got = np.array(result.lattice_params)
+    want = np.array(target.lattice_params)
+    np.testing.assert_allclose(got[:3], want[:3], atol=length_tol, rtol=0, err_msg=name)
+    np.testing.assert_allclose(got[3:], want[3:], atol=angle_tol, rtol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("radius", [6.0, 7.0, 12.5])
+@pytest.mark.parametrize("name", [p.name for p in PROTOTYPES])
+def test_recovers_every_family_from_random_particles(name: str, radius: float) -> None:
+    rng = np.random.default_rng([zlib.crc32(name.encode()), int(radius * 10)])
+    numbers, positions = _random_particle(name, radius, rng)
+    result = solve(numbers, positions)
+    _assert_matches(result, name, length_tol=1e-3, angle_tol=1e-2)
+    assert result.confidence > 0.5  # small particles of big cells repeat each site 2-3 times
+    assert result.diagnostics["explained_fraction"] == 1.0
+
+
+def test_families_cover_five_crystal_systems() -> None:
+    systems = {standardize(prototype_cell(p.name)).crystal_system for p in PROTOTYPES}
+    assert {"cubic", "tetragonal", "orthorhombic", "hexagonal", "trigonal"} <= systems
+
+
+@pytest.mark.parametrize("name", ["KMgH3-cubic", "NaMgH3-Pnma", "ZnO-wurtzite", "Al2O3-corundum"])
+def test_recovers_under_position_noise(name: str) -> None:
+    rng = np.random.default_rng(7)
+    numbers, positions = _random_particle(name, 12.0, rng, noise_angstrom=0.05)
+    result = solve(numbers, positions)
+    _assert_matches(result, name)
+    assert result.symprec_angstrom >= result.diagnostics["symprec_floor_angstrom"]
+
+
+def test_result_independent_of_position_orientation_and_order() -> None:
+    rng = np.random.default_rng(3)
+    cell = prototype_cell("TiO2-rutile")
+    base = carve(cell, 10.0, centre_frac=(0.1, 0.2, 0.3)).particle
+    results = []
+    for _ in range(3):
+        rot = Rotation.random(random_state=rng)
+        perm = rng.permutation(base.n_atoms)
+        pos = rot.apply(np.array(base.positions_angstrom))[perm] + rng.normal(size=3) * 20
+        results.append(solve(base.numbers[perm], pos))
+    for r in results[1:]:
+        assert r.spacegroup == results[0].spacegroup
+        np.testing.assert_allclose(r.lattice_params, results[0].lattice_params, atol=1e-6)
+        assert r.cell.n_atoms == results[0].cell.n_atoms
+
+
+def test_reconstructed_cell_is_the_crystal() -> None:
+    rng = np.random.default_rng(11)
+    numbers, positions = _random_particle("CaF2-fluorite", 9.0, rng)
+    result = solve(numbers, positions)
+    target = standardize(prototype_cell("CaF2-fluorite"))
+    again = standardize(result.cell)
+    assert again.spacegroup == target.spacegroup
+    assert sorted(again.numbers) == sorted(target.numbers)
+    np.testing.assert_allclose(result.cell.volume_angstrom3, prototype_cell("CaF2-fluorite").volume_angstrom3,
+                               rtol=1e-6)
+    # the primitive lattice found is a primitive cell: 3 atoms (one formula unit)
+    assert abs(np.linalg.det(result.primitive_lattice_angstrom)) == pytest.approx(
+        result.cell.volume_angstrom3 / 4, rel=1e-6)
+
+
+def test_to_dict_is_json_serialisable() -> None:
+    rng = np.random.default_rng(5)
+    result = solve(*_random_particle("Mg-hcp", 8.0, rng))
+    data = json.loads(json.dumps(result.to_dict()))
+    for key in ("a", "b", "c", "alpha", "beta", "gamma", "spacegroup", "confidence"):
+        assert key in data
+    assert data["spacegroup"] == 194
+    assert 0.0 <= data["confidence"] <= 1.0
+    with pytest.raises(AttributeError):
+        result.spacegroup = 1  # type: ignore[misc]
+
+
+def test_solve_particle_wrapper() -> None:
+    part = carve(prototype_cell("Fe-bcc"), 7.0).particle
+    assert solve_particle(part).spacegroup == 229
+
+
+def test_bad_input_raises_clear_errors() -> None:
+    with pytest.raises(C2NPInputError, match="too few"):
+        solve(np.array([1, 1, 1]), np.zeros((3, 3)) + np.arange(3)[:, None])
+    pos = carve(prototype_cell("Cu-fcc"), 7.0).particle.positions_angstrom.copy()
+    pos[4, 1] = np.nan
+    with pytest.raises(C2NPInputError, match="non-finite"):
+        solve(np.full(len(pos), 29), pos)
+    with pytest.raises(C2NPInputError, match="shape"):
+        solve(np.array([1, 2]), np.zeros((2, 2)))
+    with pytest.raises(C2NPInputError, match="species"):
+        solve(np.array([1, 2, 3]), np.zeros((2, 3)))
+
+
+def test_random_ball_is_not_given_a_lattice() -> None:
+    rng = np.random.default_rng(0)
+    n = 400
+    pts = rng.normal(size=(n, 3))
+    pts *= (10.0 * rng.random(n) ** (1 / 3) / np.linalg.norm(pts, axis=1))[:, None]
+    numbers = rng.choice([1, 12, 19], size=n, p=[0.6, 0.2, 0.2])
+    try:
+        result = solve(numbers, pts)
+    except C2NPInputError as exc:
+        assert "no lattice" in str(exc)
+    else:  # if anything is returned it must not claim confidence
+        assert result.confidence < 0.5
+
+
+def test_heavy_noise_never_gives_a_confident_wrong_answer() -> None:
+    rng = np.random.default_rng(2)
+    numbers, positions = _random_particle("NaMgH3-Pnma", 10.0, rng, noise_angstrom=0.4)
+    target = standardize(prototype_cell("NaMgH3-Pnma"))
+    try:
+        result = solve(numbers, positions)
+    except C2NPInputError:
+        return
+    if result.spacegroup != target.spacegroup:
+        assert result.confidence < 0.9
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+def _runner():  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from c2np.cli import build_app
+
+    return CliRunner(), build_app()
+
+
+def test_cli_identify_json_and_cif(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    numbers, positions = _random_particle("ZnO-wurtzite", 9.0, rng)
+    xyz = tmp_path / "zno.xyz"
+    write_extxyz(xyz, [(Particle(numbers, positions), {})])
+    out = tmp_path / "cell.cif"
+    runner, app = _runner()
+    res = runner.invoke(app, ["identify", str(xyz), "--json", "--cif", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    for key in ("a", "b", "c", "alpha", "beta", "gamma", "spacegroup", "confidence"):
+        assert key in data
+    assert data["spacegroup"] == 186
+    assert data["a"] == pytest.approx(3.25, abs=1e-3)
+    assert standardize(read_cif(out)).spacegroup == 186
+    text = runner.invoke(app, ["identify", str(xyz)])
+    assert text.exit_code == 0
+    assert "P6_3mc" in text.stdout
+
+
+def test_cli_identify_bad_input_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.xyz"
+    bad.write_text("3\ncomment\nH 0 0 zero\nH 1 0 0\n")
+    runner, app = _runner()
+    res = runner.invoke(app, ["identify", str(bad)])
+    assert res.exit_code == 2
+    few = tmp_path / "few.xyz"
+    few.write_text("2\n\nH 0 0 0\nH 0.74 0 0\n")
+    res = runner.invoke(app, ["identify", str(few)])
+    assert res.exit_code == 2
+    assert "few.xyz" in res.output
+    res = runner.invoke(app, ["identify", str(tmp_path / "missing.xyz")])
+    assert res.exit_code == 2
+
+
+@pytest.mark.parametrize("spacegroup,cellpar,basis", [
+    (14, (5.1, 6.3, 7.2, 90, 103, 90), ((0.1, 0.2, 0.3), (0.35, 0.15, 0.05))),  # P2_1/c
+    (12, (11.8, 2.9, 5.6, 90, 104, 90), ((0.1, 0.0, 0.3), (0.35, 0.0, 0.05))),  # C2/m
+    (2, (3.8, 4.4, 5.1, 80, 95, 110), ((0.0, 0.0, 0.0), (0.3, 0.2, 0.4))),  # P-1
+])
+def test_recovers_monoclinic_and_triclinic(spacegroup: int, cellpar: tuple, basis: tuple) -> None:
+    from ase.spacegroup import crystal
+
+    from c2np.cells import UnitCell
+
+    cell = UnitCell.from_ase(crystal(["Si", "O"], basis=list(basis), spacegroup=spacegroup,
+                                     cellpar=list(cellpar)), f"sg{spacegroup}")
+    target = standardize(cell)
+    rng = np.random.default_rng(spacegroup)
+    res = carve(cell, 9.0, centre_frac=rng.random(3), quaternion=Rotation.random(random_state=rng).as_quat())
+    result = solve(res.particle.numbers, res.particle.positions_angstrom)
+    assert result.spacegroup == target.spacegroup
+    np.testing.assert_allclose(result.lattice_params, target.lattice_params, atol=1e-3)
