@@ -96,7 +96,8 @@ def main() -> None:
     from c2np.carving import carve
     from c2np.models.config import get_config
     from c2np.models.scoring import atom_f1
-    from c2np.models.data import Condition, demo_cells, select_rows
+    from c2np.evaluation import select_rows as eval_rows
+    from c2np.models.data import Condition, demo_cells
     from c2np.models.diagnostic import write_diagnostic
     from c2np.models.training import load_run, predict, train
     from c2np.particle_io import write_extxyz
@@ -137,7 +138,7 @@ def main() -> None:
     t_all = time.perf_counter()
     # reference baselines
     for split in splits:
-        rows = select_rows(store, split, per_group=cfg.eval_per_group)
+        rows = eval_rows(store.recipes, split, "eval", per_group=cfg.eval_per_group)
         q = forward_queries(store, rows)
         for name, fn in (("analytic carve (ceiling)", analytic_carve), ("random ball (floor)", random_ball)):
             if "forward" not in tasks:
@@ -174,7 +175,7 @@ def main() -> None:
             for split in splits:
                 ext = "extxyz" if task == "forward" else "csv"
                 out = work / f"pred_{model}_{task}_{split}.{ext}"
-                summ = predict(run, store, split, out, progress=False)
+                summ = predict(run, store, split, out, progress=False, per_group=cfg.eval_per_group)
                 if task == "forward":
                     sc = _score_forward(store, out)
                 else:

@@ -236,7 +236,9 @@ def test_cli_train_predict_and_diagnostic(ds, tmp_path):
     res = runner.invoke(app, ["predict", "--run", str(tmp_path / "forward"), "--cells", str(cells), "--radii",
                               "6,8", "--split", "ood", "--out", str(tmp_path / "p.extxyz")])
     assert res.exit_code == 0, res.output
-    assert len(read_frames(tmp_path / "p.extxyz")) == 2 * TINY.eval_per_group
+    from c2np.evaluation import select_rows as eval_rows
+
+    assert len(read_frames(tmp_path / "p.extxyz")) == len(eval_rows(ds.recipes, "ood", "eval"))
     res = runner.invoke(app, ["predict", "--run", str(tmp_path / "inverse"), "--cells", str(cells), "--radii",
                               "6,8", "--split", "ood", "--subset", "full", "--out", str(tmp_path / "p.csv")])
     assert res.exit_code == 0, res.output
@@ -252,15 +254,28 @@ def test_cli_train_predict_and_diagnostic(ds, tmp_path):
     assert res.exit_code == 2 and "unknown model" in res.output
 
 
-def test_real_store_interface(tmp_path):
+def test_real_store_and_harness_score_predictions(tmp_path):
+    """Train on the HDF5 store, predict the harness's eval subset, score with c2np.evaluation."""
+    from c2np.evaluation import evaluate_forward, evaluate_inverse
+    from c2np.evaluation import select_rows as eval_rows
     from c2np.models.training import predict, train
     from c2np.store import DatasetStore, build_store
 
-    path = build_store(demo_cells()[:1], tmp_path / "s.h5", radii_angstrom=[6, 8], progress=False)
+    path = build_store(demo_cells()[:2], tmp_path / "s.h5", radii_angstrom=[6, 8], progress=False)
     store = DatasetStore.open(path)
-    train(store, "diffcsp", "forward", _short(epochs=1), tmp_path / "run", progress=False)
-    out = predict(tmp_path / "run", store, "ood", tmp_path / "p.extxyz", progress=False, steps=2)
-    assert out["n_samples"] == TINY.eval_per_group
+    n_eval = len(eval_rows(store.recipes, "ood", "eval"))
+    for task, ext in (("forward", "extxyz"), ("inverse", "csv")):
+        train(store, "sitescore", task, _short(epochs=1), tmp_path / task, progress=False)
+        out = predict(tmp_path / task, store, "ood", tmp_path / f"p.{ext}", progress=False)
+        assert out["n_samples"] == n_eval
+        evaluate = evaluate_forward if task == "forward" else evaluate_inverse
+        res = evaluate(store, tmp_path / f"p.{ext}", "ood", "eval", model="sitescore", n_resamples=20)
+        assert res.n_failed == 0
+    train(store, "diffcsp", "forward", _short(epochs=1), tmp_path / "gen", progress=False)
+    predict(tmp_path / "gen", store, "ood", tmp_path / "g.extxyz", progress=False, steps=2, per_group=1)
+    res = evaluate_forward(store, tmp_path / "g.extxyz", "ood", "eval", model="diffcsp", n_resamples=20)
+    # one rotation per (material, R) predicted: every other evaluated sample counts as a failure
+    assert n_eval - 2 <= res.n_failed <= n_eval
 
 
 # --------------------------------------------------------------------------------------

@@ -80,8 +80,11 @@ def predict_cmd(
     cells: Optional[Path] = typer.Option(None, "--cells", help="Instead of --store: CIF folder or zip."),
     protocol: str = typer.Option("paper", "--protocol", help="Protocol for --cells."),
     radii: Optional[str] = typer.Option(None, "--radii", help="Radii for --cells."),
-    split: str = typer.Option("id", "--split", help="train | val | id | ood"),
-    subset: str = typer.Option("eval", "--subset", help="eval (a few rotations per material and R) or full"),
+    split: str = typer.Option("id", "--split", help="train | val | id | ood | test | heldout"),
+    subset: str = typer.Option("eval", "--subset", help="eval (the harness's seeded rotations per material "
+                               "and R, as c2np evaluate scores them) or full"),
+    per_group: Optional[int] = typer.Option(None, "--per-group", help="Rotations per (material, R) in the "
+                                            "eval subset (default: the harness's 8)."),
     out: Path = typer.Option(..., "--out", "-o", help="Predictions: .extxyz (task 1) or .csv (task 2)."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Sampling steps (default: the config's)."),
@@ -91,7 +94,7 @@ def predict_cmd(
     from c2np.models.training import predict
 
     ds = _open_dataset(store, cells, protocol, radii)
-    summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps)
+    summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps, per_group=per_group)
     if json_out:
         print_json(summary)
         return

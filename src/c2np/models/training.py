@@ -267,21 +267,26 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 
 
 def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, subset: str = "eval",
-            seed: int = 0, progress: bool = True, steps: int | None = None) -> dict[str, Any]:
+            seed: int = 0, progress: bool = True, steps: int | None = None,
+            per_group: int | None = None) -> dict[str, Any]:
     """Write predictions of a trained run for ``split`` (task 1: extxyz with
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``).
 
-    ``subset`` 'eval' takes ``eval_per_group`` rows per (material, R); 'full' all rows.
-    Returns a summary with the number of samples and the throughput (samples/s).
+    The rows are exactly those ``c2np evaluate`` scores (``c2np.evaluation.select_rows``):
+    ``subset`` 'eval' = the harness's fixed, seeded rotations per (material, R) (``per_group``
+    of them, default the harness's 8), 'full' = every row. Splits: train, val, id, ood, test
+    (id + ood), heldout. Returns a summary with the number of samples and the throughput.
     """
     import torch
     from tqdm import tqdm
 
-    if subset not in ("eval", "full"):
-        raise C2NPInputError(f"unknown subset {subset!r}; choose 'eval' or 'full'")
+    from c2np.evaluation import EVAL_ROTATIONS_PER_GROUP
+    from c2np.evaluation import select_rows as eval_rows
+
     model, meta = load_run(run_dir)
     cfg = model.cfg
-    rows = select_rows(store, split, per_group=cfg.eval_per_group if subset == "eval" else None)
+    rows = eval_rows(store.recipes, split, subset,
+                     per_group=EVAL_ROTATIONS_PER_GROUP if per_group is None else int(per_group))
     if len(rows) == 0:
         raise C2NPInputError(f"split {split!r} has no samples in this store")
     out = Path(out)
