@@ -146,7 +146,7 @@ def test_task1_inputs_never_contain_targets(ds, train_rows):
     from c2np.models.backbone import collate_conditions
     from c2np.models.generators import GENERATORS
 
-    assert {f.name for f in fields(Condition)} == {"cell", "radius_angstrom", "quaternion"}
+    assert {f.name for f in fields(Condition)} == {"cell", "radius_angstrom", "quaternion", "centre_frac"}
     for cls in GENERATORS.values():
         params = list(inspect.signature(cls.sample).parameters)
         assert params[:4] == ["self", "conds", "g", "steps"] and not any("particle" in p or "target" in p

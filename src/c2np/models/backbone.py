@@ -125,7 +125,7 @@ class ConditionBatch:
 
     lattice (B,3,3) Å rows a,b,c; rotation (B,3,3); quaternion (B,4); radius (B,) Å;
     lattice_rot (B,3,3) rows of the lattice vectors in the particle frame;
-    inv_lattice_rot (B,3,3); density (B,) atoms/Å³; lattice_feats (B,8);
+    inv_lattice_rot (B,3,3); centre_frac (B,3) carving centre; density (B,) atoms/Å³; lattice_feats (B,8);
     slots_z (B,S) atomic numbers of the cell's species (0 = empty slot), slot_mask (B,S);
     basis_z (Nb,), basis_frac (Nb,3), basis_batch (Nb,), basis_edges (2,Eb), basis_dist (Eb,) Å.
     """
@@ -136,6 +136,7 @@ class ConditionBatch:
     radius: Tensor
     lattice_rot: Tensor
     inv_lattice_rot: Tensor
+    centre_frac: Tensor
     density: Tensor
     lattice_feats: Tensor
     slots_z: Tensor
@@ -208,6 +209,7 @@ def collate_conditions(conds: Sequence[Condition]) -> ConditionBatch:
         radius=torch.as_tensor([c.radius_angstrom for c in conds], dtype=f32),
         lattice_rot=torch.as_tensor(lat_rot, dtype=f32),
         inv_lattice_rot=torch.as_tensor(np.linalg.inv(lat_rot), dtype=f32),
+        centre_frac=torch.as_tensor(np.array([c.centre_frac for c in conds], dtype=np.float64), dtype=f32),
         density=torch.as_tensor([c.cell.number_density_per_angstrom3 for c in conds], dtype=f32),
         lattice_feats=torch.as_tensor(np.stack([_lattice_features(c.cell.lattice_angstrom, c.cell.n_atoms)
                                                 for c in conds]), dtype=f32),
@@ -341,9 +343,9 @@ N_FRAME_FEATURES = 14
 
 def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
     """(N, 14) invariant per-atom features of positions (Å) in the rotated crystal frame:
-    sin/cos of 2 pi f and 4 pi f (f = fractional coordinates w.r.t. the rotated lattice),
-    |x| / R and (|x| - R) / 2 Å (clipped)."""
-    frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch])
+    sin/cos of 2 pi f and 4 pi f (f = fractional coordinates of the crystal: positions in the
+    rotated lattice frame plus the carving centre), |x| / R and (|x| - R) / 2 Å (clipped)."""
+    frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch]) + c.centre_frac[batch]
     ph = 2 * math.pi * frac
     r = pos.norm(dim=-1)
     R = c.radius[batch]

@@ -75,12 +75,14 @@ class InMemoryDataset:
 
 @dataclass(frozen=True, eq=False)
 class Condition:
-    """Everything a task-1 generator may see: the unit cell, R (Å) and the rotation
-    (scalar-last quaternion, (4,)). Never the target particle or its atom count."""
+    """Everything a task-1 generator may see: the unit cell, R (Å), the rotation
+    (scalar-last quaternion, (4,)) and the carving centre (fractional coordinates of the cell,
+    (3,)). Never the target particle or its atom count."""
 
     cell: UnitCell
     radius_angstrom: float
     quaternion: np.ndarray
+    centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 def condition_for_row(store: Any, row: int) -> Condition:
@@ -90,7 +92,8 @@ def condition_for_row(store: Any, row: int) -> Condition:
     if material not in store.cells:
         raise C2NPInputError(f"store has no unit cell for material {material!r}")
     return Condition(cell=store.cells[material], radius_angstrom=float(rec.radius_angstrom[row]),
-                     quaternion=np.array(rec.quaternion[row], dtype=np.float64))
+                     quaternion=np.array(rec.quaternion[row], dtype=np.float64),
+                     centre_frac=tuple(float(x) for x in rec.centre_frac))
 
 
 def row_sample_id(store: Any, row: int) -> str:

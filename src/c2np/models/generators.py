@@ -522,9 +522,10 @@ class SiteScorer(GeneratorBase):
         self.head = MLP(H + N_FRAME_FEATURES, H, 1)
 
     def candidates(self, cond: Condition) -> Particle:
-        """Sites of the rotated crystal within R + margin (uses cell, R, rotation only)."""
+        """Sites of the rotated crystal within R + margin of the centre (uses cell, R, rotation and
+        centre only)."""
         return carve(cond.cell, cond.radius_angstrom + self.cfg.site_margin_angstrom,
-                     quaternion=cond.quaternion).particle
+                     centre_frac=cond.centre_frac, quaternion=cond.quaternion).particle
 
     def logits(self, conds: Sequence[Condition]) -> tuple[Tensor, list[Particle]]:
         """(N,) inside-logits of all candidates and the candidate sets."""
