@@ -60,8 +60,7 @@ def benchmark_cmd(
     inverse_models: Optional[str] = typer.Option(None, "--inverse-baselines", help="Subset of task-2 baselines."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
-    """Run the baselines and every model with predictions under OUT/predictions, evaluate,
-    and write leaderboard.md/.json and plots."""
+    """Run baselines + models found under OUT/predictions; write leaderboard and plots."""
     from c2np.benchmark import run_benchmark, summary_json
 
     log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}"))
@@ -83,8 +82,7 @@ def demo_cmd(
                                             help="Comma-separated catalog ids (default: a fixed small set)."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
-    """The main job: build a small dataset from the shipped catalog (protocol paper), run
-    every baseline on the ID and OOD eval subsets, print the leaderboard, write the report."""
+    """The main job: small dataset, every baseline, leaderboard and report, end to end."""
     import time
 
     from c2np.benchmark import run_benchmark, summary_json
