@@ -565,14 +565,15 @@ def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: 
 
 def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                   only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
-                  *, max_steps: int = 1000, optimizer: str = "FIRE",
-                  num_threads: int | None = 1) -> list[CatalogEntry]:
+                  *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
+                  optimizer: str = "FIRE", num_threads: int | None = 1) -> list[CatalogEntry]:
     """Relax the catalog (or the ids in ``only``) into ``out_dir``; resumable.
 
     Writes ``{ID}.cif`` (standardized conventional cell) per material and rewrites
     ``catalog.json`` after each material, each atomically. Materials already recorded in
     ``out_dir/catalog.json`` (as built or failed, with the same potential and fmax) are
     skipped. A failing material is recorded with its reason and the build goes on.
+    ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
     Returns the entries of this call's materials, done now or before.
     """
     out = Path(out_dir)
@@ -602,6 +603,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
             entry = CatalogEntry.from_dict(rec)
             if entry.status == "ok" and not (out / f"{entry.material_id}.cif").exists():
                 continue  # CIF lost: rebuild it
+            if entry.prototypes and tuple(p.prototype for p in entry.prototypes) != tuple(prototypes):
+                continue  # built from other prototypes: redo
             done[entry.material_id] = entry
     todo = [m for m in ids if m not in done]
     if todo:
@@ -614,13 +617,14 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     if progress and todo:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo) * len(PROTOTYPES), desc="catalog", unit="relax")
+        bar = tqdm(total=len(todo) * len(prototypes), desc="catalog", unit="relax")
     try:
         for mid in todo:
             if bar is not None:
                 bar.set_postfix_str(mid)
             try:
-                entry, cell = relax_material(mid, potential=potential, fmax_ev_per_angstrom=fmax,
+                entry, cell = relax_material(mid, potential=potential, prototypes=prototypes,
+                                             fmax_ev_per_angstrom=fmax,
                                              max_steps=max_steps, optimizer=optimizer,
                                              on_prototype_done=(lambda _r: bar.update(1)) if bar else None)
             except C2NPInputError:

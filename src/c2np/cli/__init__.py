@@ -14,6 +14,7 @@ import typer
 # Command modules, each exposing register(app: typer.Typer) -> None.
 _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.dataset",
+    "c2np.cli.catalog",
 )
 
 
