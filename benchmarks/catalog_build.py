@@ -1,0 +1,118 @@
+"""Catalog build time per material and prototype, and optimizer comparison.
+
+Reads the per-prototype timings that ``build_catalog`` records in ``catalog.json`` (the
+shipped one by default) and prints them as tables: per material, per prototype (mean,
+median, max time, steps, time per step) and the total against the issue's budget of 60
+minutes on 2 cores. With ``--rebuild IDS`` it also re-relaxes those materials now, with
+FIRE (the catalog's optimizer) and with BFGS (the reference), and reports the time ratio
+and the energy difference of the chosen structure.
+
+    python benchmarks/catalog_build.py [--catalog PATH] [--rebuild KMgH3,NaMgH3] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+
+def _load(path: Path | None) -> dict:
+    if path is None:
+        from c2np.catalog import catalog_data_dir
+
+        return json.loads((catalog_data_dir() / "catalog.json").read_text(encoding="utf-8"))
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def per_material_table(doc: dict) -> float:
+    """Print one line per material; returns the summed build time (s)."""
+    from c2np.catalog import PROTOTYPES
+
+    records = sorted(doc["materials"] + doc["failures"], key=lambda r: r["material_id"])
+    head = f"{'material':10s} {'status':7s} {'chosen':7s} " + " ".join(f"{p:>14s}" for p in PROTOTYPES)
+    print(head + f" {'total s':>8s}")
+    print("-" * len(head + " total s  "))
+    total = 0.0
+    for rec in records:
+        by = {p["prototype"]: p for p in rec["prototypes"]}
+        cells = []
+        for name in PROTOTYPES:
+            p = by.get(name)
+            cells.append("-".rjust(14) if p is None else f"{p['time_s']:6.1f}s/{p['n_steps']:4d}st"
+                         + ("" if p["status"] == "ok" else "!"))
+        total += rec["time_s"]
+        print(f"{rec['material_id']:10s} {rec['status']:7s} {str(rec['chosen_prototype']):7s} "
+              + " ".join(f"{c:>14s}" for c in cells) + f" {rec['time_s']:8.1f}")
+    print("(time s / FIRE steps per prototype; ! = rejected or error)")
+    return total
+
+
+def per_prototype_table(doc: dict) -> None:
+    """Print time statistics per prototype over all materials."""
+    from c2np.catalog import PROTOTYPES
+
+    records = doc["materials"] + doc["failures"]
+    print(f"\n{'prototype':9s} {'atoms':>5s} {'n':>4s} {'mean s':>7s} {'median s':>9s} {'max s':>7s} "
+          f"{'mean steps':>10s} {'ms/step':>8s} {'ok':>4s}")
+    for name in PROTOTYPES:
+        rs = [p for r in records for p in r["prototypes"] if p["prototype"] == name]
+        if not rs:
+            continue
+        t = [p["time_s"] for p in rs]
+        steps = [p["n_steps"] for p in rs]
+        ms_per_step = 1000 * sum(t) / max(1, sum(steps))
+        print(f"{name:9s} {rs[0]['n_atoms']:5d} {len(rs):4d} {statistics.mean(t):7.2f} "
+              f"{statistics.median(t):9.2f} {max(t):7.1f} {statistics.mean(steps):10.1f} "
+              f"{ms_per_step:8.1f} {sum(p['status'] == 'ok' for p in rs):4d}")
+
+
+def rebuild(ids: list[str], threads: int) -> None:
+    """Re-relax ``ids`` now with FIRE and BFGS; print times and ratios."""
+    import torch
+
+    from c2np.catalog import _load_potential, relax_material
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    _load_potential("chgnet")
+    print(f"\npotential load: {time.perf_counter() - t0:.2f} s (once per process)")
+    print(f"{'material':10s} {'FIRE s':>8s} {'BFGS s':>8s} {'BFGS/FIRE':>10s} {'chosen F/B':>16s} "
+          f"{'dE meV/atom':>12s}")
+    for mid in ids:
+        res = {}
+        for opt in ("FIRE", "BFGS"):
+            t = time.perf_counter()
+            entry, _ = relax_material(mid, optimizer=opt)
+            res[opt] = (time.perf_counter() - t, entry)
+        (tf, ef), (tb, eb) = res["FIRE"], res["BFGS"]
+        de = (None if ef.energy_per_atom_ev is None or eb.energy_per_atom_ev is None
+              else 1000 * (eb.energy_per_atom_ev - ef.energy_per_atom_ev))
+        print(f"{mid:10s} {tf:8.1f} {tb:8.1f} {tb / tf:10.2f} "
+              f"{str(ef.chosen_prototype) + '/' + str(eb.chosen_prototype):>16s} "
+              f"{'-' if de is None else format(de, '+.3f'):>12s}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--catalog", type=Path, default=None, help="catalog.json (default: the shipped one)")
+    ap.add_argument("--rebuild", default="", help="comma-separated ids to re-relax now (FIRE vs BFGS)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads for --rebuild")
+    args = ap.parse_args()
+    doc = _load(args.catalog)
+    total = per_material_table(doc)
+    per_prototype_table(doc)
+    n = len(doc["materials"]) + len(doc["failures"])
+    print(f"\nmaterials: {n} ({doc['n_materials']} built, {doc['n_failures']} failed, "
+          f"{doc.get('n_not_built', 0)} not built); summed relaxation time {total / 60:.1f} min; "
+          f"{total / max(n, 1):.1f} s per material; budget 60 min -> ratio {total / 3600:.2f}")
+    if args.rebuild:
+        with tempfile.TemporaryDirectory():
+            rebuild([s.strip() for s in args.rebuild.split(",") if s.strip()], args.threads)
+
+
+if __name__ == "__main__":
+    main()
