@@ -7,7 +7,7 @@ minutes on 2 cores. With ``--rebuild IDS`` it also re-relaxes those materials no
 FIRE (the catalog's optimizer) and with BFGS (the reference), and reports the time ratio
 and the energy difference of the chosen structure.
 
-    python benchmarks/catalog_build.py [--catalog PATH] [--rebuild KMgH3,NaMgH3] [--threads 1]
+    python benchmarks/catalog_build.py [--catalog PATH] [--rebuild KMgH3,NaMgH3] [--plot x.png]
 """
 
 from __future__ import annotations
@@ -96,10 +96,42 @@ def rebuild(ids: list[str], threads: int) -> None:
               f"{'-' if de is None else format(de, '+.3f'):>12s}")
 
 
+def plot(doc: dict, out: Path) -> None:
+    """Two panels: relaxation time per prototype (box plot) and the space-group counts."""
+    import os
+    from collections import Counter
+
+    os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp())
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from c2np.catalog import PROTOTYPES
+
+    records = doc["materials"] + doc["failures"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    data = [[p["time_s"] for r in records for p in r["prototypes"] if p["prototype"] == n] for n in PROTOTYPES]
+    ax1.boxplot(data, tick_labels=list(PROTOTYPES))
+    ax1.set_ylabel("relaxation time (s)")
+    ax1.set_title("CHGNet relaxation time per prototype")
+    counts = Counter(f"{m['spacegroup_symprec_1e_3']} {m['international_symprec_1e_3']}" for m in doc["materials"])
+    labels = sorted(counts, key=lambda k: -int(k.split()[0]))
+    ax2.bar(labels, [counts[k] for k in labels])
+    ax2.set_ylabel("materials")
+    ax2.set_title("space groups of the catalog (symprec 1e-3 Å)")
+    ax2.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    print(f"plot -> {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--catalog", type=Path, default=None, help="catalog.json (default: the shipped one)")
     ap.add_argument("--rebuild", default="", help="comma-separated ids to re-relax now (FIRE vs BFGS)")
+    ap.add_argument("--plot", type=Path, default=None, help="write a PNG of times and space groups")
     ap.add_argument("--threads", type=int, default=1, help="torch threads for --rebuild")
     args = ap.parse_args()
     doc = _load(args.catalog)
@@ -109,6 +141,8 @@ def main() -> None:
     print(f"\nmaterials: {n} ({doc['n_materials']} built, {doc['n_failures']} failed, "
           f"{doc.get('n_not_built', 0)} not built); summed relaxation time {total / 60:.1f} min; "
           f"{total / max(n, 1):.1f} s per material; budget 60 min -> ratio {total / 3600:.2f}")
+    if args.plot is not None:
+        plot(doc, args.plot)
     if args.rebuild:
         with tempfile.TemporaryDirectory():
             rebuild([s.strip() for s in args.rebuild.split(",") if s.strip()], args.threads)

@@ -46,8 +46,9 @@ def list_cmd(
             "left_out": [{"material_id": f["material_id"], "reason": f["reason"]} for f in failures]})
         return
     table = Table(title=f"c2np catalog: {len(entries)} materials")
-    for col in ("id", "prototype", "SG (1e-3)", "SG (1e-1)", "a Å", "b Å", "c Å", "E eV/atom"):
-        table.add_column(col, justify="left" if col in ("id", "prototype") else "right")
+    table.caption = "SG: space group at symprec 1e-3 Å (1e-1 Å); a, b, c: conventional cell (Å); E: eV/atom"
+    for col in ("id", "proto", "SG", "SG 0.1", "a", "b", "c", "E"):
+        table.add_column(col, justify="left" if col in ("id", "proto", "SG") else "right", no_wrap=True)
     for e in entries:
         lp = e.lattice_parameters or {}
         table.add_row(e.material_id, e.chosen_prototype or "-",
