@@ -103,6 +103,11 @@ def test_build_one_cubic_material_is_fast_and_cubic(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "catalog.json").read_text())
     assert [m["material_id"] for m in doc["materials"]] == ["KMgH3"]
     assert doc["n_not_built"] == 81
+    # the shipped cell is what this build produces (when the cubic prototype won there)
+    shipped = {e.material_id: e for e in cat.catalog_entries()}.get("KMgH3")
+    if shipped is not None and shipped.chosen_prototype == "Pm-3m":
+        assert entry.lattice_parameters["a"] == pytest.approx(shipped.lattice_parameters["a"], abs=1e-5)
+        assert entry.energy_per_atom_ev == pytest.approx(shipped.energy_per_atom_ev, abs=1e-5)
     # resumable: a second call finds KMgH3 done and relaxes nothing
     again = cat.build_catalog(tmp_path, only=["KMgH3"], prototypes=("Pm-3m",), progress=False)
     assert again[0].time_s == entry.time_s

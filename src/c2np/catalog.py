@@ -627,8 +627,6 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                                              fmax_ev_per_angstrom=fmax,
                                              max_steps=max_steps, optimizer=optimizer,
                                              on_prototype_done=(lambda _r: bar.update(1)) if bar else None)
-            except C2NPInputError:
-                raise
             except Exception as exc:  # recorded as a failure; the build goes on
                 comp = _composition(mid)
                 entry = CatalogEntry(mid, mid, comp.a_site, comp.b_site, "failed",
