@@ -706,20 +706,18 @@ _DEMO_CANDIDATES: tuple[str, ...] = ("KMgH3", "NaMgH3", "CsCaH3", "SrLiH3", "RbC
 
 def default_demo_materials(n: int = 4) -> list[str]:
     """A small fixed list of ``n`` shipped ids covering as many space groups as possible
-    (for a five-minute demo). Deterministic: greedy over a fixed candidate order."""
+    (for a five-minute demo). Deterministic: well-known compounds first, then by id, each
+    pass taking only space groups not yet covered; then filling up in the same order."""
     entries = {e.material_id: e for e in catalog_entries()}
+    order = [m for m in _DEMO_CANDIDATES if m in entries] + sorted(m for m in entries if m not in _DEMO_CANDIDATES)
     picked: list[str] = []
     seen: set[int | None] = set()
-    for mid in _DEMO_CANDIDATES:
-        e = entries.get(mid)
-        if e is not None and e.spacegroup_symprec_1e_3 not in seen:
+    for mid in order:
+        sg = entries[mid].spacegroup_symprec_1e_3
+        if len(picked) < n and sg not in seen:
             picked.append(mid)
-            seen.add(e.spacegroup_symprec_1e_3)
-        if len(picked) == n:
-            return picked
-    for mid in list(_DEMO_CANDIDATES) + sorted(entries):
-        if mid in entries and mid not in picked:
+            seen.add(sg)
+    for mid in order:
+        if len(picked) < n and mid not in picked:
             picked.append(mid)
-        if len(picked) == n:
-            break
     return picked
