@@ -63,6 +63,17 @@ def test_shortest_distance_sees_periodic_images() -> None:
     assert cat.shortest_distance_angstrom(lat, frac) == pytest.approx(0.12)
 
 
+def test_framework_check_flags_lost_octahedra() -> None:
+    from ase import Atoms
+
+    for prototype in cat.PROTOTYPES:
+        assert cat.framework_defect(cat.build_prototype(_comp("NaMgH3"), prototype), "Mg") == ""
+    # c doubled: Mg keeps only 4 H close (square-planar), the apical H is 2 x further
+    squashed = Atoms("MgKH3", scaled_positions=[[0, 0, 0], [0.5, 0.5, 0.5], [0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]],
+                     cell=[4.0, 4.0, 8.0], pbc=True)
+    assert "4 H neighbours" in cat.framework_defect(squashed, "Mg")
+
+
 def test_unknown_ids_are_rejected_by_name() -> None:
     with pytest.raises(C2NPInputError, match="XyH3.*valid ids.*KMgH3"):
         cat.build_catalog("/nonexistent-never-created", only=["XyH3"], progress=False)

@@ -54,6 +54,7 @@ __all__ = [
     "get_cell",
     "default_demo_materials",
     "shortest_distance_angstrom",
+    "framework_defect",
     "catalog_data_dir",
 ]
 
@@ -255,6 +256,33 @@ def shortest_distance_angstrom(lattice_angstrom: np.ndarray, frac_coords: np.nda
     return best
 
 
+def framework_defect(atoms: Any, b_symbol: str, *, bond_ratio: float = 1.35) -> str:
+    """Why ``atoms`` is no longer a corner-sharing perovskite framework, or ``""``.
+
+    Every B cation must have exactly 6 H within ``bond_ratio`` x its shortest B-H distance,
+    and every H exactly 2 B within ``bond_ratio`` x its shortest H-B distance (in an ideal
+    cubic perovskite the next H around B is 2.24 x further; Jahn-Teller elongated
+    octahedra stay below 1.2 x).
+    """
+    from ase.neighborlist import neighbor_list
+
+    symbols = np.array(atoms.get_chemical_symbols())
+    b_idx = np.flatnonzero(symbols == b_symbol)
+    h_idx = np.flatnonzero(symbols == "H")
+    if len(b_idx) == 0 or len(h_idx) != 3 * len(b_idx):
+        return f"composition is not {b_symbol}H3 per B"
+    i, j, d = neighbor_list("ijd", atoms, 6.0)
+    for centre, other, want, name in ((b_idx, "H", 6, f"{b_symbol} has"), (h_idx, b_symbol, 2, "H has")):
+        for c in centre:
+            dist = d[(i == c) & (symbols[j] == other)]
+            if len(dist) == 0:
+                return f"{name} no {other} within 6 Å"
+            n = int(np.sum(dist <= bond_ratio * dist.min()))
+            if n != want:
+                return f"left the perovskite framework: {name} {n} {other} neighbours, not {want}"
+    return ""
+
+
 # --- records -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PrototypeResult:
@@ -375,13 +403,14 @@ def _load_potential(name: str) -> _Potential:
 # --- relaxation --------------------------------------------------------------------------
 def relax_prototype(atoms: Any, calculator: Any, *, prototype: str,
                     fmax_ev_per_angstrom: float = 0.01, max_steps: int = 1000,
-                    optimizer: str = "FIRE") -> tuple[PrototypeResult, Any]:
+                    optimizer: str = "FIRE", b_symbol: str | None = None) -> tuple[PrototypeResult, Any]:
     """Relax positions and cell of ``atoms`` keeping its symmetry.
 
     ASE ``FixSymmetry`` (symprec 1e-3 Å) + ``FrechetCellFilter``, FIRE or BFGS, to
     ``fmax_ev_per_angstrom`` (forces and the filter's cell "forces"), at most
     ``max_steps``. Returns the record and the relaxed ``Atoms``; a relaxation that does
-    not converge or ends unphysical is ``rejected`` with the reason.
+    not converge or ends unphysical is ``rejected`` with the reason; so is one that leaves
+    the perovskite framework (checked when ``b_symbol``, the octahedral cation, is given).
     """
     import spglib
     from ase.constraints import FixSymmetry
@@ -428,6 +457,10 @@ def relax_prototype(atoms: Any, calculator: Any, *, prototype: str,
         reasons.append(f"atoms {dmin:.3f} Å apart (< {MIN_DISTANCE_ANGSTROM} Å)")
     if vol_ratio > MAX_VOLUME_RATIO or vol_ratio < 1.0 / MAX_VOLUME_RATIO:
         reasons.append(f"volume changed by a factor {vol_ratio:.2f} (limit {MAX_VOLUME_RATIO:g})")
+    if b_symbol is not None and dmin >= MIN_DISTANCE_ANGSTROM:
+        defect = framework_defect(work, b_symbol)
+        if defect:
+            reasons.append(defect)
     status = "rejected" if reasons else "ok"
     result = PrototypeResult(prototype, status, "; ".join(reasons), len(work), energy, n_steps, converged,
                              fmax_found, float(np.max(np.abs(stress))), sg, vol_ratio, dmin, a0, elapsed)
@@ -474,7 +507,8 @@ def relax_material(material_id: str, *, potential: str = "chgnet",
         else:
             res, relaxed[name] = relax_prototype(atoms, pot.calculator, prototype=name,
                                                  fmax_ev_per_angstrom=fmax_ev_per_angstrom,
-                                                 max_steps=max_steps, optimizer=optimizer)
+                                                 max_steps=max_steps, optimizer=optimizer,
+                                                 b_symbol=comp.b_site)
         results.append(res)
         if on_prototype_done is not None:
             on_prototype_done(res)
