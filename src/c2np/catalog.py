@@ -715,12 +715,7 @@ def catalog_failures() -> list[dict[str, Any]]:
     return list(doc["failures"]) + list(doc.get("not_built", []))
 
 
-def get_cell(material_id: str) -> UnitCell:
-    """The shipped relaxed unit cell of ``material_id``; unknown ids raise
-    :class:`C2NPInputError` naming the valid ones."""
-    ids = [e.material_id for e in catalog_entries()]
-    if material_id not in ids:
-        raise C2NPInputError(f"unknown catalog material {material_id!r}; valid ids: {', '.join(ids)}")
+def _shipped_cell(material_id: str) -> UnitCell:
     res = catalog_data_dir() / f"{material_id}.cif"
     if not res.is_file():
         raise C2NPInputError(f"c2np/data/catalog/{material_id}.cif: listed in catalog.json but missing")
@@ -728,9 +723,18 @@ def get_cell(material_id: str) -> UnitCell:
                          material_id=material_id)
 
 
+def get_cell(material_id: str) -> UnitCell:
+    """The shipped relaxed unit cell of ``material_id``; unknown ids raise
+    :class:`C2NPInputError` naming the valid ones."""
+    ids = [e.material_id for e in catalog_entries()]
+    if material_id not in ids:
+        raise C2NPInputError(f"unknown catalog material {material_id!r}; valid ids: {', '.join(ids)}")
+    return _shipped_cell(material_id)
+
+
 def load_catalog() -> list[UnitCell]:
     """Every shipped catalog cell, sorted by material id."""
-    return [get_cell(e.material_id) for e in catalog_entries()]
+    return [_shipped_cell(e.material_id) for e in catalog_entries()]
 
 
 #: A small fixed set spanning cubic, tetragonal, trigonal and orthorhombic perovskites.
