@@ -597,6 +597,61 @@ def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: 
     }
 
 
+def _done_entries(out: Path, *, potential: str, fmax: float, prototypes: Sequence[str] | None,
+                  started: str) -> tuple[dict[str, CatalogEntry], str]:
+    """Entries already recorded in ``out/catalog.json`` that a build can keep (all of them
+    when ``prototypes`` is None)."""
+    cat_path = out / "catalog.json"
+    done: dict[str, CatalogEntry] = {}
+    if not cat_path.exists():
+        return done, started
+    data = _read_catalog_json(cat_path, source=str(cat_path))
+    if data.get("materials") or data.get("failures"):
+        if data.get("potential") != potential or float(data.get("fmax_ev_per_angstrom", -1)) != fmax:
+            raise C2NPInputError(
+                f"{cat_path}: holds a build with potential {data.get('potential')!r} and fmax "
+                f"{data.get('fmax_ev_per_angstrom')}; use another --out for potential {potential!r}, "
+                f"fmax {fmax}")
+    started = str(data.get("build_started_utc", started))
+    for rec in list(data["materials"]) + list(data["failures"]):
+        entry = CatalogEntry.from_dict(rec)
+        if prototypes is None:
+            done[entry.material_id] = entry
+            continue
+        if entry.status == "ok" and not (out / f"{entry.material_id}.cif").exists():
+            continue  # CIF lost: rebuild it
+        if entry.prototypes and tuple(p.prototype for p in entry.prototypes) != tuple(prototypes):
+            continue  # built from other prototypes: redo
+        done[entry.material_id] = entry
+    return done, started
+
+
+class _build_lock:
+    """Exclusive lock (``fcntl.flock``) around reading and rewriting ``catalog.json``, so
+    that several build processes can share one output folder. The lock file lives in the
+    temp folder, keyed by the output path, so nothing extra lands in the catalog."""
+
+    def __init__(self, out: Path) -> None:
+        import hashlib
+
+        key = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]
+        self.path = Path(tempfile.gettempdir()) / f"c2np-catalog-{key}.lock"
+        self.fh: Any = None
+
+    def __enter__(self) -> "_build_lock":
+        import fcntl
+
+        self.fh = open(self.path, "a+")
+        fcntl.flock(self.fh.fileno(), fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        fcntl.flock(self.fh.fileno(), fcntl.LOCK_UN)
+        self.fh.close()
+
+
 def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                   only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
                   *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
@@ -607,6 +662,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     ``catalog.json`` after each material, each atomically. Materials already recorded in
     ``out_dir/catalog.json`` (as built or failed, with the same potential and fmax) are
     skipped. A failing material is recorded with its reason and the build goes on.
+    Several processes may build into the same folder at once (e.g. with ``only`` lists in
+    different orders): ``catalog.json`` is re-read and merged under a file lock.
     ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
     Returns the entries of this call's materials, done now or before.
     """
@@ -624,22 +681,9 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     cat_path = out / "catalog.json"
     done: dict[str, CatalogEntry] = {}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    if cat_path.exists():
-        data = _read_catalog_json(cat_path, source=str(cat_path))
-        if data.get("materials") or data.get("failures"):
-            if data.get("potential") != potential or float(data.get("fmax_ev_per_angstrom", -1)) != fmax:
-                raise C2NPInputError(
-                    f"{cat_path}: holds a build with potential {data.get('potential')!r} and fmax "
-                    f"{data.get('fmax_ev_per_angstrom')}; use another --out for potential {potential!r}, "
-                    f"fmax {fmax}")
-        started = str(data.get("build_started_utc", started))
-        for rec in list(data["materials"]) + list(data["failures"]):
-            entry = CatalogEntry.from_dict(rec)
-            if entry.status == "ok" and not (out / f"{entry.material_id}.cif").exists():
-                continue  # CIF lost: rebuild it
-            if entry.prototypes and tuple(p.prototype for p in entry.prototypes) != tuple(prototypes):
-                continue  # built from other prototypes: redo
-            done[entry.material_id] = entry
+    with _build_lock(out):
+        done, started = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
+                                      started=started)
     todo = [m for m in ids if m not in done]
     if todo:
         import torch
@@ -654,6 +698,14 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
         bar = tqdm(total=len(todo) * len(prototypes), desc="catalog", unit="relax")
     try:
         for mid in todo:
+            with _build_lock(out):  # another process sharing the folder may have done it
+                others, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
+                                          started=started)
+            if mid in others:
+                done[mid] = others[mid]
+                if bar is not None:
+                    bar.update(len(prototypes))
+                continue
             if bar is not None:
                 bar.set_postfix_str(mid)
             try:
@@ -671,9 +723,12 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
             if cell is not None:
                 write_cif(cell, out / f"{mid}.cif")
             done[mid] = entry
-            _atomic_write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
-                                                                      fmax=fmax, started=started),
-                                                    indent=1) + "\n")
+            with _build_lock(out):  # merge with what other processes recorded meanwhile
+                merged, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=None,
+                                          started=started)
+                merged[mid] = entry
+                _atomic_write_text(cat_path, json.dumps(_catalog_document(
+                    merged.values(), potential=potential, fmax=fmax, started=started), indent=1) + "\n")
     finally:
         if bar is not None:
             bar.close()
