@@ -107,23 +107,39 @@ LITERATURE: dict[str, tuple[int, tuple[float, float, float], str]] = {
 }
 
 
+def _pseudocubic_angstrom(a: float, b: float, c: float, sg: int) -> float:
+    """Cube root of the volume per ABH3 formula unit of a conventional cell."""
+    z = {221: 1, 62: 4, 140: 4, 167: 6}.get(sg)
+    if z is None:
+        raise ValueError(f"no formula-unit count for space group {sg}")
+    return (a * b * c / z) ** (1 / 3)  # orthogonal axes for 221/62/140; 167 corrected below
+
+
 def literature_table(doc: dict) -> None:
-    """Markdown table: relaxed conventional lattice parameters beside experiment."""
+    """Markdown table: relaxed conventional lattice parameters beside experiment, and the
+    pseudo-cubic constant (V per formula unit)^(1/3) for settings that differ."""
+    import math
+
     by = {m["material_id"]: m for m in doc["materials"]}
-    print("\n| material | SG exp. | SG CHGNet | a, b, c exp. (Å) | a, b, c CHGNet (Å) | rel. diff. (%) | source |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| material | SG exp. | SG CHGNet | a, b, c exp. (Å) | a, b, c CHGNet (Å) | rel. diff. (%) "
+          "| a_pc exp. / CHGNet (Å) | a_pc diff. (%) | source |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mid, (sg, abc, src) in LITERATURE.items():
         m = by.get(mid)
         if m is None:
-            print(f"| {mid} | {sg} | not built | {', '.join(f'{x:.3f}' for x in abc)} | - | - | {src} |")
+            print(f"| {mid} | {sg} | not built | {', '.join(f'{x:.3f}' for x in abc)} | - | - | - | - | {src} |")
             continue
         lp = m["lattice_parameters"]
         got = (lp["a"], lp["b"], lp["c"])
-        if m["spacegroup_symprec_1e_3"] != sg and sg == 62 and m["spacegroup_symprec_1e_3"] == 221:
-            got = (got[0] * 2 ** 0.5, got[0] * 2, got[0] * 2 ** 0.5)  # compare as sqrt2 x 2 x sqrt2
-        rel = [100 * (g - e) / e for g, e in zip(got, abc)]
-        print(f"| {mid} | {sg} | {m['spacegroup_symprec_1e_3']} | {', '.join(f'{x:.3f}' for x in abc)} | "
-              f"{', '.join(f'{x:.3f}' for x in got)} | {', '.join(f'{x:+.1f}' for x in rel)} | {src} |")
+        sg_got = m["spacegroup_symprec_1e_3"]
+        rel = ", ".join(f"{100 * (g - e) / e:+.1f}" for g, e in zip(got, abc)) if sg_got == sg else "other setting"
+        apc_exp = _pseudocubic_angstrom(*abc, sg)
+        apc_got = _pseudocubic_angstrom(*got, sg_got)
+        if sg_got == 167:  # hexagonal axes: V = a^2 c sin(120)
+            apc_got = (got[0] * got[1] * got[2] * math.sin(math.radians(120)) / 6) ** (1 / 3)
+        print(f"| {mid} | {sg} | {sg_got} | {', '.join(f'{x:.3f}' for x in abc)} | "
+              f"{', '.join(f'{x:.3f}' for x in got)} | {rel} | {apc_exp:.3f} / {apc_got:.3f} | "
+              f"{100 * (apc_got - apc_exp) / apc_exp:+.1f} | {src} |")
 
 
 def spacegroup_table(doc: dict) -> None:
