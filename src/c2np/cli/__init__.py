@@ -18,6 +18,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.evaluate",
     "c2np.cli.identify",
     "c2np.cli.models",
+    "c2np.cli.catalog",
 )
 
 

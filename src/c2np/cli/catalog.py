@@ -1,0 +1,122 @@
+"""Commands on the material catalog: ``c2np catalog list | show | build``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from c2np.cli._common import console, handle_errors, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``catalog`` command group to ``app``."""
+    group = typer.Typer(name="catalog", no_args_is_help=True,
+                        help="The shipped perovskite-hydride catalog: list, show, rebuild.")
+    group.command("list")(list_cmd)
+    group.command("show")(show_cmd)
+    group.command("build")(build_cmd)
+    app.add_typer(group, name="catalog")
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+@handle_errors
+def list_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """List the shipped catalog materials (and the compositions left out, with reasons)."""
+    from rich.table import Table
+
+    from c2np.catalog import catalog_entries, catalog_failures
+
+    entries = catalog_entries()
+    failures = catalog_failures()
+    if json_out:
+        print_json({"materials": [
+            {"material_id": e.material_id, "chosen_prototype": e.chosen_prototype,
+             "spacegroup_symprec_1e_3": e.spacegroup_symprec_1e_3,
+             "spacegroup_symprec_1e_1": e.spacegroup_symprec_1e_1,
+             "international": e.international_symprec_1e_3,
+             "lattice_parameters": e.lattice_parameters, "energy_per_atom_ev": e.energy_per_atom_ev}
+            for e in entries],
+            "left_out": [{"material_id": f["material_id"], "reason": f["reason"]} for f in failures]})
+        return
+    table = Table(title=f"c2np catalog: {len(entries)} materials")
+    table.caption = "SG: space group at symprec 1e-3 Å (1e-1 Å); a, b, c: conventional cell (Å); E: eV/atom"
+    for col in ("id", "proto", "SG", "SG 0.1", "a", "b", "c", "E"):
+        table.add_column(col, justify="left" if col in ("id", "proto", "SG") else "right", no_wrap=True)
+    for e in entries:
+        lp = e.lattice_parameters or {}
+        table.add_row(e.material_id, e.chosen_prototype or "-",
+                      f"{e.spacegroup_symprec_1e_3} {e.international_symprec_1e_3}",
+                      str(e.spacegroup_symprec_1e_1), _fmt(lp.get("a"), ".4f"), _fmt(lp.get("b"), ".4f"),
+                      _fmt(lp.get("c"), ".4f"), _fmt(e.energy_per_atom_ev, ".4f"))
+    con = console()
+    con.print(table)
+    if failures:
+        con.print(f"[yellow]{len(failures)} compositions left out:[/]")
+        for f in failures:
+            con.print(f"  {f['material_id']}: {f['reason']}", highlight=False)
+
+
+@handle_errors
+def show_cmd(
+    material_id: str = typer.Argument(..., help="Material id, e.g. KMgH3."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full provenance record as JSON."),
+) -> None:
+    """Show one catalog material: provenance record and relaxed cell."""
+    from c2np.catalog import catalog_entries, get_cell
+
+    cell = get_cell(material_id)  # unknown id -> C2NPInputError -> exit 2
+    entry = next(e for e in catalog_entries() if e.material_id == material_id)
+    if json_out:
+        data = entry.to_dict()
+        data["cell"] = cell.to_dict()
+        print_json(data)
+        return
+    con = console()
+    lp = entry.lattice_parameters or {}
+    con.print(f"[bold]{entry.material_id}[/]  prototype {entry.chosen_prototype}, space group "
+              f"{entry.spacegroup_symprec_1e_3} ({entry.international_symprec_1e_3}) at symprec 1e-3 Å, "
+              f"{entry.spacegroup_symprec_1e_1} at 1e-1 Å", highlight=False)
+    con.print("conventional cell: " + ", ".join(f"{k} = {v:.4f}" for k, v in lp.items()), highlight=False)
+    con.print(f"energy {entry.energy_per_atom_ev:.5f} eV/atom, residual force "
+              f"{entry.max_force_ev_per_angstrom:.2e} eV/Å, residual stress {entry.max_stress_gpa:.2e} GPa, "
+              f"shortest distance {entry.shortest_distance_angstrom:.3f} Å", highlight=False)
+    con.print(f"potential {entry.potential_version}; fmax {entry.fmax_ev_per_angstrom} eV/Å, "
+              f"{entry.optimizer}, {entry.symmetry_library}", highlight=False)
+    con.print("prototypes:")
+    for p in entry.prototypes:
+        e = "-" if p.energy_per_atom_ev is None else f"{p.energy_per_atom_ev:.5f} eV/atom"
+        con.print(f"  {p.prototype:7s} {p.status:8s} {e}  SG {p.spacegroup_symprec_1e_3}  "
+                  f"{p.n_steps} steps  {p.time_s:.1f} s  {p.reason}", highlight=False)
+
+
+@handle_errors
+def build_cmd(
+    potential: str = typer.Option("chgnet", "--potential", help="chgnet (default) or sevenn."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma-separated material ids (default: all 82)."),
+    out: Path = typer.Option(Path("catalog"), "--out", help="Output folder (CIFs + catalog.json); "
+                             "an interrupted build resumes there."),
+    fmax: float = typer.Option(0.01, "--fmax", help="Force tolerance in eV/Å."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Relax the catalog compositions with a universal potential (resumable)."""
+    from c2np.catalog import build_catalog
+
+    ids = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
+    entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True)
+    ok = [e for e in entries if e.status == "ok"]
+    failed = [e for e in entries if e.status != "ok"]
+    if json_out:
+        print_json({"out": str(out), "n_built": len(ok), "n_failed": len(failed),
+                    "failures": [{"material_id": e.material_id, "reason": e.reason} for e in failed]})
+        return
+    con = console()
+    con.print(f"{len(ok)} materials built, {len(failed)} failed -> {out}", highlight=False)
+    for e in failed:
+        con.print(f"  [yellow]{e.material_id}[/]: {e.reason}", highlight=False)
