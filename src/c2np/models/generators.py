@@ -300,8 +300,8 @@ class DiffCSP(GeneratorBase):
 
 
 # ---------------------------------------------------------------------------------------
-class FlowMM(GeneratorBase):
-    """Conditional flow matching, uniform-ball prior -> particle, masked discrete flow on types."""
+class _MaskedTypeGenerator(GeneratorBase):
+    """Shared parts of the generators with a masked (absorbing-state) flow over types."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -311,6 +311,10 @@ class FlowMM(GeneratorBase):
     def _type_feat(self, types: Tensor, masked: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
         feat = self.slot_features(F.one_hot(types.clamp(min=0), S).float(), batch, c)
         return torch.where(masked.unsqueeze(-1), self.mask_emb.expand_as(feat), feat)
+
+
+class FlowMM(_MaskedTypeGenerator):
+    """Conditional flow matching, uniform-ball prior -> particle, masked discrete flow on types."""
 
     def loss(self, conds, particles, g):
         c = collate_conditions(conds)
@@ -357,17 +361,8 @@ class FlowMM(GeneratorBase):
 
 
 # ---------------------------------------------------------------------------------------
-class MatterGen(GeneratorBase):
+class MatterGen(_MaskedTypeGenerator):
     """DDPM over positions + absorbing-state discrete diffusion over types, CFG on R."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
-        self.mask_emb = nn.Parameter(torch.zeros(cfg.hidden))
-        self.denoiser = Denoiser(cfg, cfg.hidden)
-
-    def _type_feat(self, types: Tensor, masked: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
-        feat = self.slot_features(F.one_hot(types.clamp(min=0), S).float(), batch, c)
-        return torch.where(masked.unsqueeze(-1), self.mask_emb.expand_as(feat), feat)
 
     def loss(self, conds, particles, g):
         c = collate_conditions(conds)
