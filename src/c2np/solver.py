@@ -534,10 +534,14 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     s = np.sign(vec @ u)
     s[s == 0] = 1.0
     vec = vec * s[:, None]
+    # near-duplicates are merged by distance, not on a grid in the particle's frame (a
+    # grid would merge differently in every orientation): in length order, a vector closer
+    # than ``grid`` to a shorter one is dropped
     grid = max(0.5 * tol_loose, 0.05)
-    _, uniq = np.unique(np.round(vec / grid).astype(np.int64), axis=0, return_index=True)
-    vec = vec[np.sort(uniq)]
-    vec = vec[np.argsort(np.linalg.norm(vec, axis=1), kind="stable")]
+    vec = vec[np.lexsort((vec[:, 2], vec[:, 1], vec[:, 0], np.round(np.linalg.norm(vec, axis=1), 6)))]
+    pairs = cKDTree(vec).query_pairs(grid, output_type="ndarray")
+    if len(pairs):
+        vec = vec[np.setdiff1d(np.arange(len(vec)), np.max(pairs, axis=1))]
 
     n_candidates = int(len(vec))
     ref_probe = ref_idx[:max_ref_probes]
@@ -545,7 +549,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     probe_key = positions4[probe, 3]
 
     # 3. score in length order until a lattice is found --------------------------------
-    def search(bnd: _Bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
+    def search(bnd: _Bounds, min_in_bounds: int = min_in_bounds
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
         """Score candidates in length order until three independent translations are
         accepted (and a margin beyond them is covered)."""
         scores = _Scores()
@@ -596,7 +601,11 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             basis = _greedy_basis(all_ref[accepted])
             if basis is not None:
                 longest = float(np.max(np.linalg.norm(basis, axis=1)))
-                if float(np.linalg.norm(chunk[-1])) > 1.25 * longest + 0.5:
+                # a basis that does not map the particle onto itself exactly may be the
+                # sub-cell of a superstructure (perovskite tilts: sqrt(2) and 2 times
+                # longer): then the search goes on to twice its length
+                reach = 1.25 if s0 <= 10.0 * min_translation_tol_angstrom else 2.0
+                if float(np.linalg.norm(chunk[-1])) > reach * longest + 0.5:
                     break
         if basis is None:
             noise_hint.append(s0)
@@ -620,6 +629,16 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             again = search(_Bounds(bounds.equations, bounds.r_in, bounds.r_out, margin2))
             if again is not None:
                 found, margin_used = again, margin2
+    if n <= rescore_max_atoms and (found is None or found[3] > 10.0 * min_translation_tol_angstrom):
+        # a small particle whose best lattice leaves a residual (or none was found): every
+        # image inside the hull is tested and two images suffice, so that long translations,
+        # seen only by a few atom pairs near the surface, count. A clean particle is mapped
+        # onto itself exactly by its true lattice; that result is kept when it fits clearly
+        # better than the first
+        exact = search(_Bounds(bounds.equations, bounds.r_in, bounds.r_out, -1e-5),
+                       min(min_in_bounds, 2))
+        if exact is not None and (found is None or exact[3] < 0.5 * found[3]):
+            found, margin_used = exact, -1e-5
     if found is None:
         raise C2NPInputError("solver input: no lattice found (no three independent translations "
                              "map the particle onto itself)")
