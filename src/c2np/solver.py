@@ -404,6 +404,52 @@ def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
     return records, next(rec for rec in found if rec[1] == best), 1
 
 
+def _complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
+                    tol_angstrom: float, max_missing: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Sites absent from a small particle, restored by symmetry.
+
+    Each rotation of the lattice's point group is paired with the translations that map one
+    site of the rarest species onto another; an operation under which every site but at
+    most ``max_missing`` lands on a site of its species (within ``tol_angstrom``) is taken
+    as a symmetry, and the images that land nowhere become new sites. Returns (frac, numbers)
+    with the new sites appended (unchanged when none is found). Shapes (m, 3), (m,).
+    """
+    import moyopy
+
+    lat_ds = moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
+                                symprec=max(tol_angstrom, 0.01))
+    rots = np.asarray(lat_ds.operations.rotations, dtype=float)
+    zs, cnt = np.unique(numbers, return_counts=True)
+    z_ref = zs[np.argmin(cnt)]
+    ref = np.flatnonzero(numbers == z_ref)
+    new_f: list[np.ndarray] = []
+    new_z: list[int] = []
+
+    def unmatched(img: np.ndarray, z_img: np.ndarray, f_all: np.ndarray, z_all: np.ndarray) -> np.ndarray:
+        d = _min_image(img[:, None, :] - f_all[None, :, :]) @ lattice
+        dist = np.linalg.norm(d, axis=2)
+        dist[z_img[:, None] != z_all[None, :]] = np.inf
+        return np.min(dist, axis=1) > tol_angstrom
+
+    for w in rots:
+        wf = frac @ w.T
+        for j in ref:
+            tau = frac[j] - wf[ref[0]]
+            img = wf + tau
+            miss = unmatched(img, numbers, frac, numbers)
+            if not miss.any() or int(miss.sum()) > max_missing or miss.sum() * 5 >= len(frac):
+                continue
+            for f_new, z_new in zip(img[miss], numbers[miss]):
+                if new_f and not unmatched(f_new[None], np.array([z_new]), np.array(new_f),
+                                           np.array(new_z))[0]:
+                    continue
+                new_f.append(f_new - np.floor(f_new))
+                new_z.append(int(z_new))
+    if not new_f or len(new_f) > max_missing:
+        return frac, numbers
+    return np.vstack([frac, np.array(new_f)]), np.concatenate([numbers, np.array(new_z, dtype=numbers.dtype)])
+
+
 # --- the solver --------------------------------------------------------------------------------
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           symprec_sweep_angstrom: tuple[float, ...] = DEFAULT_SYMPREC_SWEEP_ANGSTROM,
@@ -799,6 +845,20 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     records, chosen_rec, plateau = _symmetry_sweep(lattice, prim_frac, prim_z, tried, stable_plateau)
     sp, number, ds = chosen_rec
     assert number is not None and ds is not None
+    n_restored = 0
+    if float(np.min(counts_used)) <= 2 and len(ds.operations.rotations) < len(
+            moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
+                               symprec=max(float(sp), 0.01)).operations.rotations):
+        # a small particle may hold no atom of some site, which lowers the symmetry found;
+        # such a site is restored from the operations the other sites obey, and kept when
+        # the completed cell is more symmetric
+        c_frac, c_z = _complete_sites(lattice, prim_frac, prim_z, tol_angstrom=max(float(sp), 0.01))
+        if len(c_z) > len(prim_z):
+            rec2, chosen2, plateau2 = _symmetry_sweep(lattice, c_frac, c_z, tried, stable_plateau)
+            if chosen2[2] is not None and len(chosen2[2].operations.rotations) > len(ds.operations.rotations):
+                n_restored = len(c_z) - len(prim_z)
+                records, chosen_rec, plateau = rec2, chosen2, plateau2
+                sp, number, ds = chosen_rec
     std_lat = np.asarray(ds.std_cell.basis, dtype=float)
     a, b, c, al, be, ga = lattice_parameters(std_lat)
     cell = UnitCell("identified", std_lat, np.asarray(ds.std_cell.numbers, dtype=np.int64),
@@ -812,7 +872,9 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     # (sqrt(3) sigma vs sqrt(6) sigma); a wrong lattice smears the sites far more
     expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3
     fit = float(min(1.0, expected_rms / rms)) if rms > 0 else 1.0
-    confidence = float(np.clip(explained * stability * support * consistency * fit, 0.0, 1.0))
+    completeness = 1.0 - n_restored / float(len(prim_z) + n_restored)  # restored sites are inferred
+    confidence = float(np.clip(explained * stability * support * consistency * fit * completeness,
+                               0.0, 1.0))
     diagnostics: dict[str, Any] = {
         "reference_element": ref_z,
         "inscribed_radius_angstrom": r_in,
@@ -828,6 +890,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "site_rms_angstrom": float(rms),
         "n_sites": int(len(used)),
         "n_stray_clusters": int(np.sum(~keep_site)),
+        "n_sites_restored": int(n_restored),
         "site_counts": counts_used.tolist(),
         "explained_fraction": explained,
         "symprec_floor_angstrom": float(floor),
