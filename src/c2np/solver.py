@@ -195,6 +195,16 @@ def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
     return _Bounds(eq, r_in, float(r.max()), float(margin))
 
 
+def _whole_shells(r_sorted: np.ndarray, k: int, *, tol_angstrom: float = 1e-6) -> int:
+    """Smallest k' >= k such that the first k' of ``r_sorted`` (ascending, Å) end a shell
+    (the next value is more than ``tol_angstrom`` larger), so that a cut never splits atoms
+    at equal distance (their order is the input's)."""
+    k = int(min(max(k, 0), len(r_sorted)))
+    while 0 < k < len(r_sorted) and r_sorted[k] - r_sorted[k - 1] <= tol_angstrom:
+        k += 1
+    return k
+
+
 def _greedy_basis(vectors: np.ndarray, *, min_sin: float = 0.1) -> np.ndarray | None:
     """Shortest three linearly independent rows of ``vectors`` (sorted by length), or None."""
     if len(vectors) < 3:
@@ -524,13 +534,16 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     if bounds.r_out - boundary_margin_angstrom <= 1.0:
         raise C2NPInputError(f"solver input: the particle is too small (radius "
                              f"{bounds.r_out:.2f} Å) to find a lattice")
+    # every "closest k atoms" below takes whole shells of equal distance from the centroid,
+    # so the sets do not depend on the atom order or on rounding in the particle's frame
     by_centre = np.argsort(r, kind="stable")
+    r_key = r
 
     positions4 = np.column_stack([rel, nums * _ELEMENT_KEY])
     tree = cKDTree(positions4)
 
     # same-element nearest-neighbour distances of central atoms -> loose tolerance
-    probe = by_centre[:max_probe_atoms]
+    probe = by_centre[:_whole_shells(r_key[by_centre], max_probe_atoms)]
     dnn, _ = tree.query(positions4[probe], k=2)
     same = dnn[:, 1] < _ELEMENT_KEY * 0.5
     if not same.any():
@@ -556,7 +569,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         raise C2NPInputError("solver input: no element has 4 or more atoms; no lattice to find")
     ref_idx = by_centre[nums[by_centre] == ref_z]
     n_orig = int(np.clip(max_candidate_pairs // len(ref_idx), n_origins, len(ref_idx)))
-    origins = ref_idx[:n_orig]
+    origins = ref_idx[:_whole_shells(r_key[ref_idx], n_orig)]
+    n_orig = len(origins)
     lmax = min(max_translation_angstrom, 2.0 * (bounds.r_out - boundary_margin_angstrom))
     pieces = [(rel[ref_idx][None, :, :] - rel[origins][:, None, :]).reshape(-1, 3)]
     budget = max_candidate_pairs - n_orig * len(ref_idx)
@@ -567,7 +581,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         if z == ref_z or counts[i] < 2 or budget < 2 * counts[i]:
             continue
         idx_z = by_centre[nums[by_centre] == z]
-        k = int(min(len(idx_z), budget // len(idx_z)))
+        k = _whole_shells(r_key[idx_z], int(min(len(idx_z), budget // len(idx_z))))
         pieces.append((rel[idx_z][None, :, :] - rel[idx_z[:k]][:, None, :]).reshape(-1, 3))
         budget -= k * len(idx_z)
     vec = np.concatenate(pieces)
@@ -590,7 +604,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         vec = vec[np.setdiff1d(np.arange(len(vec)), np.max(pairs, axis=1))]
 
     n_candidates = int(len(vec))
-    ref_probe = ref_idx[:max_ref_probes]
+    ref_probe = ref_idx[:_whole_shells(r_key[ref_idx], max_ref_probes)]
     probe_pos = rel[probe]
     probe_key = positions4[probe, 3]
 
