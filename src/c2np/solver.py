@@ -460,6 +460,78 @@ def _complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, 
     return np.vstack([frac, np.array(new_f)]), np.concatenate([numbers, np.array(new_z, dtype=numbers.dtype)])
 
 
+def _low_support_basis(partial: tuple[Any, ...], rel: np.ndarray, nums: np.ndarray,
+                       d_same_min: float, *, max_third: int = 24
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
+    """Third lattice vector of a small particle when only two are well supported.
+
+    ``partial`` holds the accepted translations of a failed exact search (images of two or
+    more elements) and the looser set (images of one element suffice, e.g. a single atom
+    pair). With the two shortest independent accepted vectors fixed, each of the
+    ``max_third`` shortest loose vectors out of their plane is tried as the third: the atoms
+    are folded into that cell (only exact coincidences merge) and the basis whose folded
+    crystal has the most symmetry operations (moyopy) wins: a wrong third vector shifts whole
+    layers of atoms off their sites, which leaves no symmetry. Sites absent from the particle
+    are first restored by symmetry (:func:`_complete_sites`). Unless one candidate is
+    strictly the most symmetric, with more than the inversion, None is returned (no guess).
+    Returns the search tuple (basis, accepted vectors, weights, residual, tolerance, counts).
+    """
+    import moyopy
+
+    acc, acc_n, loose, loose_n, s0, tol_acc, n_pre, n_scored = partial
+    if len(acc) < 2 or len(loose) == 0:
+        return None
+    order = np.argsort(np.linalg.norm(acc, axis=1), kind="stable")
+    v1 = acc[order[0]]
+    cross = np.linalg.norm(np.cross(v1, acc[order]), axis=1) / (
+        np.linalg.norm(v1) * np.linalg.norm(acc[order], axis=1))
+    second = np.flatnonzero(cross > 0.1)
+    if len(second) == 0:
+        return None
+    v2 = acc[order][second[0]]
+    normal = np.cross(v1, v2)
+    normal = normal / np.linalg.norm(normal)
+    ln = np.linalg.norm(loose, axis=1)
+    cands = np.flatnonzero(np.abs(loose @ normal) / ln > 0.1)
+    cands = cands[np.argsort(ln[cands], kind="stable")][:max_third]
+    if len(cands) == 0:
+        return None
+    # only exact coincidences merge (this runs on particles mapped onto themselves exactly)
+    r_site = min(max(0.01, 3.0 * float(s0)) if np.isfinite(s0) else 0.01, 0.25 * d_same_min)
+    best: tuple[int, int, float, int] | None = None
+    ops_seen: list[int] = []
+    for i in cands:
+        red = _niggli(np.array([v1, v2, loose[i]]))
+        frac = rel @ np.linalg.inv(red)
+        frac = frac - np.floor(frac)
+        site_f: list[np.ndarray] = []
+        site_z: list[int] = []
+        for z in np.unique(nums):
+            idx = np.flatnonzero(nums == z)
+            _, cen = _cluster_sites(frac[idx], np.arange(len(idx)), red, r_site)
+            site_f.extend(cen)
+            site_z.extend([int(z)] * len(cen))
+        c_f, c_z = _complete_sites(red, np.array(site_f), np.array(site_z, dtype=np.int64),
+                                   tol_angstrom=r_site)
+        try:
+            n_ops = len(moyopy.MoyoDataset(moyopy.Cell(red.tolist(), c_f.tolist(), c_z.tolist()),
+                                           symprec=r_site).operations.rotations)
+        except Exception:  # no consistent symmetry at this tolerance
+            n_ops = 1
+        key = (-n_ops, len(site_f), round(abs(float(np.linalg.det(red))), 3), int(i))
+        ops_seen.append(n_ops)
+        if best is None or key[:3] < best[:3]:
+            best = key
+    assert best is not None
+    ops_sorted = sorted(ops_seen, reverse=True)
+    if ops_sorted[0] <= 2 or (len(ops_sorted) > 1 and ops_sorted[1] == ops_sorted[0]):
+        return None  # no candidate stands out: no guess
+    third = loose[best[3]]
+    vecs = np.vstack([acc, third[None, :]])
+    weights = np.concatenate([acc_n, loose_n[best[3]:best[3] + 1]])
+    return np.array([v1, v2, third]), vecs, weights, float(s0), float(tol_acc), int(n_pre), int(n_scored)
+
+
 # --- the solver --------------------------------------------------------------------------------
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           symprec_sweep_angstrom: tuple[float, ...] = DEFAULT_SYMPREC_SWEEP_ANGSTROM,
@@ -669,12 +741,22 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
                     break
         if basis is None:
             noise_hint.append(s0)
+            if len(accepted) and len(accepted) == len(scores.cat()[0]):
+                all_vec, all_ref, all_n, all_elem = scores.cat()
+                # the translations that map the particle onto itself, before the rule that
+                # asks for images of two elements (kept for the low-support fallback)
+                loose = matched & (ms <= bound)
+                partial.append((all_ref[accepted], all_n[accepted].astype(float),
+                                all_ref[loose], all_n[loose].astype(float),
+                                s0, tol_acc, n_prescreened, len(all_vec)))
             return None
         all_vec, all_ref, all_n, all_elem = scores.cat()
         return (basis, all_ref[accepted], all_n[accepted].astype(float), s0, tol_acc, n_prescreened,
                 len(all_vec))
 
+    low_support = False  # the third lattice vector rests on a single atom pair
     noise_hint: list[float] = []  # rms residual of the best candidate of a failed search
+    partial: list[tuple[Any, ...]] = []  # accepted translations of a failed search
     found = search(bounds)
     margin_used = boundary_margin_angstrom
     if found is None or (n <= rescore_max_atoms and found[3] < 0.05 * boundary_margin_angstrom):
@@ -699,6 +781,10 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
                        min(min_in_bounds, 2))
         if exact is not None and (found is None or exact[3] < 0.5 * found[3]):
             found, margin_used = exact, -1e-5
+        elif exact is None and found is None and partial:
+            low = _low_support_basis(partial[-1], rel, nums, d_same_min)
+            if low is not None:
+                found, margin_used, low_support = low, -1e-5, True
     if found is None:
         raise C2NPInputError("solver input: no lattice found (no three independent translations "
                              "map the particle onto itself)")
@@ -887,6 +973,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3
     fit = float(min(1.0, expected_rms / rms)) if rms > 0 else 1.0
     completeness = 1.0 - n_restored / float(len(prim_z) + n_restored)  # restored sites are inferred
+    if low_support:
+        completeness *= 0.5
     confidence = float(np.clip(explained * stability * support * consistency * fit * completeness,
                                0.0, 1.0))
     diagnostics: dict[str, Any] = {
@@ -905,6 +993,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "n_sites": int(len(used)),
         "n_stray_clusters": int(np.sum(~keep_site)),
         "n_sites_restored": int(n_restored),
+        "low_support_lattice": bool(low_support),
         "site_counts": counts_used.tolist(),
         "explained_fraction": explained,
         "symprec_floor_angstrom": float(floor),
