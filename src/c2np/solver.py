@@ -471,9 +471,11 @@ def _low_support_basis(partial: tuple[Any, ...], rel: np.ndarray, nums: np.ndarr
     ``max_third`` shortest loose vectors out of their plane is tried as the third: the atoms
     are folded into that cell (only exact coincidences merge) and the basis whose folded
     crystal has the most symmetry operations (moyopy) wins: a wrong third vector shifts whole
-    layers of atoms off their sites, which leaves no symmetry. Sites absent from the particle
+    layers of atoms off their sites, which leaves no symmetry. A cell whose sites do not
+    match the particle's composition (each element's share within 0.1) is not taken. Sites absent from the particle
     are first restored by symmetry (:func:`_complete_sites`). Unless one candidate is
-    strictly the most symmetric, with more than the inversion, None is returned (no guess).
+    the most symmetric, with more than the inversion, or all the most symmetric candidates
+    generate one lattice, None is returned (no guess).
     Returns the search tuple (basis, accepted vectors, weights, residual, tolerance, counts).
     """
     import moyopy
@@ -499,7 +501,7 @@ def _low_support_basis(partial: tuple[Any, ...], rel: np.ndarray, nums: np.ndarr
     # only exact coincidences merge (this runs on particles mapped onto themselves exactly)
     r_site = min(max(0.01, 3.0 * float(s0)) if np.isfinite(s0) else 0.01, 0.25 * d_same_min)
     best: tuple[int, int, float, int] | None = None
-    ops_seen: list[int] = []
+    ops_seen: list[int] = []  # per candidate, in the order of ``cands``
     for i in cands:
         red = _niggli(np.array([v1, v2, loose[i]]))
         frac = rel @ np.linalg.inv(red)
@@ -518,14 +520,25 @@ def _low_support_basis(partial: tuple[Any, ...], rel: np.ndarray, nums: np.ndarr
                                            symprec=r_site).operations.rotations)
         except Exception:  # no consistent symmetry at this tolerance
             n_ops = 1
+        # the cell must hold the particle's composition (a sub-cell of one sublattice,
+        # e.g. half of a cation repeat, folds the other elements into too many sites)
+        zs_all, n_z = np.unique(nums, return_counts=True)
+        c_z_count = np.array([np.sum(c_z == z) for z in zs_all], dtype=float)
+        if np.max(np.abs(c_z_count / c_z_count.sum() - n_z / n_z.sum())) > 0.1:
+            n_ops = 1
         key = (-n_ops, len(site_f), round(abs(float(np.linalg.det(red))), 3), int(i))
         ops_seen.append(n_ops)
         if best is None or key[:3] < best[:3]:
             best = key
     assert best is not None
-    ops_sorted = sorted(ops_seen, reverse=True)
-    if ops_sorted[0] <= 2 or (len(ops_sorted) > 1 and ops_sorted[1] == ops_sorted[0]):
-        return None  # no candidate stands out: no guess
+    top = [int(j) for j, o in zip(cands, ops_seen) if o == -best[0]]
+    basis_best = np.array([v1, v2, loose[best[3]]])
+    coef = loose[top] @ np.linalg.inv(basis_best)
+    det_top = np.abs(np.linalg.det(np.stack([np.array([v1, v2, loose[j]]) for j in top])))
+    same_lattice = bool(np.all(np.abs(coef - np.round(coef)) <= 0.05)
+                        and np.all(np.abs(det_top - det_top[0]) <= 1e-3 * det_top[0]))
+    if -best[0] <= 2 or not same_lattice:
+        return None  # no lattice stands out (ties between different lattices): no guess
     third = loose[best[3]]
     vecs = np.vstack([acc, third[None, :]])
     weights = np.concatenate([acc_n, loose_n[best[3]:best[3] + 1]])
