@@ -17,7 +17,13 @@ Algorithm (details and limits in ``docs/solver.md``):
    their mean squared residual must match the best candidate's within sampling error (a
    true lattice vector leaves pure noise; a pseudo-translation of a distorted structure
    leaves the distortion too). Candidates are scored in order of length until three
-   independent accepted vectors are found and a margin beyond them is covered.
+   independent accepted vectors are found and a margin beyond them is covered (twice their
+   length when they leave a residual: a superstructure's sub-cell). Near-duplicate
+   candidates are merged by distance; "closest k atoms" cuts take whole distance shells, so
+   no step depends on the frame or the atom order. Small particles whose lattice leaves a
+   residual are searched again exactly (every image in the hull, two images suffice); when
+   only two translations are well supported, the third is the one-pair translation whose
+   folded crystal is uniquely the most symmetric (with the particle's composition).
 3. *Lattice.* The shortest three independent accepted vectors form the basis. An accepted
    vector that is not an integer combination of them is checked through the short vectors
    it implies and dropped if they fail; otherwise a search over triples finds the finer
@@ -31,12 +37,14 @@ Algorithm (details and limits in ``docs/solver.md``):
    noise floor estimated from the site scatter. The answer is the space group of the
    tightest *plateau* (the first group found at two consecutive tolerances). The result
    is moyopy's standardized (idealized) conventional cell at the tightest tolerance of
-   that plateau.
+   that plateau. Sites absent from a small particle are restored by symmetry (lattice
+   rotations under which all other sites map onto sites) when that raises the symmetry.
 6. *Confidence* = explained fraction (atoms that sit on a reconstructed site) x stability
    of the space group over the sweep (plateau length / ``stable_plateau``) x repeat support
    (median copies of a site in the particle, (m - 1) / 3 capped at 1) x consistency of the
    accepted translations x site fit (atoms scatter about their sites no more than the
-   translation residuals predict). A particle that is not one crystal gets either an error
+   translation residuals predict) x completeness (sites seen, not restored; halved for a
+   low-support lattice). A particle that is not one crystal gets either an error
    or a low confidence.
 
 Independent of the particle's position, orientation and atom order (up to floating-point
