@@ -17,7 +17,13 @@ Algorithm (details and limits in ``docs/solver.md``):
    their mean squared residual must match the best candidate's within sampling error (a
    true lattice vector leaves pure noise; a pseudo-translation of a distorted structure
    leaves the distortion too). Candidates are scored in order of length until three
-   independent accepted vectors are found and a margin beyond them is covered.
+   independent accepted vectors are found and a margin beyond them is covered (twice their
+   length when they leave a residual: a superstructure's sub-cell). Near-duplicate
+   candidates are merged by distance; "closest k atoms" cuts take whole distance shells, so
+   no step depends on the frame or the atom order. Small particles whose lattice leaves a
+   residual are searched again exactly (every image in the hull, two images suffice); when
+   only two translations are well supported, the third is the one-pair translation whose
+   folded crystal is uniquely the most symmetric (with the particle's composition).
 3. *Lattice.* The shortest three independent accepted vectors form the basis. An accepted
    vector that is not an integer combination of them is checked through the short vectors
    it implies and dropped if they fail; otherwise a search over triples finds the finer
@@ -31,12 +37,14 @@ Algorithm (details and limits in ``docs/solver.md``):
    noise floor estimated from the site scatter. The answer is the space group of the
    tightest *plateau* (the first group found at two consecutive tolerances). The result
    is moyopy's standardized (idealized) conventional cell at the tightest tolerance of
-   that plateau.
+   that plateau. Sites absent from a small particle are restored by symmetry (lattice
+   rotations under which all other sites map onto sites) when that raises the symmetry.
 6. *Confidence* = explained fraction (atoms that sit on a reconstructed site) x stability
    of the space group over the sweep (plateau length / ``stable_plateau``) x repeat support
    (median copies of a site in the particle, (m - 1) / 3 capped at 1) x consistency of the
    accepted translations x site fit (atoms scatter about their sites no more than the
-   translation residuals predict). A particle that is not one crystal gets either an error
+   translation residuals predict) x completeness (sites seen, not restored; halved for a
+   low-support lattice). A particle that is not one crystal gets either an error
    or a low confidence.
 
 Independent of the particle's position, orientation and atom order (up to floating-point
@@ -193,6 +201,16 @@ def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
     eq = np.unique(np.round(np.asarray(hull.equations, dtype=float), 9), axis=0)  # coplanar facets once
     r_in = float(np.min(-eq[:, 3]))
     return _Bounds(eq, r_in, float(r.max()), float(margin))
+
+
+def _whole_shells(r_sorted: np.ndarray, k: int, *, tol_angstrom: float = 1e-6) -> int:
+    """Smallest k' >= k such that the first k' of ``r_sorted`` (ascending, Å) end a shell
+    (the next value is more than ``tol_angstrom`` larger), so that a cut never splits atoms
+    at equal distance (their order is the input's)."""
+    k = int(min(max(k, 0), len(r_sorted)))
+    while 0 < k < len(r_sorted) and r_sorted[k] - r_sorted[k - 1] <= tol_angstrom:
+        k += 1
+    return k
 
 
 def _greedy_basis(vectors: np.ndarray, *, min_sin: float = 0.1) -> np.ndarray | None:
@@ -404,6 +422,137 @@ def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
     return records, next(rec for rec in found if rec[1] == best), 1
 
 
+def _complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
+                    tol_angstrom: float, max_missing: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Sites absent from a small particle, restored by symmetry.
+
+    Each rotation of the lattice's point group is paired with the translations that map one
+    site of the rarest species onto another; an operation under which every site but at
+    most ``max_missing`` lands on a site of its species (within ``tol_angstrom``) is taken
+    as a symmetry, and the images that land nowhere become new sites. Returns (frac, numbers)
+    with the new sites appended (unchanged when none is found). Shapes (m, 3), (m,).
+    """
+    import moyopy
+
+    lat_ds = moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
+                                symprec=max(tol_angstrom, 0.01))
+    rots = np.asarray(lat_ds.operations.rotations, dtype=float)
+    zs, cnt = np.unique(numbers, return_counts=True)
+    z_ref = zs[np.argmin(cnt)]
+    ref = np.flatnonzero(numbers == z_ref)
+    new_f: list[np.ndarray] = []
+    new_z: list[int] = []
+
+    def unmatched(img: np.ndarray, z_img: np.ndarray, f_all: np.ndarray, z_all: np.ndarray) -> np.ndarray:
+        d = _min_image(img[:, None, :] - f_all[None, :, :]) @ lattice
+        dist = np.linalg.norm(d, axis=2)
+        dist[z_img[:, None] != z_all[None, :]] = np.inf
+        return np.min(dist, axis=1) > tol_angstrom
+
+    for w in rots:
+        wf = frac @ w.T
+        for j in ref:
+            tau = frac[j] - wf[ref[0]]
+            img = wf + tau
+            miss = unmatched(img, numbers, frac, numbers)
+            if not miss.any() or int(miss.sum()) > max_missing or miss.sum() * 5 >= len(frac):
+                continue
+            for f_new, z_new in zip(img[miss], numbers[miss]):
+                if new_f and not unmatched(f_new[None], np.array([z_new]), np.array(new_f),
+                                           np.array(new_z))[0]:
+                    continue
+                new_f.append(f_new - np.floor(f_new))
+                new_z.append(int(z_new))
+    if not new_f or len(new_f) > max_missing:
+        return frac, numbers
+    return np.vstack([frac, np.array(new_f)]), np.concatenate([numbers, np.array(new_z, dtype=numbers.dtype)])
+
+
+def _low_support_basis(partial: tuple[Any, ...], rel: np.ndarray, nums: np.ndarray,
+                       d_same_min: float, *, max_third: int = 24
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
+    """Third lattice vector of a small particle when only two are well supported.
+
+    ``partial`` holds the accepted translations of a failed exact search (images of two or
+    more elements) and the looser set (images of one element suffice, e.g. a single atom
+    pair). With the two shortest independent accepted vectors fixed, each of the
+    ``max_third`` shortest loose vectors out of their plane is tried as the third: the atoms
+    are folded into that cell (only exact coincidences merge) and the basis whose folded
+    crystal has the most symmetry operations (moyopy) wins: a wrong third vector shifts whole
+    layers of atoms off their sites, which leaves no symmetry. A cell whose sites do not
+    match the particle's composition (each element's share within 0.1) is not taken. Sites absent from the particle
+    are first restored by symmetry (:func:`_complete_sites`). Unless one candidate is
+    the most symmetric, with more than the inversion, or all the most symmetric candidates
+    generate one lattice, None is returned (no guess).
+    Returns the search tuple (basis, accepted vectors, weights, residual, tolerance, counts).
+    """
+    import moyopy
+
+    acc, acc_n, loose, loose_n, s0, tol_acc, n_pre, n_scored = partial
+    if len(acc) < 2 or len(loose) == 0:
+        return None
+    order = np.argsort(np.linalg.norm(acc, axis=1), kind="stable")
+    v1 = acc[order[0]]
+    cross = np.linalg.norm(np.cross(v1, acc[order]), axis=1) / (
+        np.linalg.norm(v1) * np.linalg.norm(acc[order], axis=1))
+    second = np.flatnonzero(cross > 0.1)
+    if len(second) == 0:
+        return None
+    v2 = acc[order][second[0]]
+    normal = np.cross(v1, v2)
+    normal = normal / np.linalg.norm(normal)
+    ln = np.linalg.norm(loose, axis=1)
+    cands = np.flatnonzero(np.abs(loose @ normal) / ln > 0.1)
+    cands = cands[np.argsort(ln[cands], kind="stable")][:max_third]
+    if len(cands) == 0:
+        return None
+    # only exact coincidences merge (this runs on particles mapped onto themselves exactly)
+    r_site = min(max(0.01, 3.0 * float(s0)) if np.isfinite(s0) else 0.01, 0.25 * d_same_min)
+    best: tuple[int, int, float, int] | None = None
+    ops_seen: list[int] = []  # per candidate, in the order of ``cands``
+    for i in cands:
+        red = _niggli(np.array([v1, v2, loose[i]]))
+        frac = rel @ np.linalg.inv(red)
+        frac = frac - np.floor(frac)
+        site_f: list[np.ndarray] = []
+        site_z: list[int] = []
+        for z in np.unique(nums):
+            idx = np.flatnonzero(nums == z)
+            _, cen = _cluster_sites(frac[idx], np.arange(len(idx)), red, r_site)
+            site_f.extend(cen)
+            site_z.extend([int(z)] * len(cen))
+        c_f, c_z = _complete_sites(red, np.array(site_f), np.array(site_z, dtype=np.int64),
+                                   tol_angstrom=r_site)
+        try:
+            n_ops = len(moyopy.MoyoDataset(moyopy.Cell(red.tolist(), c_f.tolist(), c_z.tolist()),
+                                           symprec=r_site).operations.rotations)
+        except Exception:  # no consistent symmetry at this tolerance
+            n_ops = 1
+        # the cell must hold the particle's composition (a sub-cell of one sublattice,
+        # e.g. half of a cation repeat, folds the other elements into too many sites)
+        zs_all, n_z = np.unique(nums, return_counts=True)
+        c_z_count = np.array([np.sum(c_z == z) for z in zs_all], dtype=float)
+        if np.max(np.abs(c_z_count / c_z_count.sum() - n_z / n_z.sum())) > 0.1:
+            n_ops = 1
+        key = (-n_ops, len(site_f), round(abs(float(np.linalg.det(red))), 3), int(i))
+        ops_seen.append(n_ops)
+        if best is None or key[:3] < best[:3]:
+            best = key
+    assert best is not None
+    top = [int(j) for j, o in zip(cands, ops_seen) if o == -best[0]]
+    basis_best = np.array([v1, v2, loose[best[3]]])
+    coef = loose[top] @ np.linalg.inv(basis_best)
+    det_top = np.abs(np.linalg.det(np.stack([np.array([v1, v2, loose[j]]) for j in top])))
+    same_lattice = bool(np.all(np.abs(coef - np.round(coef)) <= 0.05)
+                        and np.all(np.abs(det_top - det_top[0]) <= 1e-3 * det_top[0]))
+    if -best[0] <= 2 or not same_lattice:
+        return None  # no lattice stands out (ties between different lattices): no guess
+    third = loose[best[3]]
+    vecs = np.vstack([acc, third[None, :]])
+    weights = np.concatenate([acc_n, loose_n[best[3]:best[3] + 1]])
+    return np.array([v1, v2, third]), vecs, weights, float(s0), float(tol_acc), int(n_pre), int(n_scored)
+
+
 # --- the solver --------------------------------------------------------------------------------
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
           symprec_sweep_angstrom: tuple[float, ...] = DEFAULT_SYMPREC_SWEEP_ANGSTROM,
@@ -478,13 +627,16 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     if bounds.r_out - boundary_margin_angstrom <= 1.0:
         raise C2NPInputError(f"solver input: the particle is too small (radius "
                              f"{bounds.r_out:.2f} Å) to find a lattice")
+    # every "closest k atoms" below takes whole shells of equal distance from the centroid,
+    # so the sets do not depend on the atom order or on rounding in the particle's frame
     by_centre = np.argsort(r, kind="stable")
+    r_key = r
 
     positions4 = np.column_stack([rel, nums * _ELEMENT_KEY])
     tree = cKDTree(positions4)
 
     # same-element nearest-neighbour distances of central atoms -> loose tolerance
-    probe = by_centre[:max_probe_atoms]
+    probe = by_centre[:_whole_shells(r_key[by_centre], max_probe_atoms)]
     dnn, _ = tree.query(positions4[probe], k=2)
     same = dnn[:, 1] < _ELEMENT_KEY * 0.5
     if not same.any():
@@ -510,7 +662,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         raise C2NPInputError("solver input: no element has 4 or more atoms; no lattice to find")
     ref_idx = by_centre[nums[by_centre] == ref_z]
     n_orig = int(np.clip(max_candidate_pairs // len(ref_idx), n_origins, len(ref_idx)))
-    origins = ref_idx[:n_orig]
+    origins = ref_idx[:_whole_shells(r_key[ref_idx], n_orig)]
+    n_orig = len(origins)
     lmax = min(max_translation_angstrom, 2.0 * (bounds.r_out - boundary_margin_angstrom))
     pieces = [(rel[ref_idx][None, :, :] - rel[origins][:, None, :]).reshape(-1, 3)]
     budget = max_candidate_pairs - n_orig * len(ref_idx)
@@ -521,7 +674,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         if z == ref_z or counts[i] < 2 or budget < 2 * counts[i]:
             continue
         idx_z = by_centre[nums[by_centre] == z]
-        k = int(min(len(idx_z), budget // len(idx_z)))
+        k = _whole_shells(r_key[idx_z], int(min(len(idx_z), budget // len(idx_z))))
         pieces.append((rel[idx_z][None, :, :] - rel[idx_z[:k]][:, None, :]).reshape(-1, 3))
         budget -= k * len(idx_z)
     vec = np.concatenate(pieces)
@@ -534,18 +687,23 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     s = np.sign(vec @ u)
     s[s == 0] = 1.0
     vec = vec * s[:, None]
+    # near-duplicates are merged by distance, not on a grid in the particle's frame (a
+    # grid would merge differently in every orientation): in length order, a vector closer
+    # than ``grid`` to a shorter one is dropped
     grid = max(0.5 * tol_loose, 0.05)
-    _, uniq = np.unique(np.round(vec / grid).astype(np.int64), axis=0, return_index=True)
-    vec = vec[np.sort(uniq)]
-    vec = vec[np.argsort(np.linalg.norm(vec, axis=1), kind="stable")]
+    vec = vec[np.lexsort((vec[:, 2], vec[:, 1], vec[:, 0], np.round(np.linalg.norm(vec, axis=1), 6)))]
+    pairs = cKDTree(vec).query_pairs(grid, output_type="ndarray")
+    if len(pairs):
+        vec = vec[np.setdiff1d(np.arange(len(vec)), np.max(pairs, axis=1))]
 
     n_candidates = int(len(vec))
-    ref_probe = ref_idx[:max_ref_probes]
+    ref_probe = ref_idx[:_whole_shells(r_key[ref_idx], max_ref_probes)]
     probe_pos = rel[probe]
     probe_key = positions4[probe, 3]
 
     # 3. score in length order until a lattice is found --------------------------------
-    def search(bnd: _Bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
+    def search(bnd: _Bounds, min_in_bounds: int = min_in_bounds
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float, int, int] | None:
         """Score candidates in length order until three independent translations are
         accepted (and a margin beyond them is covered)."""
         scores = _Scores()
@@ -596,16 +754,30 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             basis = _greedy_basis(all_ref[accepted])
             if basis is not None:
                 longest = float(np.max(np.linalg.norm(basis, axis=1)))
-                if float(np.linalg.norm(chunk[-1])) > 1.25 * longest + 0.5:
+                # a basis that does not map the particle onto itself exactly may be the
+                # sub-cell of a superstructure (perovskite tilts: sqrt(2) and 2 times
+                # longer): then the search goes on to twice its length
+                reach = 1.25 if s0 <= 10.0 * min_translation_tol_angstrom else 2.0
+                if float(np.linalg.norm(chunk[-1])) > reach * longest + 0.5:
                     break
         if basis is None:
             noise_hint.append(s0)
+            if len(accepted) and len(accepted) == len(scores.cat()[0]):
+                all_vec, all_ref, all_n, all_elem = scores.cat()
+                # the translations that map the particle onto itself, before the rule that
+                # asks for images of two elements (kept for the low-support fallback)
+                loose = matched & (ms <= bound)
+                partial.append((all_ref[accepted], all_n[accepted].astype(float),
+                                all_ref[loose], all_n[loose].astype(float),
+                                s0, tol_acc, n_prescreened, len(all_vec)))
             return None
         all_vec, all_ref, all_n, all_elem = scores.cat()
         return (basis, all_ref[accepted], all_n[accepted].astype(float), s0, tol_acc, n_prescreened,
                 len(all_vec))
 
+    low_support = False  # the third lattice vector rests on a single atom pair
     noise_hint: list[float] = []  # rms residual of the best candidate of a failed search
+    partial: list[tuple[Any, ...]] = []  # accepted translations of a failed search
     found = search(bounds)
     margin_used = boundary_margin_angstrom
     if found is None or (n <= rescore_max_atoms and found[3] < 0.05 * boundary_margin_angstrom):
@@ -620,6 +792,20 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             again = search(_Bounds(bounds.equations, bounds.r_in, bounds.r_out, margin2))
             if again is not None:
                 found, margin_used = again, margin2
+    if n <= rescore_max_atoms and (found is None or found[3] > 10.0 * min_translation_tol_angstrom):
+        # a small particle whose best lattice leaves a residual (or none was found): every
+        # image inside the hull is tested and two images suffice, so that long translations,
+        # seen only by a few atom pairs near the surface, count. A clean particle is mapped
+        # onto itself exactly by its true lattice; that result is kept when it fits clearly
+        # better than the first
+        exact = search(_Bounds(bounds.equations, bounds.r_in, bounds.r_out, -1e-5),
+                       min(min_in_bounds, 2))
+        if exact is not None and (found is None or exact[3] < 0.5 * found[3]):
+            found, margin_used = exact, -1e-5
+        elif exact is None and found is None and partial:
+            low = _low_support_basis(partial[-1], rel, nums, d_same_min)
+            if low is not None:
+                found, margin_used, low_support = low, -1e-5, True
     if found is None:
         raise C2NPInputError("solver input: no lattice found (no three independent translations "
                              "map the particle onto itself)")
@@ -780,6 +966,20 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     records, chosen_rec, plateau = _symmetry_sweep(lattice, prim_frac, prim_z, tried, stable_plateau)
     sp, number, ds = chosen_rec
     assert number is not None and ds is not None
+    n_restored = 0
+    if float(np.min(counts_used)) <= 2 and len(ds.operations.rotations) < len(
+            moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
+                               symprec=max(float(sp), 0.01)).operations.rotations):
+        # a small particle may hold no atom of some site, which lowers the symmetry found;
+        # such a site is restored from the operations the other sites obey, and kept when
+        # the completed cell is more symmetric
+        c_frac, c_z = _complete_sites(lattice, prim_frac, prim_z, tol_angstrom=max(float(sp), 0.01))
+        if len(c_z) > len(prim_z):
+            rec2, chosen2, plateau2 = _symmetry_sweep(lattice, c_frac, c_z, tried, stable_plateau)
+            if chosen2[2] is not None and len(chosen2[2].operations.rotations) > len(ds.operations.rotations):
+                n_restored = len(c_z) - len(prim_z)
+                records, chosen_rec, plateau = rec2, chosen2, plateau2
+                sp, number, ds = chosen_rec
     std_lat = np.asarray(ds.std_cell.basis, dtype=float)
     a, b, c, al, be, ga = lattice_parameters(std_lat)
     cell = UnitCell("identified", std_lat, np.asarray(ds.std_cell.numbers, dtype=np.int64),
@@ -793,7 +993,11 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     # (sqrt(3) sigma vs sqrt(6) sigma); a wrong lattice smears the sites far more
     expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3
     fit = float(min(1.0, expected_rms / rms)) if rms > 0 else 1.0
-    confidence = float(np.clip(explained * stability * support * consistency * fit, 0.0, 1.0))
+    completeness = 1.0 - n_restored / float(len(prim_z) + n_restored)  # restored sites are inferred
+    if low_support:
+        completeness *= 0.5
+    confidence = float(np.clip(explained * stability * support * consistency * fit * completeness,
+                               0.0, 1.0))
     diagnostics: dict[str, Any] = {
         "reference_element": ref_z,
         "inscribed_radius_angstrom": r_in,
@@ -809,6 +1013,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         "site_rms_angstrom": float(rms),
         "n_sites": int(len(used)),
         "n_stray_clusters": int(np.sum(~keep_site)),
+        "n_sites_restored": int(n_restored),
+        "low_support_lattice": bool(low_support),
         "site_counts": counts_used.tolist(),
         "explained_fraction": explained,
         "symprec_floor_angstrom": float(floor),
