@@ -483,9 +483,15 @@ def _union_graph_cost(small: np.ndarray, large: np.ndarray, rows: np.ndarray,
     key = np.unique(rows.astype(np.int64) * nl + cols)
     r, c = key // nl, key % nl
     w = np.einsum("ij,ij->i", small[r] - large[c], small[r] - large[c])
-    # +1 offset: the solver treats 0 as "no edge"; every full matching has ns edges, so a
-    # constant shift does not change which matching is optimal.
-    graph = csr_matrix((w + 1.0, (r, c)), shape=(ns, nl))
+    # The solver gets integer-valued costs (w in units of 2^-s Å², s <= 30, exact in
+    # float64): with arbitrary float costs scipy's LAPJVsp can loop without end (seen on
+    # feasible 1,800-atom graphs). Rounding moves the total of any matching by at most
+    # ns · 2^-(s+1) Å²; the returned value is the exact float sum of the matching found.
+    # +1 Å² offset: the solver treats 0 as "no edge"; every full matching has ns edges, so
+    # a constant shift does not change which matching is optimal.
+    wmax = float(w.max()) if len(w) else 0.0
+    unit = 2.0 ** min(30, math.floor(40.0 - math.log2(wmax + 2.0)))
+    graph = csr_matrix((np.rint(w * unit) + unit, (r, c)), shape=(ns, nl))
     try:
         ri, ci = min_weight_full_bipartite_matching(graph)
     except ValueError:
