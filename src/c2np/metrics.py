@@ -114,8 +114,10 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     orientation, whatever the rounding of rotated coordinates; otherwise this is numpy's
     ``histogram(pdist(x), n_bins, (0, r_max))``.
 
-    Exact (every pair within ``r_max`` is counted, distances in float64 as ``pdist``), but
-    only pairs that can be within ``r_max`` are visited: atoms are sorted into xy columns
+    Exact (every pair within ``r_max`` is counted, with the bin float64 ``pdist`` distances
+    give: candidates are binned in float32 and those within a proven error band of a bin
+    edge are recomputed in float64), but only pairs that can be within ``r_max`` are
+    visited: atoms are sorted into xy columns
     of width ``column_angstrom`` and by z within a column; for each atom and each
     neighbouring column the candidates are one contiguous run in z, cut to the exact
     window ``|Δz| <= sqrt(r² − gap_xy²)`` that the atom's xy gap to that column allows.
