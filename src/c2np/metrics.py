@@ -104,7 +104,7 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
                          r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
                          n_bins: int = RDF_N_BINS,
                          column_angstrom: float = 5.0,
-                         chunk_pairs: int = 12_288) -> np.ndarray:
+                         chunk_pairs: int = 65_536) -> np.ndarray:
     """Histogram of all unordered pair distances ``d_ij`` (i < j) on ``[0, r_max]`` Å.
 
     Returns ``(n_bins,)`` int64 counts; bin k holds ``k Δ <= d + ε < (k + 1) Δ`` with
@@ -114,8 +114,10 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     orientation, whatever the rounding of rotated coordinates; otherwise this is numpy's
     ``histogram(pdist(x), n_bins, (0, r_max))``.
 
-    Exact (every pair within ``r_max`` is counted, distances in float64 as ``pdist``), but
-    only pairs that can be within ``r_max`` are visited: atoms are sorted into xy columns
+    Exact (every pair within ``r_max`` is counted, with the bin float64 ``pdist`` distances
+    give: candidates are binned in float32 and those within a proven error band of a bin
+    edge are recomputed in float64), but only pairs that can be within ``r_max`` are
+    visited: atoms are sorted into xy columns
     of width ``column_angstrom`` and by z within a column; for each atom and each
     neighbouring column the candidates are one contiguous run in z, cut to the exact
     window ``|Δz| <= sqrt(r² − gap_xy²)`` that the atom's xy gap to that column allows.
@@ -123,7 +125,7 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     n = len(x)
-    out = np.zeros(n_bins + 1, dtype=np.int64)
+    out = np.zeros(n_bins + 1, dtype=np.int64)  # [n_bins]: r_max exactly (closed edge)
     if n < 2:
         return out[:n_bins]
     if not np.all(np.isfinite(x)):
@@ -169,9 +171,47 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
                if (dx > 0 or dy >= 0)
                and (max(abs(dx) - 1, 0) ** 2 + max(abs(dy) - 1, 0) ** 2) * h * h <= r2]
     scale = n_bins / r
+    # Candidates are binned in float32 on centred coordinates (half the memory traffic);
+    # a candidate whose float32 bin coordinate lies within `delta` of an integer (a bin
+    # edge, r_max included) is recomputed exactly in float64 from the original
+    # coordinates, so the counts equal the float64 computation. `delta` is a rigorous
+    # bound (x4) of the float32 error: inputs rounded to float32 (|c| <= u), differences,
+    # squares, sums, sqrt and the product each add at most 2^-24 relative.
+    centre = 0.5 * (x.min(axis=0) + x.max(axis=0))
+    u = float(np.abs(x - centre).max()) + 1.0
+    reach_max = r + math.sqrt(2.0) * h + margin + 1.0  # longest candidate distance
+    e32 = 2.0 ** -24
+    err_d = math.sqrt(3.0) * (2.0 * e32 * u + e32 * reach_max) + 6.0 * e32 * reach_max
+    delta = 4.0 * (scale * (err_d + 2.0 * EDGE_SNAP_ANGSTROM) + 2.0 * e32 * (n_bins + 2))
+    use32 = delta < 0.05
+    if use32:
+        c32 = (xs - centre).astype(np.float32)
+        f0, f1, f2 = (np.ascontiguousarray(c32[:, k]) for k in range(3))
+        scale32 = np.float32(scale)
+        cap32 = np.float32(n_bins + 1.5)  # beyond r_max: bin n_bins + 1, far from an edge
     buf_s: list[np.ndarray] = []
     buf_l: list[np.ndarray] = []
     buf_i: list[np.ndarray] = []
+
+    def exact_bins(ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
+        """float64 bin of each candidate pair (n_bins + 1 when beyond r_max)."""
+        d2 = (x0[jj] - x0[ii]) ** 2
+        d2 += (x1[jj] - x1[ii]) ** 2
+        d2 += (x2[jj] - x2[ii]) ** 2
+        keep = d2 <= r2
+        d = np.sqrt(d2)
+        d += EDGE_SNAP_ANGSTROM
+        d *= scale
+        b = np.where(keep, d, n_bins + 1).astype(np.int64)
+        return b
+
+    ar = np.arange(0)
+
+    def arange(k: int) -> np.ndarray:
+        nonlocal ar
+        if len(ar) < k:
+            ar = np.arange(max(k, 2 * chunk_pairs))
+        return ar[:k]
 
     def flush() -> None:
         s = np.concatenate(buf_s)
@@ -188,25 +228,40 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
             if tot == 0:
                 continue
             first = np.cumsum(ln) - ln
-            ii = np.repeat(i0[a:b], ln)
             jj = np.repeat(s[a:b] - first, ln)
-            jj += np.arange(tot)
-            d2 = np.take(x0, jj)
-            d2 -= np.take(x0, ii)
+            jj += arange(tot)
+            if not use32:
+                out[:] += np.bincount(exact_bins(np.repeat(i0[a:b], ln), jj),
+                                      minlength=n_bins + 2)[: n_bins + 1]
+                continue
+            ib = i0[a:b]
+            d2 = np.take(f0, jj)
+            d2 -= np.repeat(f0[ib], ln)
             d2 *= d2
-            dy = np.take(x1, jj)
-            dy -= np.take(x1, ii)
+            dy = np.take(f1, jj)
+            dy -= np.repeat(f1[ib], ln)
             dy *= dy
             d2 += dy
-            dy = np.take(x2, jj)
-            dy -= np.take(x2, ii)
+            dy = np.take(f2, jj)
+            dy -= np.repeat(f2[ib], ln)
             dy *= dy
             d2 += dy
-            d2 = d2[d2 <= r2]
             np.sqrt(d2, out=d2)
-            d2 += EDGE_SNAP_ANGSTROM
-            d2 *= scale
-            out[:] += np.bincount(d2.astype(np.int64), minlength=n_bins + 1)[: n_bins + 1]
+            d2 *= scale32
+            np.minimum(d2, cap32, out=d2)
+            np.rint(d2, out=dy)
+            dy -= d2
+            np.abs(dy, out=dy)
+            near = np.flatnonzero(dy < delta)
+            # float32 bin n_bins away from an edge means d > r_max: not counted
+            bins = d2.astype(np.int32)
+            out[:n_bins] += np.bincount(bins, minlength=n_bins + 2)[:n_bins]
+            if len(near):
+                # undo the float32 bins of near-edge candidates, add their exact bins
+                out[:n_bins] -= np.bincount(bins[near], minlength=n_bins + 2)[:n_bins]
+                run = np.searchsorted(np.cumsum(ln), near, "right")
+                out[:] += np.bincount(exact_bins(ib[run], jj[near]),
+                                      minlength=n_bins + 2)[: n_bins + 1]
 
     pending = 0
     for dx, dy in offsets:
@@ -430,9 +485,15 @@ def _union_graph_cost(small: np.ndarray, large: np.ndarray, rows: np.ndarray,
     key = np.unique(rows.astype(np.int64) * nl + cols)
     r, c = key // nl, key % nl
     w = np.einsum("ij,ij->i", small[r] - large[c], small[r] - large[c])
-    # +1 offset: the solver treats 0 as "no edge"; every full matching has ns edges, so a
-    # constant shift does not change which matching is optimal.
-    graph = csr_matrix((w + 1.0, (r, c)), shape=(ns, nl))
+    # The solver gets integer-valued costs (w in units of 2^-s Å², s <= 30, exact in
+    # float64): with arbitrary float costs scipy's LAPJVsp can loop without end (seen on
+    # feasible 1,800-atom graphs). Rounding moves the total of any matching by at most
+    # ns · 2^-(s+1) Å²; the returned value is the exact float sum of the matching found.
+    # +1 Å² offset: the solver treats 0 as "no edge"; every full matching has ns edges, so
+    # a constant shift does not change which matching is optimal.
+    wmax = float(w.max()) if len(w) else 0.0
+    unit = 2.0 ** min(30, math.floor(40.0 - math.log2(wmax + 2.0)))
+    graph = csr_matrix((np.rint(w * unit) + unit, (r, c)), shape=(ns, nl))
     try:
         ri, ci = min_weight_full_bipartite_matching(graph)
     except ValueError:

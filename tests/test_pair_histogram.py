@@ -1,0 +1,81 @@
+"""The exact pair-distance histogram (float32 candidates, float64 recheck near bin edges)
+against a straightforward ``pdist`` re-computation with the same 1e-9 Å edge convention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import pdist
+from scipy.spatial.transform import Rotation
+
+from c2np.metrics import EDGE_SNAP_ANGSTROM, pair_distance_counts
+
+R_MAX, N_BINS = 10.0, 128
+
+
+def _reference(x: np.ndarray, r_max: float = R_MAX, n_bins: int = N_BINS) -> np.ndarray:
+    """bin floor((d + ε) n_bins / r_max) of every pair with d <= r_max + ε, last bin closed."""
+    d = pdist(x)
+    d = d[d * d <= (r_max + EDGE_SNAP_ANGSTROM) ** 2]
+    b = np.floor((d + EDGE_SNAP_ANGSTROM) * (n_bins / r_max)).astype(np.int64)
+    return np.bincount(np.minimum(b, n_bins - 1), minlength=n_bins)
+
+
+def _cubic_ball(a: float, radius: float) -> np.ndarray:
+    k = np.arange(-int(radius / a) - 1, int(radius / a) + 2)
+    g = np.stack(np.meshgrid(k, k, k, indexing="ij"), axis=-1).reshape(-1, 3) * a
+    return g[np.linalg.norm(g, axis=1) <= radius]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_particles_equal_pdist(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1500, 3000))  # several chunks of candidates
+    x = rng.normal(size=(n, 3))
+    x *= rng.uniform(4.0, 9.0) / np.linalg.norm(x, axis=1, keepdims=True) ** rng.uniform(0, 1)
+    ref = _reference(x)
+    assert np.array_equal(pair_distance_counts(x), ref)
+    # away from edges this is numpy's histogram of the shifted distances
+    assert np.array_equal(ref, np.histogram(pdist(x) + EDGE_SNAP_ANGSTROM, N_BINS, (0, R_MAX))[0])
+    assert np.array_equal(pair_distance_counts(x, chunk_pairs=1000), ref)
+
+
+@pytest.mark.parametrize("a", [2.5, 10.0 / 128 * 20, 4.0])
+def test_lattice_pairs_on_bin_edges(a: float) -> None:
+    """Cubic lattices whose distances a·k (and 10 Å) lie exactly on bin edges, in several
+    orientations: every edge pair goes to the bin above, in every orientation."""
+    x0 = _cubic_ball(a, 12.0)
+    counts0 = pair_distance_counts(x0)
+    assert np.array_equal(counts0, _reference(x0))
+    for q in Rotation.random(3, random_state=11).as_quat():
+        x = x0 @ Rotation.from_quat(q).as_matrix().T + np.array([0.3, -1.7, 2.2])
+        c = pair_distance_counts(x)
+        assert np.array_equal(c, _reference(x))
+        assert np.array_equal(c, counts0)  # rotation-stable on edges
+    if a == 2.5:  # pairs at exactly 2.5 Å and at 10 Å (the closed right edge)
+        assert counts0[32] == _reference(x0)[32] > 0
+        assert counts0[N_BINS - 1] > 0
+
+
+def test_far_from_origin_and_spread_out() -> None:
+    """Large coordinates enlarge the float32 error band (more rechecks) or, beyond a
+    limit, switch to float64: the counts stay exact."""
+    rng = np.random.default_rng(3)
+    base = rng.uniform(-8, 8, size=(600, 3))
+    for shift in (50.0, 500.0, 5e4):
+        x = base + shift
+        assert np.array_equal(pair_distance_counts(x), _reference(x))
+    x = np.concatenate([base, base[:300] + [400.0, 0, 0], _cubic_ball(2.5, 8.0) + 900.0])
+    assert np.array_equal(pair_distance_counts(x), _reference(x))
+
+
+def test_other_ranges_and_degenerate_sets() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-6, 6, size=(800, 3))
+    for r_max, n_bins in ((3.0, 7), (25.0, 200), (10.0, 1)):
+        assert np.array_equal(pair_distance_counts(x, r_max_angstrom=r_max, n_bins=n_bins),
+                              _reference(x, r_max, n_bins))
+    assert pair_distance_counts(np.zeros((40, 3)))[0] == 40 * 39 // 2
+    assert pair_distance_counts(np.zeros((1, 3))).sum() == 0
+    with pytest.raises(ValueError):
+        pair_distance_counts(np.array([[0.0, 0, 0], [np.nan, 0, 0]]))
