@@ -135,6 +135,14 @@ class GeneratorBase(nn.Module):
         """(N, H) species features of soft slot assignments ``probs`` (N, S)."""
         return torch.einsum("ns,nsh->nh", probs, self.z_emb(c.slots_z)[batch])
 
+    def _sample_setup(self, conds: Sequence[Condition]) -> tuple[ConditionBatch, Tensor, Tensor, Tensor]:
+        """Collated conditions, their embedding, and the sampled atom counts with the atom ->
+        sample index (the start of every sampler; the target count is never an input)."""
+        c = collate_conditions(conds)
+        cond = self.conditioner(c)
+        counts = self.count_head.sample(c, cond)
+        return c, cond, counts, _batch_index(counts)
+
     def loss(self, conds: Sequence[Condition], particles: Sequence[Particle],
              g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
         raise NotImplementedError
@@ -279,10 +287,7 @@ class DiffCSP(GeneratorBase):
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
-        c = collate_conditions(conds)
-        cond = self.conditioner(c)
-        counts = self.count_head.sample(c, cond)
-        batch = _batch_index(counts)
+        c, cond, counts, batch = self._sample_setup(conds)
         R = c.radius[batch].unsqueeze(-1)
         u = randn((len(batch), 3), g)
         a = randn((len(batch), S), g)
@@ -337,10 +342,7 @@ class FlowMM(_MaskedTypeGenerator):
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
-        c = collate_conditions(conds)
-        cond = self.conditioner(c)
-        counts = self.count_head.sample(c, cond)
-        batch = _batch_index(counts)
+        c, cond, counts, batch = self._sample_setup(conds)
         R = c.radius[batch].unsqueeze(-1)
         u = uniform_ball(len(batch), g)
         types = torch.zeros(len(batch), dtype=torch.long)
@@ -387,11 +389,8 @@ class MatterGen(_MaskedTypeGenerator):
     @torch.no_grad()
     def sample(self, conds, g, steps=None, guidance: float | None = None):
         w = self.cfg.cfg_weight if guidance is None else guidance
-        c = collate_conditions(conds)
-        cond = self.conditioner(c)
+        c, cond, counts, batch = self._sample_setup(conds)
         uncond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool))
-        counts = self.count_head.sample(c, cond)
-        batch = _batch_index(counts)
         R = c.radius[batch].unsqueeze(-1)
         u = randn((len(batch), 3), g)
         types = torch.zeros(len(batch), dtype=torch.long)
@@ -489,10 +488,7 @@ class ADiT(GeneratorBase):
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
-        c = collate_conditions(conds)
-        cond = self.conditioner(c)
-        counts = self.count_head.sample(c, cond)
-        batch = _batch_index(counts)
+        c, cond, counts, batch = self._sample_setup(conds)
         z = randn((len(batch), self.cfg.latent_dim), g)
         n = steps or self.cfg.sample_steps
         ts = torch.linspace(1.0, 0.0, n + 1)
