@@ -117,6 +117,12 @@ def _batch_index(counts: Tensor) -> Tensor:
     return torch.repeat_interleave(torch.arange(len(counts)), counts)
 
 
+def _combined_loss(pos_loss: Tensor, type_loss: Tensor, count_loss: Tensor) -> tuple[Tensor, dict[str, float]]:
+    """Sum of the position, type and count losses, with the parts for the training log."""
+    return pos_loss + type_loss + count_loss, {"pos": pos_loss.item(), "type": type_loss.item(),
+                                               "count": count_loss.item()}
+
+
 # ---------------------------------------------------------------------------------------
 class GeneratorBase(nn.Module):
     """Shared parts: conditioner (cell encoder + R + rotation), count head, slot embeddings."""
@@ -282,8 +288,7 @@ class DiffCSP(GeneratorBase):
                                            self._type_feat(at, p.batch, c), t, p.batch, cond, c)
         pos_loss = F.mse_loss(eps_hat, eps)
         type_loss = F.mse_loss(eps_a_hat, eps_a)
-        loss = pos_loss + type_loss + count_loss
-        return loss, {"pos": pos_loss.item(), "type": type_loss.item(), "count": count_loss.item()}
+        return _combined_loss(pos_loss, type_loss, count_loss)
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
@@ -337,8 +342,7 @@ class FlowMM(_MaskedTypeGenerator):
         pos_loss = F.mse_loss(v_hat, u1 - u0)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
-        loss = pos_loss + type_loss + count_loss
-        return loss, {"pos": pos_loss.item(), "type": type_loss.item(), "count": count_loss.item()}
+        return _combined_loss(pos_loss, type_loss, count_loss)
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
@@ -383,8 +387,7 @@ class MatterGen(_MaskedTypeGenerator):
         pos_loss = F.mse_loss(eps_hat, eps)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
-        loss = pos_loss + type_loss + count_loss
-        return loss, {"pos": pos_loss.item(), "type": type_loss.item(), "count": count_loss.item()}
+        return _combined_loss(pos_loss, type_loss, count_loss)
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None, guidance: float | None = None):
