@@ -10,6 +10,7 @@ import pytest
 
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="c2np-mpl-"))
 os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="c2np-cache-"))
+os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="c2np-numba-"))
 
 from c2np.cells import UnitCell  # noqa: E402
 

@@ -1,5 +1,5 @@
-"""The exact pair-distance histogram (float32 candidates, float64 recheck near bin edges)
-against a straightforward ``pdist`` re-computation with the same 1e-9 Å edge convention."""
+"""The exact pair-distance histogram (compiled column sweep) against a straightforward
+``pdist`` re-computation with the same 1e-9 Å edge convention."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_random_particles_equal_pdist(seed: int) -> None:
     assert np.array_equal(pair_distance_counts(x), ref)
     # away from edges this is numpy's histogram of the shifted distances
     assert np.array_equal(ref, np.histogram(pdist(x) + EDGE_SNAP_ANGSTROM, N_BINS, (0, R_MAX))[0])
-    assert np.array_equal(pair_distance_counts(x, chunk_pairs=1000), ref)
+    for column in (0.7, 2.5, 10.0, 40.0):  # the column width changes the work, never the counts
+        assert np.array_equal(pair_distance_counts(x, column_angstrom=column), ref)
 
 
 @pytest.mark.parametrize("a", [2.5, 10.0 / 128 * 20, 4.0])
@@ -58,8 +59,8 @@ def test_lattice_pairs_on_bin_edges(a: float) -> None:
 
 
 def test_far_from_origin_and_spread_out() -> None:
-    """Large coordinates enlarge the float32 error band (more rechecks) or, beyond a
-    limit, switch to float64: the counts stay exact."""
+    """Large coordinates (wider rounding margins), far-apart groups (sparse columns) and a
+    spread so wide that the columns are widened: the counts stay exact."""
     rng = np.random.default_rng(3)
     base = rng.uniform(-8, 8, size=(600, 3))
     for shift in (50.0, 500.0, 5e4):
@@ -67,6 +68,11 @@ def test_far_from_origin_and_spread_out() -> None:
         assert np.array_equal(pair_distance_counts(x), _reference(x))
     x = np.concatenate([base, base[:300] + [400.0, 0, 0], _cubic_ball(2.5, 8.0) + 900.0])
     assert np.array_equal(pair_distance_counts(x), _reference(x))
+    x = np.concatenate([base, base[:200] + [3e7, -2e7, 0.0], base[:50] * 0.3 + 1e9])
+    assert np.array_equal(pair_distance_counts(x), _reference(x))
+    line = np.zeros((500, 3))
+    line[:, 2] = np.arange(500) * 0.37  # one column only
+    assert np.array_equal(pair_distance_counts(line), _reference(line))
 
 
 def test_other_ranges_and_degenerate_sets() -> None:

@@ -16,6 +16,7 @@ documented penalty value of every metric (never the best value); see docs/evalua
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -103,8 +104,7 @@ class Scores:
 def pair_distance_counts(positions_angstrom: np.ndarray, *,
                          r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
                          n_bins: int = RDF_N_BINS,
-                         column_angstrom: float = 5.0,
-                         chunk_pairs: int = 65_536) -> np.ndarray:
+                         column_angstrom: float | None = None) -> np.ndarray:
     """Histogram of all unordered pair distances ``d_ij`` (i < j) on ``[0, r_max]`` Å.
 
     Returns ``(n_bins,)`` int64 counts; bin k holds ``k Δ <= d + ε < (k + 1) Δ`` with
@@ -114,189 +114,122 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     orientation, whatever the rounding of rotated coordinates; otherwise this is numpy's
     ``histogram(pdist(x), n_bins, (0, r_max))``.
 
-    Exact (every pair within ``r_max`` is counted, with the bin float64 ``pdist`` distances
-    give: candidates are binned in float32 and those within a proven error band of a bin
-    edge are recomputed in float64), but only pairs that can be within ``r_max`` are
-    visited: atoms are sorted into xy columns
-    of width ``column_angstrom`` and by z within a column; for each atom and each
-    neighbouring column the candidates are one contiguous run in z, cut to the exact
-    window ``|Δz| <= sqrt(r² − gap_xy²)`` that the atom's xy gap to that column allows.
-    Candidates are processed in cache-sized chunks of about ``chunk_pairs``.
+    Exact: every distance is computed in float64 in the order ``pdist`` uses, but only pairs
+    that can be within ``r_max`` are visited. Atoms are sorted into xy columns of width
+    ``column_angstrom`` (default ``r_max / 3``) and by z within a column; for each pair of
+    columns close enough to hold a pair, the candidates of each atom are one run in z,
+    found with two sliding pointers. The sweep is a compiled (numba) loop, built on first
+    use and cached on disk.
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"pair_distance_counts: positions must have shape (n, 3), got {x.shape}")
     n = len(x)
-    out = np.zeros(n_bins + 1, dtype=np.int64)  # [n_bins]: r_max exactly (closed edge)
     if n < 2:
-        return out[:n_bins]
+        return np.zeros(n_bins, dtype=np.int64)
     if not np.all(np.isfinite(x)):
         raise ValueError("pair_distance_counts: positions must be finite")
     r = float(r_max_angstrom)
-    h = float(column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
     lo = x.min(axis=0)
-    m = int(math.ceil(r / h)) + 1  # columns further than m apart cannot hold a pair
-    cxy = np.floor((x[:, :2] - lo[:2]) / h).astype(np.int64) + m
-    nx = int(cxy[:, 0].max()) + m + 1
-    ny = int(cxy[:, 1].max()) + m + 1
-    col = cxy[:, 0] * ny + cxy[:, 1]  # exact int64 column id; neighbours never wrap
-    z = x[:, 2] - lo[2]
-    span = float(z.max()) + 2.0 * r + 1.0
-    grid: np.ndarray | None = None
-    if nx * ny <= 4_000_000:  # dense column -> rank lookup
-        ucols = np.unique(col)
-        grid = np.full(nx * ny, -1, dtype=np.int64)
-        grid[ucols] = np.arange(len(ucols))
-        rank = grid[col]
-    else:  # very spread-out sets: binary search instead
-        ucols, rank = np.unique(col, return_inverse=True)
-    key = rank.astype(np.float64) * span + z  # sorted: by column, then by z
-    order = np.argsort(key, kind="stable")
-    key = key[order]
+    extent = x.max(axis=0) - lo
+    h = float(column_angstrom) if column_angstrom is not None else r / 3.0
+    h = max(h, float(extent[:2].max()) / 2.0 ** 20)  # at most 2^20 columns along x and y
+    # cell assignment and z windows are rounded: widen every window by a proven margin
+    margin = 64.0 * float(np.spacing(float(np.abs(x).max()) + float(extent.max()) + r)) + 1e-9
+    reach = r + EDGE_SNAP_ANGSTROM + margin
+    m = int(math.ceil(reach / h))
+    cxy = np.floor((x[:, :2] - lo[:2]) / h).astype(np.int64)
+    ny = int(cxy[:, 1].max()) + 2 * m + 1
+    col = cxy[:, 0] * ny + (cxy[:, 1] + m)  # offsets |dy| <= m never wrap to another row
+    order = np.lexsort((x[:, 2], col))
     xs = x[order]
-    x0, x1, x2 = (np.ascontiguousarray(xs[:, k]) for k in range(3))
-    zs = z[order]
-    col_s = col[order]
-    # position of each atom inside its own column cell, in [0, h)
-    xl = xs[:, 0] - lo[0] - (cxy[order, 0] - m) * h
-    yl = xs[:, 1] - lo[1] - (cxy[order, 1] - m) * h
-    margin = 64.0 * float(np.spacing(np.abs(key).max() + span)) + 1e-9
-    gx2: dict[int, np.ndarray] = {}
-    gy2: dict[int, np.ndarray] = {}
-    for d in range(-m, m + 1):  # squared xy gap from each atom to the cell d columns away
-        gx = np.maximum(0.0, np.maximum(d * h - xl, xl - (d + 1) * h))
-        gy = np.maximum(0.0, np.maximum(d * h - yl, yl - (d + 1) * h))
-        gx2[d] = gx * gx
-        gy2[d] = gy * gy
-    offsets = [(dx, dy) for dx in range(0, m + 1) for dy in range(-m, m + 1)
-               if (dx > 0 or dy >= 0)
-               and (max(abs(dx) - 1, 0) ** 2 + max(abs(dy) - 1, 0) ** 2) * h * h <= r2]
-    scale = n_bins / r
-    # Candidates are binned in float32 on centred coordinates (half the memory traffic);
-    # a candidate whose float32 bin coordinate lies within `delta` of an integer (a bin
-    # edge, r_max included) is recomputed exactly in float64 from the original
-    # coordinates, so the counts equal the float64 computation. `delta` is a rigorous
-    # bound (x4) of the float32 error: inputs rounded to float32 (|c| <= u), differences,
-    # squares, sums, sqrt and the product each add at most 2^-24 relative.
-    centre = 0.5 * (x.min(axis=0) + x.max(axis=0))
-    u = float(np.abs(x - centre).max()) + 1.0
-    reach_max = r + math.sqrt(2.0) * h + margin + 1.0  # longest candidate distance
-    e32 = 2.0 ** -24
-    err_d = math.sqrt(3.0) * (2.0 * e32 * u + e32 * reach_max) + 6.0 * e32 * reach_max
-    delta = 4.0 * (scale * (err_d + 2.0 * EDGE_SNAP_ANGSTROM) + 2.0 * e32 * (n_bins + 2))
-    use32 = delta < 0.05
-    if use32:
-        c32 = (xs - centre).astype(np.float32)
-        f0, f1, f2 = (np.ascontiguousarray(c32[:, k]) for k in range(3))
-        scale32 = np.float32(scale)
-        cap32 = np.float32(n_bins + 1.5)  # beyond r_max: bin n_bins + 1, far from an edge
-    buf_s: list[np.ndarray] = []
-    buf_l: list[np.ndarray] = []
-    buf_i: list[np.ndarray] = []
-
-    def exact_bins(ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
-        """float64 bin of each candidate pair (n_bins + 1 when beyond r_max)."""
-        d2 = (x0[jj] - x0[ii]) ** 2
-        d2 += (x1[jj] - x1[ii]) ** 2
-        d2 += (x2[jj] - x2[ii]) ** 2
-        keep = d2 <= r2
-        d = np.sqrt(d2)
-        d += EDGE_SNAP_ANGSTROM
-        d *= scale
-        b = np.where(keep, d, n_bins + 1).astype(np.int64)
-        return b
-
-    ar = np.arange(0)
-
-    def arange(k: int) -> np.ndarray:
-        nonlocal ar
-        if len(ar) < k:
-            ar = np.arange(max(k, 2 * chunk_pairs))
-        return ar[:k]
-
-    def flush() -> None:
-        s = np.concatenate(buf_s)
-        lens = np.concatenate(buf_l)
-        i0 = np.concatenate(buf_i)
-        buf_s.clear(), buf_l.clear(), buf_i.clear()
-        ends = np.cumsum(lens)
-        # split into pieces of about chunk_pairs candidates (a single run may be long)
-        cuts = np.searchsorted(ends, np.arange(chunk_pairs, int(ends[-1]), chunk_pairs), "left")
-        bounds = np.unique(np.concatenate([[0], cuts + 1, [len(lens)]]))
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            ln = lens[a:b]
-            tot = int(ln.sum())
-            if tot == 0:
-                continue
-            first = np.cumsum(ln) - ln
-            jj = np.repeat(s[a:b] - first, ln)
-            jj += arange(tot)
-            if not use32:
-                out[:] += np.bincount(exact_bins(np.repeat(i0[a:b], ln), jj),
-                                      minlength=n_bins + 2)[: n_bins + 1]
-                continue
-            ib = i0[a:b]
-            d2 = np.take(f0, jj)
-            d2 -= np.repeat(f0[ib], ln)
-            d2 *= d2
-            dy = np.take(f1, jj)
-            dy -= np.repeat(f1[ib], ln)
-            dy *= dy
-            d2 += dy
-            dy = np.take(f2, jj)
-            dy -= np.repeat(f2[ib], ln)
-            dy *= dy
-            d2 += dy
-            np.sqrt(d2, out=d2)
-            d2 *= scale32
-            np.minimum(d2, cap32, out=d2)
-            np.rint(d2, out=dy)
-            dy -= d2
-            np.abs(dy, out=dy)
-            near = np.flatnonzero(dy < delta)
-            # float32 bin n_bins away from an edge means d > r_max: not counted
-            bins = d2.astype(np.int32)
-            out[:n_bins] += np.bincount(bins, minlength=n_bins + 2)[:n_bins]
-            if len(near):
-                # undo the float32 bins of near-edge candidates, add their exact bins
-                out[:n_bins] -= np.bincount(bins[near], minlength=n_bins + 2)[:n_bins]
-                run = np.searchsorted(np.cumsum(ln), near, "right")
-                out[:] += np.bincount(exact_bins(ib[run], jj[near]),
-                                      minlength=n_bins + 2)[: n_bins + 1]
-
-    pending = 0
-    for dx, dy in offsets:
-        rem = r2 - gx2[dx] - gy2[dy]
-        target = col_s + (dx * ny + dy)
-        if grid is not None:
-            t_rank = grid[target]
-            ok = (rem >= 0) & (t_rank >= 0)
-        else:
-            t_rank = np.minimum(np.searchsorted(ucols, target), len(ucols) - 1)
-            ok = (rem >= 0) & (ucols[t_rank] == target)
-        sel = np.flatnonzero(ok)
-        if len(sel) == 0:
-            continue
-        reach = np.sqrt(rem[sel])
-        reach += margin
-        base = t_rank[sel] * span
-        base += zs[sel]
-        if dx == 0 and dy == 0:
-            s = sel + 1  # same column: only later atoms, so each pair once
-        else:
-            s = np.searchsorted(key, base - reach, "left")
-        e = np.searchsorted(key, base + reach, "right")
-        lens = np.maximum(e - s, 0)
-        buf_s.append(s)
-        buf_l.append(lens)
-        buf_i.append(sel)
-        pending += int(lens.sum())
-        if pending >= chunk_pairs:
-            flush()
-            pending = 0
-    if buf_s:
-        flush()
+    ucols, starts = np.unique(col[order], return_index=True)
+    ends = np.append(starts[1:], n)
+    offsets = [(0, 0)] + [(dx, dy) for dx in range(0, m + 1) for dy in range(-m, m + 1)
+                          if dx > 0 or dy > 0]
+    gap2 = np.array([(max(abs(dx) - 1, 0) ** 2 + max(abs(dy) - 1, 0) ** 2) * h * h
+                     for dx, dy in offsets])
+    keep = gap2 <= reach * reach
+    off = np.array(offsets, dtype=np.int64)[keep]
+    window = np.sqrt(reach * reach - gap2[keep])  # largest |dz| of a pair, per offset
+    target = ucols[:, None] + (off[:, 0] * ny + off[:, 1])[None, :]
+    pos = np.minimum(np.searchsorted(ucols, target), len(ucols) - 1)
+    found = ucols[pos] == target
+    nb_start = np.where(found, starts[pos], 0)
+    nb_end = np.where(found, ends[pos], 0)
+    hist = np.zeros((_HIST_COPIES, n_bins + 2), dtype=np.int64)
+    _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
+                         np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
+                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist)
+    out = hist.sum(axis=0)
     out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
     return out[:n_bins].copy()
+
+
+_HIST_COPIES = 8  # interleaved histogram copies (row j & 7): increments do not wait on each other
+
+
+def _pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarray,
+                ends: np.ndarray, nb_start: np.ndarray, nb_end: np.ndarray, window: np.ndarray,
+                r2: float, scale: float, snap: float, hist: np.ndarray) -> None:
+    """Add every candidate pair to ``hist`` (compiled by numba; see pair_distance_counts).
+
+    Atoms are sorted by (column, z). Column ``c`` spans ``starts[c]:ends[c]``; its
+    neighbour column under offset k spans ``nb_start[c, k]:nb_end[c, k]`` (offset 0 is the
+    column itself: only later atoms). A pair beyond ``sqrt(r2)`` goes to the discarded bin
+    ``n_bins + 1``.
+    """
+    n_bins = hist.shape[1] - 2
+    discard = n_bins + 1
+    for c in range(starts.shape[0]):
+        a0 = starts[c]
+        a1 = ends[c]
+        for k in range(window.shape[0]):
+            b0 = nb_start[c, k]
+            b1 = nb_end[c, k]
+            if b0 == b1:
+                continue
+            w = window[k]
+            lo = b0
+            hi = b0
+            for i in range(a0, a1):
+                xi0 = x0[i]
+                xi1 = x1[i]
+                xi2 = x2[i]
+                if k == 0:
+                    lo = i + 1
+                else:
+                    t = xi2 - w
+                    while lo < b1 and x2[lo] < t:
+                        lo += 1
+                if hi < lo:
+                    hi = lo
+                t = xi2 + w
+                while hi < b1 and x2[hi] <= t:
+                    hi += 1
+                for j in range(lo, hi):
+                    d0 = x0[j] - xi0
+                    d1 = x1[j] - xi1
+                    d2 = x2[j] - xi2
+                    s = d0 * d0
+                    s += d1 * d1
+                    s += d2 * d2
+                    b = int((math.sqrt(s) + snap) * scale)
+                    hist[j & 7, b if s <= r2 else discard] += 1
+
+
+@functools.cache
+def _pair_sweep_kernel() -> "object":
+    """:func:`_pair_sweep` compiled with numba on first call. The machine code is cached on
+    disk (``__pycache__`` beside this file, else ``NUMBA_CACHE_DIR`` or the user cache);
+    where no cache folder is writable it is compiled once per process instead."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=True, boundscheck=False)(_pair_sweep)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(cache=False, nogil=True, boundscheck=False)(_pair_sweep)
 
 
 def density_normalised_histogram(counts: np.ndarray, *,
