@@ -308,3 +308,21 @@ def test_cli_evaluate_ok_and_bad_input(tmp_path: Path, store: DatasetStore, id_r
     assert r.exit_code == 2
     r = runner.invoke(app, [*base[:6], "bogus", *base[7:], "--predictions", str(good)])
     assert r.exit_code == 2
+
+
+def test_cli_evaluate_forward_default_workers(tmp_path: Path, store: DatasetStore,
+                                              perfect: dict[str, Particle]) -> None:
+    """Task 1 through the CLI with the default worker count (one per CPU): perfect
+    predictions score perfectly; a negative --workers is bad input (exit 2)."""
+    runner = CliRunner()
+    app = build_app()
+    preds = write_forward_predictions(tmp_path / "p.extxyz", perfect)
+    out = tmp_path / "r.json"
+    base = ["evaluate", "--store", str(store.path), "--task", "forward", "--split", "id",
+            "--predictions", str(preds), "--bootstrap", "20", "--no-progress", "--out", str(out)]
+    r = runner.invoke(app, base)
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    assert data["n_failed"] == 0 and data["metrics"]["overall"]["f1@0.1"]["mean"] == 1.0
+    r = runner.invoke(app, [*base, "--workers", "-1"])
+    assert r.exit_code == 2 and "--workers" in r.output

@@ -178,7 +178,7 @@ def _pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarr
     Atoms are sorted by (column, z). Column ``c`` spans ``starts[c]:ends[c]``; its
     neighbour column under offset k spans ``nb_start[c, k]:nb_end[c, k]`` (offset 0 is the
     column itself: only later atoms). A pair beyond ``sqrt(r2)`` goes to the discarded bin
-    ``n_bins + 1``.
+    ``n_bins + 1``. ``hist`` has 8 rows (``_HIST_COPIES``); candidate j counts in row ``j & 7``.
     """
     n_bins = hist.shape[1] - 2
     discard = n_bins + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -84,7 +85,8 @@ def evaluate_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
-    workers: int = typer.Option(1, "--workers", help="Task 1: processes scoring samples in parallel."),
+    workers: int = typer.Option(0, "--workers", help="Task 1: processes scoring samples in parallel "
+                                "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
     from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_forward, evaluate_inverse
@@ -95,8 +97,10 @@ def evaluate_cmd(
         raise C2NPInputError(f"--split must be one of {list(EVAL_SPLITS)}, got {split!r}")
     if subset not in SUBSETS:
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
-    if workers < 1:
-        raise C2NPInputError(f"--workers must be >= 1, got {workers}")
+    if workers < 0:
+        raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
+    if workers == 0:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
