@@ -127,6 +127,23 @@ def test_build_one_cubic_material_is_fast_and_cubic(tmp_path: Path) -> None:
         cat.build_catalog(tmp_path, potential="sevenn", only=["KMgH3"], progress=False)
 
 
+def test_parallel_build_equals_serial_build(tmp_path: Path) -> None:
+    """Two worker processes share one folder: every material is built once, the document
+    holds all of them, and the cells equal a one-process build's."""
+    ids = ["KMgH3", "NaMgH3", "CsCaH3"]
+    par = cat.build_catalog(tmp_path / "par", only=ids, prototypes=("Pm-3m",), progress=False,
+                            workers=2)
+    assert [e.material_id for e in par] == ids and all(e.status == "ok" for e in par)
+    doc = json.loads((tmp_path / "par" / "catalog.json").read_text())
+    assert sorted(m["material_id"] for m in doc["materials"]) == sorted(ids)
+    assert doc["n_not_built"] == 82 - 3
+    ser = cat.build_catalog(tmp_path / "ser", only=ids[:1], prototypes=("Pm-3m",), progress=False)
+    assert par[0].lattice_parameters["a"] == pytest.approx(ser[0].lattice_parameters["a"], abs=1e-9)
+    assert par[0].energy_per_atom_ev == pytest.approx(ser[0].energy_per_atom_ev, abs=1e-9)
+    with pytest.raises(C2NPInputError, match="workers"):
+        cat.build_catalog(tmp_path / "bad", only=ids, progress=False, workers=0)
+
+
 def test_tilted_prototype_keeps_its_space_group() -> None:
     entry, cell = cat.relax_material("NaMgH3", prototypes=("R-3c",))
     (res,) = entry.prototypes

@@ -655,7 +655,8 @@ class _build_lock:
 def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                   only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
                   *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
-                  optimizer: str = "FIRE", num_threads: int | None = 1) -> list[CatalogEntry]:
+                  optimizer: str = "FIRE", num_threads: int | None = 1,
+                  workers: int = 1) -> list[CatalogEntry]:
     """Relax the catalog (or the ids in ``only``) into ``out_dir``; resumable.
 
     Writes ``{ID}.cif`` (standardized conventional cell) per material and rewrites
@@ -665,6 +666,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     Several processes may build into the same folder at once (e.g. with ``only`` lists in
     different orders): ``catalog.json`` is re-read and merged under a file lock.
     ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
+    ``workers > 1`` relaxes that many materials at once in spawned processes (each with
+    ``num_threads`` torch threads), sharing the folder as above.
     Returns the entries of this call's materials, done now or before.
     """
     out = Path(out_dir)
@@ -685,6 +688,12 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
         done, started = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
                                       started=started)
     todo = [m for m in ids if m not in done]
+    if workers < 1:
+        raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    if workers > 1 and len(todo) > 1:
+        return _build_in_processes(out, ids, todo, workers, started, progress=progress,
+                                   potential=potential, fmax=fmax, prototypes=tuple(prototypes),
+                                   max_steps=max_steps, optimizer=optimizer, num_threads=num_threads)
     if todo:
         import torch
 
@@ -735,6 +744,45 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     if not cat_path.exists():
         _atomic_write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
                                                                   fmax=fmax, started=started), indent=1) + "\n")
+    return [done[m] for m in ids]
+
+
+def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
+    """Worker of :func:`_build_in_processes`: build one material into the shared folder."""
+    out, mid, kwargs = job
+    build_catalog(out, only=[mid], progress=False, workers=1, **kwargs)
+    return mid
+
+
+def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int, started: str,
+                        *, progress: bool, **kwargs: Any) -> list[CatalogEntry]:
+    """:func:`build_catalog` of ``todo`` over ``workers`` spawned processes, one material
+    per task; every worker merges its result into ``out/catalog.json`` under the lock."""
+    import multiprocessing as mp
+
+    cat_path = out / "catalog.json"
+    with _build_lock(out):  # one build start time for every worker
+        if not cat_path.exists():
+            _atomic_write_text(cat_path, json.dumps(_catalog_document(
+                [], potential=kwargs["potential"], fmax=kwargs["fmax"], started=started), indent=1) + "\n")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"catalog ({workers} workers)", unit="material")
+    jobs = [(str(out), mid, kwargs) for mid in todo]
+    try:
+        with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
+            for mid in pool.imap_unordered(_build_one, jobs, chunksize=1):
+                if bar is not None:
+                    bar.set_postfix_str(mid)
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    with _build_lock(out):
+        done, _ = _done_entries(out, potential=kwargs["potential"], fmax=kwargs["fmax"],
+                                prototypes=None, started=started)
     return [done[m] for m in ids]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from typing import Any, Callable, TypeVar
 
@@ -52,6 +53,13 @@ def handle_errors(func: F) -> F:
             fail(str(exc), EXIT_CHECK_FAILED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def print_json(data: Any) -> None:

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import available_cpus, console, handle_errors, print_json
+from c2np.errors import C2NPInputError
 
 
 def register(app: typer.Typer) -> None:
@@ -103,13 +104,18 @@ def build_cmd(
     out: Path = typer.Option(Path("catalog"), "--out", help="Output folder (CIFs + catalog.json); "
                              "an interrupted build resumes there."),
     fmax: float = typer.Option(0.01, "--fmax", help="Force tolerance in eV/Å."),
+    workers: int = typer.Option(1, "--workers", help="Materials relaxed at once, one process "
+                                "each (0: one per available CPU)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Relax the catalog compositions with a universal potential (resumable)."""
     from c2np.catalog import build_catalog
 
     ids = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
-    entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True)
+    if workers < 0:
+        raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
+    entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
+                            workers=workers or available_cpus())
     ok = [e for e in entries if e.status == "ok"]
     failed = [e for e in entries if e.status != "ok"]
     if json_out:

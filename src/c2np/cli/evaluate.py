@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors
+from c2np.cli._common import available_cpus, console, handle_errors
 from c2np.errors import C2NPInputError
 
 TASKS = ("forward", "inverse")
@@ -99,8 +98,7 @@ def evaluate_cmd(
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
     if workers < 0:
         raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
-    if workers == 0:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = workers or available_cpus()
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
