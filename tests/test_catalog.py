@@ -127,6 +127,14 @@ def test_build_one_cubic_material_is_fast_and_cubic(tmp_path: Path) -> None:
         cat.build_catalog(tmp_path, potential="sevenn", only=["KMgH3"], progress=False)
 
 
+def test_loading_chgnet_keeps_stdout_clean(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """chgnet prints banners when it loads; they go to stderr, so `--json` stays JSON."""
+    monkeypatch.delitem(cat._POTENTIAL_CACHE, "chgnet", raising=False)
+    cat._load_potential("chgnet")
+    assert capsys.readouterr().out == ""
+
+
 def test_parallel_build_equals_serial_build(tmp_path: Path) -> None:
     """Two worker processes share one folder: every material is built once, the document
     holds all of them, and the cells equal a one-process build's."""
