@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.spatial.distance import pdist
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
 from c2np.metrics import EDGE_SNAP_ANGSTROM, pair_distance_counts
@@ -85,3 +87,24 @@ def test_other_ranges_and_degenerate_sets() -> None:
     assert pair_distance_counts(np.zeros((1, 3))).sum() == 0
     with pytest.raises(ValueError):
         pair_distance_counts(np.array([[0.0, 0, 0], [np.nan, 0, 0]]))
+    with pytest.raises(ValueError, match="shape"):
+        pair_distance_counts(np.zeros((5, 2)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 250),
+       spread=st.floats(0.5, 40.0), lattice=st.booleans(),
+       r_max=st.floats(0.5, 15.0), n_bins=st.integers(1, 300),
+       column=st.one_of(st.none(), st.floats(0.2, 50.0)))
+def test_any_point_set_equals_pdist(seed: int, n: int, spread: float, lattice: bool, r_max: float,
+                                    n_bins: int, column: float | None) -> None:
+    """Property: for any point set (uniform, or on a grid so that many distances coincide and
+    sit on bin edges), range, bin count and column width, the counts equal pdist's."""
+    rng = np.random.default_rng(seed)
+    if lattice:
+        x = rng.integers(-6, 7, size=(n, 3)) * (spread / 12.0)
+    else:
+        x = rng.uniform(-spread, spread, size=(n, 3))
+    assert np.array_equal(pair_distance_counts(x, r_max_angstrom=r_max, n_bins=n_bins,
+                                               column_angstrom=column),
+                          _reference(x, r_max, n_bins))
