@@ -67,3 +67,14 @@ def test_cli_benchmark_json_and_bad_input(tmp_path: Path, store_path: Path) -> N
     r = runner.invoke(build_app(), ["benchmark", "--store", str(store_path), "-o", str(tmp_path / "c"),
                                     "--forward-baselines", "nope"])
     assert r.exit_code == 2 and "nope" in r.output
+    r = runner.invoke(build_app(), ["benchmark", "--store", str(store_path), "-o", str(tmp_path / "d"),
+                                    "--workers", "-2"])
+    assert r.exit_code == 2 and "--workers" in r.output
+
+
+def test_benchmark_task1_scores_do_not_depend_on_workers(tmp_path: Path, store_path: Path) -> None:
+    kw = dict(splits=("ood",), tasks=("forward",), forward_models=["analytic-carve", "random-ball"],
+              n_resamples=20, progress=False)
+    one = run_benchmark(store_path, tmp_path / "one", workers=1, **kw)
+    two = run_benchmark(store_path, tmp_path / "two", workers=2, **kw)
+    assert [(r.model, r.metrics) for r in one.rows] == [(r.model, r.metrics) for r in two.rows]

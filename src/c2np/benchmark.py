@@ -87,8 +87,9 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   forward_models: Sequence[str] | None = None,
                   inverse_models: Sequence[str] | None = None,
                   seed: int = 0, n_resamples: int = 1000, progress: bool = True,
-                  log: Callable[[str], None] | None = None) -> BenchmarkSummary:
-    """Predict with the baselines, evaluate everything found, write leaderboard and plots."""
+                  log: Callable[[str], None] | None = None, workers: int = 1) -> BenchmarkSummary:
+    """Predict with the baselines, evaluate everything found, write leaderboard and plots.
+    ``workers`` processes score task-1 samples (results do not depend on it)."""
     import time
 
     from c2np.evaluation import (evaluate_forward, evaluate_inverse, select_rows,
@@ -135,11 +136,14 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                 write_inverse_predictions(pred_dir / "inverse" / name / f"{split}.csv",
                                           [p.as_row() for p in preds_inv])
         for task in split_tasks:
-            evaluate = evaluate_forward if task == "forward" else evaluate_inverse
             for model, path in discover_predictions(pred_dir, task, split).items():
                 say(f"evaluating {task} · {split} · {model}")
-                res = evaluate(store, path, split, subset, model=model, seed=seed,
-                               n_resamples=n_resamples, progress=progress)
+                if task == "forward":
+                    res = evaluate_forward(store, path, split, subset, model=model, seed=seed,
+                                           n_resamples=n_resamples, progress=progress, workers=workers)
+                else:
+                    res = evaluate_inverse(store, path, split, subset, model=model, seed=seed,
+                                           n_resamples=n_resamples, progress=progress)
                 rpath = res.write(res_dir / f"{model}__{task}__{store.protocol}__{split}.json")
                 results_files.append(rpath)
                 rows.append(_row_from_results(res.data, rpath))

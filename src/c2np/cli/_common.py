@@ -62,6 +62,14 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def resolve_workers(workers: int) -> int:
+    """A ``--workers`` value as a process count: 0 means one per available CPU; negative
+    values are bad input."""
+    if workers < 0:
+        raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
+    return workers or available_cpus()
+
+
 def print_json(data: Any) -> None:
     """Write one JSON document to stdout."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n")

@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, err_console, handle_errors, print_json
+from c2np.cli._common import (available_cpus, console, err_console, handle_errors, print_json,
+                              resolve_workers)
 
 
 def register(app: typer.Typer) -> None:
@@ -58,6 +59,8 @@ def benchmark_cmd(
     tasks: str = typer.Option("forward,inverse", "--tasks", help="forward, inverse or both."),
     forward_models: Optional[str] = typer.Option(None, "--forward-baselines", help="Subset of task-1 baselines."),
     inverse_models: Optional[str] = typer.Option(None, "--inverse-baselines", help="Subset of task-2 baselines."),
+    workers: int = typer.Option(0, "--workers", help="Processes scoring task-1 samples "
+                                "(0: one per available CPU). Results do not depend on it."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
     """Run baselines + models found under OUT/predictions; write leaderboard and plots."""
@@ -67,7 +70,7 @@ def benchmark_cmd(
     summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
                             forward_models=_split_list(forward_models) if forward_models else None,
                             inverse_models=_split_list(inverse_models) if inverse_models else None,
-                            progress=not json_out, log=log)
+                            progress=not json_out, log=log, workers=resolve_workers(workers))
     if json_out:
         print_json(summary_json(summary))
         return
@@ -98,7 +101,8 @@ def demo_cmd(
         err.print(f"[bold]c2np demo[/]: {len(cells)} materials ({ids}), protocol paper, radii 6-30 Å")
     store_path = build_store(cells, out / "dataset.h5", "paper", progress=not json_out)
     log = (lambda m: None) if json_out else (lambda m: err.print(f"[dim]·[/] {m}"))
-    summary = run_benchmark(store_path, out, splits=("id", "ood"), subset="eval", progress=not json_out, log=log)
+    summary = run_benchmark(store_path, out, splits=("id", "ood"), subset="eval", progress=not json_out, log=log,
+                            workers=available_cpus())
     if json_out:
         print_json(summary_json(summary))
         return

@@ -7,8 +7,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import available_cpus, console, handle_errors, print_json
-from c2np.errors import C2NPInputError
+from c2np.cli._common import console, handle_errors, print_json, resolve_workers
 
 
 def register(app: typer.Typer) -> None:
@@ -112,10 +111,8 @@ def build_cmd(
     from c2np.catalog import build_catalog
 
     ids = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
-    if workers < 0:
-        raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
     entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
-                            workers=workers or available_cpus())
+                            workers=resolve_workers(workers))
     ok = [e for e in entries if e.status == "ok"]
     failed = [e for e in entries if e.status != "ok"]
     if json_out:

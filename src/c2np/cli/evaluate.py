@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import available_cpus, console, handle_errors
+from c2np.cli._common import console, handle_errors, resolve_workers
 from c2np.errors import C2NPInputError
 
 TASKS = ("forward", "inverse")
@@ -96,9 +96,7 @@ def evaluate_cmd(
         raise C2NPInputError(f"--split must be one of {list(EVAL_SPLITS)}, got {split!r}")
     if subset not in SUBSETS:
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
-    if workers < 0:
-        raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
-    workers = workers or available_cpus()
+    workers = resolve_workers(workers)
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
