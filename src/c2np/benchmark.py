@@ -92,8 +92,8 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     ``workers`` processes score task-1 samples (results do not depend on it)."""
     import time
 
-    from c2np.evaluation import (evaluate_forward, evaluate_inverse, select_rows,
-                                 write_forward_predictions, write_inverse_predictions)
+    from c2np.evaluation import (evaluate_task, select_rows, write_forward_predictions,
+                                 write_inverse_predictions)
 
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
@@ -138,12 +138,8 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
         for task in split_tasks:
             for model, path in discover_predictions(pred_dir, task, split).items():
                 say(f"evaluating {task} · {split} · {model}")
-                if task == "forward":
-                    res = evaluate_forward(store, path, split, subset, model=model, seed=seed,
-                                           n_resamples=n_resamples, progress=progress, workers=workers)
-                else:
-                    res = evaluate_inverse(store, path, split, subset, model=model, seed=seed,
-                                           n_resamples=n_resamples, progress=progress)
+                res = evaluate_task(task, store, path, split, subset, model=model, seed=seed,
+                                    n_resamples=n_resamples, progress=progress, workers=workers)
                 rpath = res.write(res_dir / f"{model}__{task}__{store.protocol}__{split}.json")
                 results_files.append(rpath)
                 rows.append(_row_from_results(res.data, rpath))

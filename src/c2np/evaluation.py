@@ -43,6 +43,7 @@ from c2np.splits import SPLITS, RecipeTable, sample_id as make_sample_id
 
 __all__ = [
     "EvalStore",
+    "evaluate_task",
     "EVAL_ROTATIONS_PER_GROUP",
     "EVAL_SEED",
     "EVAL_SPLITS",
@@ -868,9 +869,26 @@ def evaluate_inverse(store: EvalStore, predictions: str | os.PathLike[str] | Map
                      seconds=time.perf_counter() - t0)
 
 
+def evaluate_task(task: str, store: EvalStore, predictions: str | os.PathLike[str],
+                  split: str, subset: str = "eval", *, model: str = "model",
+                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
+                  workers: int = 1) -> Results:
+    """:func:`evaluate_forward` (``task="forward"``) or :func:`evaluate_inverse`
+    (``"inverse"``) with their default tolerances; ``workers`` applies to task 1 only."""
+    if task == "forward":
+        return evaluate_forward(store, predictions, split, subset, model=model, seed=seed,
+                                n_resamples=n_resamples, progress=progress, workers=workers)
+    if task == "inverse":
+        return evaluate_inverse(store, predictions, split, subset, model=model, seed=seed,
+                                n_resamples=n_resamples, progress=progress)
+    raise C2NPInputError(f"task must be 'forward' or 'inverse', got {task!r}")
+
+
 # ----------------------------------------------------------------------------------------
 # Plot
 # ----------------------------------------------------------------------------------------
+
+
 def plot_results(data: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """PNG of a results document: headline metrics per radius with 95 % intervals (left)
     and the per-sample distribution of the main distance/error metric (right)."""

@@ -88,7 +88,7 @@ def evaluate_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
-    from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_forward, evaluate_inverse
+    from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
         raise C2NPInputError(f"--task must be one of {list(TASKS)}, got {task!r}")
@@ -105,12 +105,8 @@ def evaluate_cmd(
     if protocol is not None and protocol != ds.recipes.protocol:
         raise C2NPInputError(f"{store}: store has protocol {ds.recipes.protocol!r}, "
                              f"--protocol says {protocol!r}")
-    if task == "forward":
-        res = evaluate_forward(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
-                               seed=seed, progress=progress, workers=workers)
-    else:
-        res = evaluate_inverse(ds, predictions, split, subset, model=model, n_resamples=bootstrap,
-                               seed=seed, progress=progress)
+    res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                        seed=seed, progress=progress, workers=workers)
     res.write(out)
     print_results_table(res.data)
     console().print(f"results -> {out}")
