@@ -14,8 +14,8 @@ Config fields (``c2np.models.config.ModelConfig``): ``lr``, ``weight_decay``, ``
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
