@@ -49,6 +49,17 @@ class ModelConfig:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.01
     ema_decay: float = 0.0
+    ve_input: bool = False
+    site_features: bool = False
+    global_token: bool = False
+    self_cond: bool = False
+    corrector_steps: int = 0
+    corrector_step: float = 0.4
+    anti_anneal: float = 0.0
+    langevin_step: float = 0.1
+    confine_margin: float = -1.0
+    ae_fraction: float = 0.3
+    dit_layers: int = 0
     max_train_radius_angstrom: float | None = 8.0
     max_atoms: int | None = 200
     sample_steps: int = 20
