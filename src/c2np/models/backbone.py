@@ -364,16 +364,16 @@ def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
                       (r / R).unsqueeze(-1), ((r - R) / 2.0).clamp(-3, 3).unsqueeze(-1)], -1)
 
 
-def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch) -> tuple[Tensor, Tensor]:
-    """Displacement (N, S, 3) Å from each position (Å, particle frame) to the nearest site of
-    the conditioning crystal occupied by species slot s, and its length (N, S) (1e3 Å for a
-    slot the cell does not have).
+def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1) -> tuple[Tensor, Tensor]:
+    """Displacements (N, S, k, 3) Å from each position (Å, particle frame) to the ``k`` nearest
+    sites of the conditioning crystal occupied by species slot s, nearest first, and their
+    lengths (N, S, k) (1e3 Å for a slot the cell does not have).
 
     A property of the infinite lattice of the condition (cell, rotation, centre), the
     particle-frame counterpart of CSPNet's fractional-coordinate features: it enumerates no
-    sphere and knows nothing of R or of any particle. Nearest images by rounding fractional
-    offsets (exact for orthogonal lattice vectors, the nearest of the 27 neighbouring images
-    is taken otherwise).
+    sphere and knows nothing of R or of any particle. Candidates: the 27 images around the
+    nearest (rounded) image of every basis atom, so the k nearest are exact for k up to the
+    sites of a slot within one lattice step (and the nearest always is).
     """
     S_ = c.slots_z.shape[1]
     frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch]) + c.centre_frac[batch]
@@ -384,25 +384,17 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch) -> tuple
     diff = bfrac[batch] - frac.unsqueeze(1)  # (N, m, 3)
     diff = diff - torch.round(diff)
     lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
-    gram = c.lattice_rot @ c.lattice_rot.transpose(1, 2)
-    off = gram - torch.diag_embed(torch.diagonal(gram, dim1=1, dim2=2))
-    if bool((off.abs() <= 1e-4 * gram.abs().amax()).all()):  # orthogonal axes: rounding is exact
-        disp = torch.einsum("nmk,nkd->nmd", diff, lat)
-        d_img = disp.norm(dim=-1)
-    else:
-        shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
-        cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
-        disp_all = torch.einsum("nmik,nkd->nmid", cand, lat)
-        d_all = disp_all.norm(dim=-1)  # (N, m, 27)
-        d_img, k_img = d_all.min(-1)
-        disp = torch.gather(disp_all, 2, k_img[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)  # (N, m, 3)
-    valid = bmask[batch]  # (N, m)
-    slot_of = bslot_p[batch].squeeze(-1)  # (N, m)
-    onehot = (slot_of.unsqueeze(-1) == torch.arange(S_, device=pos.device)) & valid.unsqueeze(-1)  # (N, m, S)
-    big = torch.full_like(d_img, 1e3)
-    d_slot = torch.where(onehot, d_img.unsqueeze(-1), big.unsqueeze(-1))  # (N, m, S)
-    dmin, idx = d_slot.min(1)  # (N, S)
-    vec = torch.gather(disp, 1, idx.unsqueeze(-1).expand(-1, -1, 3))  # (N, S, 3)
+    shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
+    cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
+    disp = torch.einsum("nmik,nkd->nmid", cand, lat).flatten(1, 2)  # (N, m*27, 3)
+    d = disp.norm(dim=-1)  # (N, m*27)
+    valid = bmask[batch].repeat_interleave(27, dim=1)
+    slot_of = bslot_p[batch].squeeze(-1).repeat_interleave(27, dim=1)
+    onehot = (slot_of.unsqueeze(-1) == torch.arange(S_, device=pos.device)) & valid.unsqueeze(-1)  # (N, M, S)
+    d_slot = torch.where(onehot, d.unsqueeze(-1), torch.full_like(d, 1e3).unsqueeze(-1)).transpose(1, 2)
+    kk = min(int(k), d_slot.shape[-1])
+    dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
+    vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
     vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
     return vec, dmin
 

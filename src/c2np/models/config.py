@@ -51,6 +51,7 @@ class ModelConfig:
     ema_decay: float = 0.0
     ve_input: bool = False
     site_features: bool = False
+    site_k: int = 1
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0

@@ -212,10 +212,12 @@ class Denoiser(nn.Module):
         self.t_mlp = MLP(H, H, H)
         self.type_in = nn.Linear(type_dim, H)
         self.sites = cfg.site_features
+        self.site_k = max(1, cfg.site_k)
         self.self_cond = cfg.self_cond
-        extra = (2 * S if self.sites else 0) + (3 if self.self_cond else 0)
+        SK = S * self.site_k
+        extra = (2 * SK if self.sites else 0) + (3 if self.self_cond else 0)
         edge_dim = (S if self.sites else 0) + (1 if self.self_cond else 0)
-        n_vec = (S if self.sites else 0) + (1 if self.self_cond else 0)
+        n_vec = (SK if self.sites else 0) + (1 if self.self_cond else 0)
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
                          edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
         self.type_out = MLP(H, H, S)
@@ -238,10 +240,10 @@ class Denoiser(nn.Module):
         vec_parts: list[Tensor] = []
         scale = ((1.0 / c.radius) if site_scale is None else site_scale)[batch].view(-1, 1, 1)
         if self.sites:
-            vec, dist = lattice_site_vectors(xs, batch, c)
-            parts += [torch.exp(-0.5 * (dist / 0.5) ** 2), (dist / 2.0).clamp(max=3.0)]
-            edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec, edges))
-            vec_parts.append(vec * scale)
+            vec, dist = lattice_site_vectors(xs, batch, c, self.site_k)  # (N, S, k, 3), (N, S, k)
+            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0)]
+            edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec[:, :, 0], edges))
+            vec_parts.append(vec.flatten(1, 2) * scale)
         if self.self_cond:
             have = x0_prev is not None
             x0p = x0_prev if x0_prev is not None else xs
