@@ -215,7 +215,7 @@ class Denoiser(nn.Module):
         self.site_k = max(1, cfg.site_k)
         self.self_cond = cfg.self_cond
         SK = S * self.site_k
-        extra = (2 * SK if self.sites else 0) + (3 if self.self_cond else 0)
+        extra = (3 * SK if self.sites else 0) + (3 if self.self_cond else 0)
         edge_dim = (S if self.sites else 0) + (1 if self.self_cond else 0)
         n_vec = (SK if self.sites else 0) + (1 if self.self_cond else 0)
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
@@ -241,7 +241,10 @@ class Denoiser(nn.Module):
         scale = ((1.0 / c.radius) if site_scale is None else site_scale)[batch].view(-1, 1, 1)
         if self.sites:
             vec, dist = lattice_site_vectors(xs, batch, c, self.site_k)  # (N, S, k, 3), (N, S, k)
-            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0)]
+            # where each candidate site lies with respect to the sphere: (|site| - R) / 2 Å
+            site_r = ((xs.unsqueeze(1).unsqueeze(1) + vec).norm(dim=-1) - c.radius[batch].view(-1, 1, 1)) / 2.0
+            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0),
+                      site_r.flatten(1).clamp(-3.0, 3.0)]
             edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec[:, :, 0], edges))
             vec_parts.append(vec.flatten(1, 2) * scale)
         if self.self_cond:
