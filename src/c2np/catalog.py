@@ -34,6 +34,7 @@ import numpy as np
 
 from c2np.cells import UnitCell, read_cif_text, standardize, write_cif
 from c2np.errors import C2NPError, C2NPInputError
+from c2np.fileio import write_text
 
 __all__ = [
     "A_SITES",
@@ -557,18 +558,6 @@ def relax_material(material_id: str, *, potential: str = "chgnet",
 
 
 # --- the catalog file --------------------------------------------------------------------
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def _read_catalog_json(path: Path, *, source: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -745,13 +734,13 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                 merged, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=None,
                                           started=started)
                 merged[mid] = entry
-                _atomic_write_text(cat_path, json.dumps(_catalog_document(
+                write_text(cat_path, json.dumps(_catalog_document(
                     merged.values(), potential=potential, fmax=fmax, started=started), indent=1) + "\n")
     finally:
         if bar is not None:
             bar.close()
     if not cat_path.exists():
-        _atomic_write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
+        write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
                                                                   fmax=fmax, started=started), indent=1) + "\n")
     return [done[m] for m in ids]
 
@@ -775,7 +764,7 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     cat_path = out / "catalog.json"
     with _build_lock(out):  # one build start time for every worker
         if not cat_path.exists():
-            _atomic_write_text(cat_path, json.dumps(_catalog_document(
+            write_text(cat_path, json.dumps(_catalog_document(
                 [], potential=kwargs["potential"], fmax=kwargs["fmax"], started=started), indent=1) + "\n")
     bar = None
     if progress:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_path
 
 __all__ = [
     "UnitCell",
@@ -283,8 +284,6 @@ def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
 def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
     """Write a CIF atomically (temp file in the same folder, then rename)."""
     from ase.io import write
-
-    from c2np.particle_io import atomic_path
 
     p = Path(path)
     with atomic_path(p) as tmp:

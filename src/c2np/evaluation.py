@@ -35,6 +35,7 @@ import numpy as np
 
 from c2np.particle import Particle
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_path, atomic_write, file_sha256
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics,
                           inverse_failure, inverse_metric_info,
@@ -62,7 +63,6 @@ __all__ = [
     "evaluate_forward",
     "evaluate_inverse",
     "inverse_target",
-    "plot_results",
 ]
 
 EVAL_ROTATIONS_PER_GROUP = 8
@@ -152,15 +152,6 @@ def select_rows(recipes: RecipeTable, split: str, subset: str = "eval", *,
 # ----------------------------------------------------------------------------------------
 # Prediction files
 # ----------------------------------------------------------------------------------------
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """SHA-256 hex digest of a file."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _symbol_table() -> dict[str, int]:
     from ase.data import atomic_numbers
 
@@ -342,8 +333,6 @@ def write_forward_predictions_h5(path: str | os.PathLike[str],
     numbers = (np.concatenate([pt.numbers for pt in parts]) if parts else np.zeros(0)).astype(np.int16)
     pos = (np.concatenate([pt.positions_angstrom for pt in parts]) if parts
            else np.zeros((0, 3))).astype(np.float32)
-    from c2np.particle_io import atomic_path
-
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORWARD_H5_FORMAT
         f.attrs["format_version"] = FORWARD_H5_VERSION
@@ -359,8 +348,6 @@ def write_inverse_predictions(path: str | os.PathLike[str],
                               rows: Iterable[Mapping[str, Any]]) -> Path:
     """Write task-2 predictions as CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``
     (atomically); each row is a mapping with those keys (or has ``as_row()``)."""
-    from c2np.particle_io import atomic_write
-
     with atomic_write(path) as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(INVERSE_COLUMNS)
@@ -546,8 +533,6 @@ class Results:
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the JSON atomically."""
-        from c2np.particle_io import atomic_write
-
         text = self.to_json()
         with atomic_write(path) as fh:
             fh.write(text + "\n")
@@ -882,53 +867,3 @@ def evaluate_task(task: str, store: EvalStore, predictions: str | os.PathLike[st
         return evaluate_inverse(store, predictions, split, subset, model=model, seed=seed,
                                 n_resamples=n_resamples, progress=progress)
     raise C2NPInputError(f"task must be 'forward' or 'inverse', got {task!r}")
-
-
-# ----------------------------------------------------------------------------------------
-# Plot
-# ----------------------------------------------------------------------------------------
-
-
-def plot_results(data: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """PNG of a results document: headline metrics per radius with 95 % intervals (left)
-    and the per-sample distribution of the main distance/error metric (right)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from c2np.particle_io import atomic_write
-
-    forward = data["task"] == "forward"
-    names = ["f1@0.1", "f1@0.5"] if forward else ["spacegroup_accuracy", "joint_accuracy_paper",
-                                                  "joint_accuracy_strict"]
-    dist_name = "matched_rmsd" if forward else "lattice_rmse_perm_invariant"
-    per_r = data["metrics"]["per_radius"]
-    radii = sorted(per_r, key=int)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    for n in names:
-        mean = np.array([per_r[r][n]["mean"] for r in radii])
-        lo = np.array([per_r[r][n]["ci95"][0] for r in radii])
-        hi = np.array([per_r[r][n]["ci95"][1] for r in radii])
-        ax1.errorbar([int(r) for r in radii], mean, yerr=[mean - lo, hi - mean], marker="o",
-                     capsize=3, label=n)
-    ax1.set_xlabel("R (Å)")
-    ax1.set_ylabel("failure-penalised mean, 95 % CI")
-    ax1.set_ylim(-0.02, 1.02)
-    ax1.legend()
-    ax1.set_title(f"{data['model']} · {data['task']} · {data['split']} ({data['subset']})")
-    vals = np.array(data["samples"][dist_name], dtype=float)
-    ok = np.array(data["samples"]["ok"], dtype=bool)
-    if ok.any():
-        ax2.hist(vals[ok], bins=40, color="tab:blue", label="successes")
-    ax2.set_xlabel(f"{dist_name} ({data['metric_info'][dist_name]['unit']})")
-    ax2.set_ylabel("samples")
-    ax2.set_title(f"{int((~ok).sum())} failed of {len(ok)} (not shown: failure value)")
-    if ok.any():
-        ax2.legend()
-    fig.tight_layout()
-    p = Path(path)
-    with atomic_write(p, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    plt.close(fig)
-    return p

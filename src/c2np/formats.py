@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,6 +15,7 @@ from c2np.carving import canonical_order, carve
 from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_directory
 from c2np.particle_io import write_extxyz
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, write_store
@@ -71,9 +70,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         for mid in store.materials:
             write_cif(store.cells[mid], tmp / "cifs" / f"{mid}.cif")
         made: set[Path] = set()
@@ -86,12 +83,6 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
             comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
                        f"radius_angstrom={s.radius_angstrom}")
             (folder / f"rot_{s.rotation_index}.xyz").write_text(_plain_xyz(s.particle, comment))
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -1,56 +1,24 @@
 """Reading and writing particles as XYZ / extended XYZ (and clusters from CIF).
 
-Writes are atomic: a temp file in the target folder, renamed at the end, so an
-interrupted write never leaves a half-written file in place of a good one.
+Writes are atomic (:mod:`c2np.fileio`): an interrupted write never leaves a half-written
+file in place of a good one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from c2np.particle import Particle
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_write
 
-__all__ = ["atomic_path", "atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
+__all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
            "read_frames"]
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temp file path beside ``path`` for a writer that takes a file name (HDF5,
-    ASE); the temp file replaces ``path`` only if the block succeeds, else it is removed."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextIO]:
-    """Open a temp file beside ``path``; rename it onto ``path`` only if the block succeeds."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh  # type: ignore[misc]
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _info_value(value: Any) -> str:

@@ -35,6 +35,7 @@ from c2np.carving import carve
 from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
+from c2np.fileio import atomic_path
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol, sample_id
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
@@ -177,8 +178,6 @@ def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fp = fingerprint(cells, table, base)
-    from c2np.particle_io import atomic_path
-
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION

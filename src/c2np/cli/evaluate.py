@@ -111,7 +111,7 @@ def evaluate_cmd(
     print_results_table(res.data)
     console().print(f"results -> {out}")
     if plot is not None:
-        from c2np.evaluation import plot_results
+        from c2np.report import plot_results
 
         plot_results(res.data, plot)
         console().print(f"plot -> {plot}")

@@ -28,7 +28,7 @@ from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import condition_for_row, lattice_target, row_sample_id, select_rows
 from c2np.models.scoring import atom_f1, chamfer_angstrom, count_error, lattice_errors
-from c2np.particle_io import atomic_write
+from c2np.fileio import atomic_write
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS"]
 
