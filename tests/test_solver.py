@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.cells import read_cif, standardize
 from c2np.errors import C2NPInputError
 from c2np.particle_io import write_extxyz
