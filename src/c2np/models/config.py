@@ -49,9 +49,9 @@ class ModelConfig:
     warmup_steps: int = 0
     min_lr_ratio: float = 0.01
     ema_decay: float = 0.0
-    ve_input: bool = False
     site_features: bool = False
     site_k: int = 1
+    exclusion_iters: int = 0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0
