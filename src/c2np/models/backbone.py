@@ -378,7 +378,8 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     nearest (rounded) image of every basis atom, so the k nearest are exact for k up to the
     sites of a slot within one lattice step (and the nearest always is).
     """
-    S_ = c.slots_z.shape[1]
+    S_full = c.slots_z.shape[1]
+    S_ = max(1, int(c.slot_mask.sum(1).max()))  # slots in use (filled first); the rest is padding
     frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch]) + c.centre_frac[batch]
     nb = torch.bincount(c.basis_batch, minlength=c.size)
     bfrac, bmask = to_padded(c.basis_frac, c.basis_batch, nb)  # (B, m, 3)
@@ -400,6 +401,10 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
     vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
     vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
+    pad = S_full - S_
+    if pad:
+        vec = F.pad(vec, (0, 0, 0, 0, 0, pad))
+        dmin = F.pad(dmin, (0, 0, 0, pad), value=1e3)
     if not with_keys:
         return vec, dmin
     m = bfrac.shape[1]
@@ -407,6 +412,8 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     base = batch.view(-1, 1, 1) * m + torch.arange(m, device=pos.device).view(1, -1, 1)  # (N, m, 1)
     key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]  # (N, m, 27)
     key = torch.gather(key.flatten(1).unsqueeze(1).expand(-1, S_, -1), 2, idx)
+    if pad:
+        key = F.pad(key, (0, 0, 0, pad), value=-1)
     return vec, dmin, key
 
 

@@ -236,15 +236,23 @@ class SiteAssignment(nn.Module):
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
         self.null = MLP(hidden, hidden, 1)
+        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init 4/Å)
+        self.outside = nn.Parameter(torch.tensor(math.log(math.expm1(4.0))))
 
     def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
                 type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
+        S_full = dist.shape[1]
+        used = max(1, int((dist < 1e3).any(-1).any(0).sum()))  # slots in use come first
+        if used < S_full:
+            prob, p_none = self.forward(h, dist[:, :used], site_r[:, :used], keys[:, :used], sigma,
+                                        None if type_ll is None else type_ll[:, :used])
+            return F.pad(prob, (0, 0, 0, S_full - used)), p_none
         N, S_, K = dist.shape
-        slot = torch.eye(S_, device=h.device).view(1, S_, 1, S_).expand(N, S_, K, S_)
+        slot = torch.eye(S, device=h.device)[:S_].view(1, S_, 1, S).expand(N, S_, K, S)
         feat = torch.cat([torch.exp(-0.5 * (dist / 0.5) ** 2).unsqueeze(-1),
                           (dist / 2.0).clamp(max=3.0).unsqueeze(-1), site_r.clamp(-3, 3).unsqueeze(-1), slot], -1)
         logits = self.out(F.silu(self.h_lin(h).view(N, 1, 1, -1) + self.c_lin(feat))).squeeze(-1)
-        logits = logits - 0.5 * (dist / sigma.view(-1, 1, 1)) ** 2
+        logits = logits - 0.5 * (dist / sigma.view(-1, 1, 1)) ** 2 - F.softplus(self.outside) * F.relu(2.0 * site_r)
         if type_ll is not None:
             logits = logits + type_ll.unsqueeze(-1)
         logits = logits.masked_fill(dist >= 1e3, -1e9).reshape(N, S_ * K)
@@ -485,10 +493,9 @@ class DiffCSP(GeneratorBase):
         """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,); the
         type noise follows from the predicted clean one-hot 2 p - 1."""
         abn = alpha_bar(t)[batch].unsqueeze(-1)
-        corners = 2 * torch.eye(S, device=a.device) - 1  # clean one-hot codes of the slots
-        type_ll = -((a.unsqueeze(1) - torch.sqrt(abn).unsqueeze(-1) * corners) ** 2).sum(-1) / (2 * (1 - abn))
-        type_ll = type_ll - type_ll.max(-1, keepdim=True).values
-        eps_hat, logits, x0 = vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), type_ll, t, batch,
+        # no species likelihood term: the clean type is read from the chosen site (and the noisy
+        # type features), so the continuous types follow the positions to the end
+        eps_hat, logits, x0 = vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), None, t, batch,
                                          cond, c, x0_prev)
         a0_hat = 2 * F.softmax(_masked_logits(logits, batch, c), -1) - 1
         eps_a_hat = (a - torch.sqrt(abn) * a0_hat) / torch.sqrt(1 - abn)

@@ -26,9 +26,13 @@ from c2np.models.config import ModelConfig
 from c2np.models.data import Condition
 from c2np.orientations import draw_paper_quaternion
 
-__all__ = ["OverfitResult", "gate_condition", "overfit", "GATE_F1"]
+__all__ = ["OverfitResult", "gate_condition", "gate_config", "gate_steps", "overfit", "GATE_F1"]
 
 GATE_F1 = 0.9  # F1@0.5 a family must reach on its training particle
+
+# optimiser steps the gate gives each family per 45 atoms of the target (scaled with the size)
+GATE_STEPS_PER_45_ATOMS: dict[str, int] = {"cdvae": 2000, "diffcsp": 2000, "flowmm": 2000,
+                                           "mattergen": 2000, "adit": 3000}
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,19 @@ def gate_condition(cell: UnitCell, radius_angstrom: float, *, seed: int = 0,
     cond = Condition(cell=cell, radius_angstrom=float(radius_angstrom), quaternion=np.asarray(q, float),
                      centre_frac=centre_frac)
     return cond, carve(cell, float(radius_angstrom), centre_frac=centre_frac, quaternion=q).particle
+
+
+def gate_config(model_name: str, base: str = "small", **overrides: object) -> ModelConfig:
+    """The configuration the gate trains ``model_name`` with: the ``base`` preset (whose
+    architecture, schedule, EMA and sampler are the ones used at scale) with ``overrides``."""
+    from c2np.models.config import get_config
+
+    return get_config(base, **overrides)
+
+
+def gate_steps(model_name: str, n_atoms: int) -> int:
+    """Optimiser steps the gate gives a family for a target of ``n_atoms`` atoms."""
+    return int(round(GATE_STEPS_PER_45_ATOMS[model_name] * max(1.0, n_atoms / 45.0)))
 
 
 def overfit(model_name: str, cfg: ModelConfig, cond: Condition, target: Particle, *, steps: int,
