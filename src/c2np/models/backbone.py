@@ -389,7 +389,7 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     rounded = torch.round(diff)
     diff = diff - rounded
     lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
-    shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
+    shifts = _image_shifts(pos.device, pos.dtype)  # (27, 3)
     cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
     disp = torch.einsum("nmik,nkd->nmid", cand, lat).flatten(1, 2)  # (N, m*27, 3)
     d = disp.norm(dim=-1)  # (N, m*27)
@@ -417,8 +417,10 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     return vec, dmin, key
 
 
-_IMAGE_SHIFTS = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)],
-                             dtype=torch.float32)
+def _image_shifts(device: torch.device, dtype: torch.dtype) -> Tensor:
+    """(27, 3) integer lattice translations {-1, 0, 1}^3."""
+    r = torch.tensor([-1.0, 0.0, 1.0], device=device, dtype=dtype)
+    return torch.cartesian_prod(r, r, r)
 
 
 def site_edge_features(site_pos: Tensor, edges: Tensor, *, width_angstrom: float = 0.5) -> Tensor:

@@ -86,16 +86,24 @@ class ModelConfig:
         return cls(**data)
 
 
+# the pieces the overfit gate needs (issue 12), shared by `small` and `paper`: lattice-site
+# assignment with exclusion, self-conditioning, a global token, predictor-corrector (DiffCSP,
+# MatterGen), anti-annealing (FlowMM), sphere confinement (CDVAE), warmup + cosine + EMA
+_GATE_PIECES: dict[str, Any] = dict(site_features=True, site_k=4, exclusion_iters=10, self_cond=True,
+                                    global_token=True, corrector_steps=1, corrector_step=0.4,
+                                    anti_anneal=5.0, confine_margin=0.05, lr_schedule="cosine")
+
 PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(),
     "small": ModelConfig(name="small", hidden=64, layers=3, knn=12, epochs=6, steps_per_epoch=50,
                          batch_size=4, lr=2e-3, max_train_radius_angstrom=12.0, max_atoms=300,
-                         sample_steps=50, langevin_levels=10, n_fidelity=1, n_val=8,
-                         eval_per_group=2),
-    "paper": ModelConfig(name="paper", hidden=128, layers=4, knn=16, latent_dim=16, heads=8,
-                         epochs=100, steps_per_epoch=500, batch_size=8, lr=5e-4,
-                         max_train_radius_angstrom=None, max_atoms=2000, sample_steps=200,
-                         langevin_levels=40, n_fidelity=4, n_val=64, eval_per_group=10),
+                         sample_steps=200, langevin_levels=20, n_fidelity=8, n_val=8, ema_decay=0.999,
+                         warmup_steps=100, eval_per_group=2, **_GATE_PIECES),
+    "paper": ModelConfig(name="paper", hidden=256, layers=6, knn=24, latent_dim=16, heads=8,
+                         epochs=200, steps_per_epoch=500, batch_size=16, lr=3e-4,
+                         max_train_radius_angstrom=None, max_atoms=2000, sample_steps=1000,
+                         langevin_levels=50, n_fidelity=16, n_val=64, eval_per_group=10,
+                         ema_decay=0.9999, warmup_steps=2000, **_GATE_PIECES),
 }
 
 

@@ -177,6 +177,7 @@ class GeneratorBase(nn.Module):
     """Shared parts: conditioner (cell encoder + R + rotation), count head, slot embeddings."""
 
     task = "forward"
+    device_ready = True  # every tensor is created on the weights' / the generator's device
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -724,6 +725,8 @@ class ADiT(GeneratorBase):
         self.snap = SiteAssignment(H, cfg.exclusion_iters) if cfg.site_features and cfg.exclusion_iters > 0 else None
         if self.snap is not None:
             self.snap_in = nn.Linear(H + 3 * S * max(1, cfg.site_k), H)
+            # spread (Å) of the decoded positions about their sites, learned (init 0.5 Å)
+            self.snap_sigma = nn.Parameter(torch.tensor(math.log(math.expm1(0.5))))
         # second stage: its own conditioner (the autoencoder's stays frozen with it)
         self.dit_cond = Conditioner(H)
         self.t_mlp = MLP(H, H, H)
@@ -771,7 +774,9 @@ class ADiT(GeneratorBase):
         site_r = site_r / 2.0
         hs = self.snap_in(torch.cat([h, torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2),
                                      (dist.flatten(1) / 2.0).clamp(max=3.0), site_r.flatten(1).clamp(-3, 3)], -1))
-        prob = self.snap(F.silu(hs), dist, site_r, keys)
+        sigma = F.softplus(self.snap_sigma).expand(len(u))
+        type_ll = F.log_softmax(_masked_logits(logits, batch, c), -1)
+        prob, p_none = self.snap(F.silu(hs), dist, site_r, keys, sigma, type_ll)
         u = u + torch.einsum("nsk,nskd->nd", prob, vec) / R
         return u, logits + torch.log(prob.sum(-1) + 1e-4)
 
@@ -864,12 +869,12 @@ class SiteScorer(GeneratorBase):
 
     def logits(self, conds: Sequence[Condition]) -> tuple[Tensor, list[Particle]]:
         """(N,) inside-logits of all candidates and the candidate sets."""
-        c = collate_conditions(conds)
+        c = collate_conditions(conds).to(self.device)
         cands = [self.candidates(k) for k in conds]
-        p = collate_particles(cands, conds)
+        p = collate_particles(cands, conds).to(self.device)
         # R enters only through the per-site features |x|/R and |x| - R, never as an embedding
         # of its value, so the decision rule carries over to radii outside the training range.
-        cond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool))
+        cond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool, device=self.device))
         ff = frame_features(p.pos, p.batch, c)
         h, _ = self.encoder(torch.cat([self.z_emb(p.z), ff], -1), p.pos, p.batch, cond[p.batch],
                             c.lattice_rot, c.radius)
@@ -884,7 +889,7 @@ class SiteScorer(GeneratorBase):
                 d, idx = cKDTree(target.positions_angstrom).query(cand.positions_angstrom)
                 lab = (d < 1e-3) & (target.numbers[np.minimum(idx, target.n_atoms - 1)] == cand.numbers)
             labels.append(lab)
-        y = torch.as_tensor(np.concatenate(labels), dtype=torch.float32)
+        y = torch.as_tensor(np.concatenate(labels), dtype=torch.float32, device=self.device)
         loss = F.binary_cross_entropy_with_logits(logits, y)
         acc = ((logits > 0).float() == y).float().mean()
         return loss, {"bce": loss.item(), "site_acc": acc.item()}
@@ -894,7 +899,7 @@ class SiteScorer(GeneratorBase):
         logits, cands = self.logits(conds)
         out, start = [], 0
         for cand in cands:
-            keep = (logits[start:start + cand.n_atoms] > 0).numpy()
+            keep = (logits[start:start + cand.n_atoms] > 0).cpu().numpy()
             out.append(Particle(cand.numbers[keep], cand.positions_angstrom[keep]))
             start += cand.n_atoms
         return out

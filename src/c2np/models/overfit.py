@@ -80,7 +80,7 @@ def gate_config(model_name: str, base: str = "small", **overrides: object) -> Mo
     architecture, schedule, EMA and sampler are the ones used at scale) with ``overrides``."""
     from c2np.models.config import get_config
 
-    return get_config(base, **overrides)
+    return get_config(base, **{"batch_size": 8, **overrides})
 
 
 def gate_steps(model_name: str, n_atoms: int) -> int:
