@@ -618,7 +618,9 @@ class FlowMM(_MaskedTypeGenerator):
             tt = torch.full((c.size,), t, device=dev)
             v_hat, logits, x1p = self._predict(u, types, masked, tt, batch, cond, c, x1)
             x1 = x1p if self.cfg.self_cond else None
-            u = u + dt * (1.0 + self.cfg.anti_anneal * t) * v_hat  # Euler step, anti-annealed velocity
+            # Euler step with the anti-annealed velocity, never past the predicted end point
+            # (v = (x1 - x_t) / (1 - t), so a step of (1 - t) v lands on x1)
+            u = u + min(dt * (1.0 + self.cfg.anti_anneal * t), 1.0 - t) * v_hat
             probs = F.softmax(_masked_logits(logits, batch, c), -1)
             draw = torch.multinomial(probs, 1, generator=g).squeeze(-1)
             reveal = masked & (rand((len(batch),), g) < dt / (1 - t))
