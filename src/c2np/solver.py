@@ -62,7 +62,8 @@ from typing import Any
 import numpy as np
 
 from c2np.cells import UnitCell, crystal_system, lattice_parameters
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
+from c2np.limits import check as check_limit
 
 __all__ = ["SolverResult", "solve", "solve_particle", "DEFAULT_SYMPREC_SWEEP_ANGSTROM"]
 
@@ -130,6 +131,10 @@ class SolverResult:
 
 
 # --- helpers ----------------------------------------------------------------------------------
+#: A particle whose median nearest-neighbour distance exceeds this (Å) is not a solid in Å.
+MAX_TYPICAL_NEIGHBOUR_ANGSTROM = 10.0
+
+
 def _validate(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         nums = np.asarray(numbers).reshape(-1)
@@ -149,9 +154,18 @@ def _validate(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -> tup
     nums = nums.astype(np.int64)
     if np.any(nums < 1) or np.any(nums > 118):
         raise C2NPInputError("solver input: atomic numbers must be in 1..118")
+    from scipy.spatial import cKDTree
+
+    check_limit("solver_atoms", len(nums), what="solver input")
     if len(nums) < min_atoms:
-        raise C2NPInputError(f"solver input: {len(nums)} atoms is too few to find a lattice "
-                             f"(at least {min_atoms} needed)")
+        raise C2NPNoAnswerError(f"solver input: {len(nums)} atoms is too few to find a lattice "
+                                f"(at least {min_atoms} needed)")
+    nearest, _ = cKDTree(pos).query(pos, k=2)
+    typical = float(np.median(nearest[:, 1]))
+    if typical > MAX_TYPICAL_NEIGHBOUR_ANGSTROM:
+        raise C2NPInputError(f"solver input: atoms are typically {typical:.4g} Å from their nearest "
+                             f"neighbour (a solid has neighbours within {MAX_TYPICAL_NEIGHBOUR_ANGSTROM:g} Å); "
+                             "positions must be in Å")
     return nums, pos
 
 
@@ -196,8 +210,8 @@ def _bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> _Bounds:
         try:
             hull = ConvexHull(rel)
         except QhullError as exc:
-            raise C2NPInputError("solver input: the atoms are flat or collinear; a particle "
-                                 "must extend in three dimensions") from exc
+            raise C2NPNoAnswerError("solver input: the atoms are flat or collinear; a particle "
+                                    "must extend in three dimensions") from exc
     eq = np.unique(np.round(np.asarray(hull.equations, dtype=float), 9), axis=0)  # coplanar facets once
     r_in = float(np.min(-eq[:, 3]))
     return _Bounds(eq, r_in, float(r.max()), float(margin))
@@ -415,8 +429,8 @@ def _symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
         return records, records[chosen], plateau
     found = [rec for rec in records if rec[1] is not None]
     if not found:
-        raise C2NPInputError("solver input: no space group could be assigned to the "
-                             "reconstructed cell at any tolerance")
+        raise C2NPNoAnswerError("solver input: no space group could be assigned to the "
+                                "reconstructed cell at any tolerance")
     sgs = [rec[1] for rec in found]
     best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
     return records, next(rec for rec in found if rec[1] == best), 1
@@ -625,8 +639,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     bounds = _bounds(rel, r, boundary_margin_angstrom)
     r_in = bounds.r_in
     if bounds.r_out - boundary_margin_angstrom <= 1.0:
-        raise C2NPInputError(f"solver input: the particle is too small (radius "
-                             f"{bounds.r_out:.2f} Å) to find a lattice")
+        raise C2NPNoAnswerError(f"solver input: the particle is too small (radius "
+                                f"{bounds.r_out:.2f} Å) to find a lattice")
     # every "closest k atoms" below takes whole shells of equal distance from the centroid,
     # so the sets do not depend on the atom order or on rounding in the particle's frame
     by_centre = np.argsort(r, kind="stable")
@@ -640,7 +654,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     dnn, _ = tree.query(positions4[probe], k=2)
     same = dnn[:, 1] < _ELEMENT_KEY * 0.5
     if not same.any():
-        raise C2NPInputError("solver input: no two atoms of the same element; no lattice to find")
+        raise C2NPNoAnswerError("solver input: no two atoms of the same element; no lattice to find")
     per_elem = [float(np.median(dnn[same & (nums[probe] == z), 1]))
                 for z in np.unique(nums[probe]) if np.any(same & (nums[probe] == z))]
     d_same_min = min(per_elem)
@@ -659,7 +673,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             ref_z = int(zs[i])
             break
     if ref_z is None:
-        raise C2NPInputError("solver input: no element has 4 or more atoms; no lattice to find")
+        raise C2NPNoAnswerError("solver input: no element has 4 or more atoms; no lattice to find")
     ref_idx = by_centre[nums[by_centre] == ref_z]
     n_orig = int(np.clip(max_candidate_pairs // len(ref_idx), n_origins, len(ref_idx)))
     origins = ref_idx[:_whole_shells(r_key[ref_idx], n_orig)]
@@ -682,7 +696,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     keep = (lens > max(0.3, 0.5 * d_same_min)) & (lens <= lmax)
     vec = vec[keep]
     if len(vec) == 0:
-        raise C2NPInputError("solver input: no candidate translations (particle too small)")
+        raise C2NPNoAnswerError("solver input: no candidate translations (particle too small)")
     u = np.array([0.5773, 0.3090, 0.7557])
     s = np.sign(vec @ u)
     s[s == 0] = 1.0
@@ -807,8 +821,8 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
             if low is not None:
                 found, margin_used, low_support = low, -1e-5, True
     if found is None:
-        raise C2NPInputError("solver input: no lattice found (no three independent translations "
-                             "map the particle onto itself)")
+        raise C2NPNoAnswerError("solver input: no lattice found (no three independent translations "
+                                "map the particle onto itself)")
     basis, acc_vec, acc_w, s0, tol_acc, n_prescreened, n_scored = found
 
     # 4. lattice: integrality, least squares, reduction -----------------------------------
@@ -846,7 +860,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     sol, *_ = np.linalg.lstsq(ncoef * w, acc_vec[good] * w, rcond=None)
     lattice = _niggli(sol)
     if abs(np.linalg.det(lattice)) < 1e-3:
-        raise C2NPInputError("solver input: no lattice found (degenerate translations)")
+        raise C2NPNoAnswerError("solver input: no lattice found (degenerate translations)")
 
     # 5. fold, cluster, refine --------------------------------------------------------------
     sigma = s0 / np.sqrt(6.0) if np.isfinite(s0) else 0.1  # per-component position noise (Å)
@@ -871,7 +885,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     site_count = np.bincount(labels, minlength=len(site_frac_a))
     typical = float(np.median(site_count[site_count >= 2])) if np.any(site_count >= 2) else 1.0
     if typical < 2:
-        raise C2NPInputError("solver input: no periodicity found (no site repeats in the particle)")
+        raise C2NPNoAnswerError("solver input: no periodicity found (no site repeats in the particle)")
     # every atom is evidence (a site seen once in a small particle is still a site), but in a
     # particle where sites repeat many times a tiny cluster is a stray atom (noise tail, defect)
     median_count = float(np.median(site_count))
@@ -907,7 +921,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         """Joint linear least squares x_i - origin = c_site + n_i . L over atoms ``ok``."""
         m = int(ok.sum())
         if m < len(used) + 3:
-            raise C2NPInputError("solver input: no lattice found (too few atoms on sites)")
+            raise C2NPNoAnswerError("solver input: no lattice found (too few atoms on sites)")
         k = col[s_idx[ok]]
         nn = cell_n[ok]
         target = rel[ok] - origin
@@ -921,7 +935,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         lhs = nn.T @ nn - (s_n / cnt[:, None]).T @ s_n
         rhs = nn.T @ target - (s_n / cnt[:, None]).T @ s_x
         if abs(np.linalg.det(lhs)) < 1e-9:
-            raise C2NPInputError("solver input: no lattice found (atoms span too few cells)")
+            raise C2NPNoAnswerError("solver input: no lattice found (atoms span too few cells)")
         lat_new = np.linalg.solve(lhs, rhs)
         offs = (s_x - s_n @ lat_new) / cnt[:, None]
         resid = target - offs[k] - nn @ lat_new

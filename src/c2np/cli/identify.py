@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import console, esc, handle_errors, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -32,8 +32,8 @@ def identify_cmd(
     particle = read_particle(particle_path)
     try:
         result = solve_particle(particle)
-    except C2NPInputError as exc:
-        raise C2NPInputError(f"{particle_path}: {exc}") from exc
+    except C2NPInputError as exc:  # keeps the kind: no lattice found (exit 1) or bad input (exit 2)
+        raise type(exc)(f"{particle_path}: {exc}") from exc
     cell = result.cell.with_id(particle_path.stem)
     if cif_out is not None:
         write_cif(cell, cif_out)
@@ -48,7 +48,7 @@ def identify_cmd(
     from rich.table import Table
 
     con = console()
-    table = Table(title=f"{particle_path.name}: {result.n_atoms} atoms", show_header=False)
+    table = Table(title=f"{esc(particle_path.name)}: {result.n_atoms} atoms", show_header=False)
     table.add_column("quantity", style="bold")
     table.add_column("value")
     table.add_row("space group", f"{result.international} (No. {result.spacegroup}), "
@@ -66,4 +66,4 @@ def identify_cmd(
         con.print("[yellow]warning:[/] low confidence: the particle is not well explained by one "
                   "crystal (noise, defects, or too small)")
     if cif_out is not None:
-        con.print(f"reconstructed cell -> {cif_out}")
+        con.print(f"reconstructed cell -> {esc(cif_out)}")

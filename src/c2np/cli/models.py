@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import console, esc, handle_errors, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -68,7 +68,7 @@ def train_cmd(
     if json_out:
         print_json(summary)
         return
-    console().print(f"trained {model}/{task} to epoch {res.epoch} (step {res.step}) -> {res.run_dir}; "
+    console().print(f"trained {esc(model)}/{esc(task)} to epoch {res.epoch} (step {res.step}) -> {esc(res.run_dir)}; "
                     f"train loss {last.get('train_loss', float('nan')):.4g}, "
                     f"val loss {last.get('val_loss', float('nan')):.4g}")
 
@@ -98,8 +98,8 @@ def predict_cmd(
     if json_out:
         print_json(summary)
         return
-    console().print(f"{summary['n_samples']} predictions ({summary['model']}, {summary['task']}, "
-                    f"{split}) -> {out} at {summary['samples_per_s']:.3g} samples/s")
+    console().print(f"{summary['n_samples']} predictions ({esc(summary['model'])}, {esc(summary['task'])}, "
+                    f"{esc(split)}) -> {esc(out)} at {summary['samples_per_s']:.3g} samples/s")
 
 
 @handle_errors
@@ -111,4 +111,4 @@ def diagnostic_cmd(
     from c2np.models.diagnostic import write_diagnostic
 
     files = write_diagnostic(runs, out)
-    console().print("wrote " + ", ".join(str(f) for f in files))
+    console().print("wrote " + ", ".join(esc(f) for f in files))
