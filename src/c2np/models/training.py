@@ -24,6 +24,7 @@ import numpy as np
 
 from c2np.particle import Particle
 from c2np.errors import C2NPInputError
+from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import condition_for_row, lattice_target, row_sample_id, select_rows
@@ -104,10 +105,7 @@ def _fidelity(model: Any, store: Any, rows: np.ndarray, seed: int, steps: int | 
 
 
 def _read_log(path: Path) -> list[dict[str, float]]:
-    if not path.is_file():
-        return []
-    with open(path, newline="") as fh:
-        return [{k: float(v) for k, v in row.items() if v != ""} for row in csv.DictReader(fh)]
+    return read_log(path, columns=tuple(LOG_COLUMNS))
 
 
 def _write_log(path: Path, rows: list[dict[str, float]]) -> None:
@@ -141,12 +139,8 @@ def _save_checkpoint(run: Path, model: Any, opt: Any, g: Any, rng: np.random.Gen
 
 def load_weights(model: Any, run_dir: str | Path) -> None:
     """Load ``checkpoint/model.safetensors`` of a run into ``model`` (strict)."""
-    from safetensors.torch import load_file
-
     path = Path(run_dir) / "checkpoint" / "model.safetensors"
-    if not path.is_file():
-        raise C2NPInputError(f"{path}: no checkpoint in run folder {run_dir}")
-    model.load_state_dict(load_file(str(path)), strict=True)
+    load_weights_into(model, read_weights(path), source=path)
 
 
 def load_run(run_dir: str | Path) -> tuple[Any, dict[str, Any]]:
@@ -155,11 +149,11 @@ def load_run(run_dir: str | Path) -> tuple[Any, dict[str, Any]]:
     meta_path = run / "config.json"
     if not meta_path.is_file():
         raise C2NPInputError(f"{meta_path}: not a run folder (no config.json)")
+    meta = read_json(meta_path, what="run metadata", keys=("model", "task", "config"))
     try:
-        meta = json.loads(meta_path.read_text())
         cfg = ModelConfig.from_dict(meta["config"])
         model = build_model(meta["model"], meta["task"], cfg)
-    except (KeyError, json.JSONDecodeError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise C2NPInputError(f"{meta_path}: malformed run metadata ({exc})") from exc
     load_weights(model, run)
     model.eval()
@@ -187,7 +181,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
     if resume:
         if not state_path.is_file():
             raise C2NPInputError(f"{run}: nothing to resume (no checkpoint/state.json)")
-        old = json.loads(meta_path.read_text())
+        old = read_json(meta_path, what="run metadata", keys=("model", "task", "config", "seed"))
         if (old["model"], old["task"]) != (model_name, task):
             raise C2NPInputError(f"{run}: run is {old['model']}/{old['task']}, not {model_name}/{task}")
         cfg = ModelConfig.from_dict(old["config"])
@@ -217,12 +211,16 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
     epoch, step = 0, 0
     log: list[dict[str, float]] = []
     if resume:
-        st = json.loads(state_path.read_text())
+        st = read_json(state_path, what="training state", keys=("epoch", "step", "numpy_rng"))
         load_weights(model, run)  # includes normalisation buffers
-        opt.load_state_dict(torch.load(run / "checkpoint" / "optim.pt", weights_only=True))
-        g.set_state(torch.load(run / "checkpoint" / "rng.pt", weights_only=True)["torch_generator"])
-        rng.bit_generator.state = st["numpy_rng"]
-        epoch, step = int(st["epoch"]), int(st["step"])
+        try:
+            opt.load_state_dict(read_torch(run / "checkpoint" / "optim.pt", what="optimizer state"))
+            g.set_state(read_torch(run / "checkpoint" / "rng.pt", what="random state")["torch_generator"])
+            rng.bit_generator.state = st["numpy_rng"]
+            epoch, step = int(st["epoch"]), int(st["step"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise C2NPInputError(f"{run / 'checkpoint'}: optimizer, random or training state does not "
+                                 f"fit this run ({type(exc).__name__}: {exc})") from exc
         log = [r for r in _read_log(run / "log.csv") if r["epoch"] <= epoch]
     else:
         run.mkdir(parents=True, exist_ok=True)
