@@ -228,3 +228,15 @@ def test_zip_bomb_member_is_refused_before_decompression(tmp_path: Path, monkeyp
     damaged.write_bytes(zpath.read_bytes()[:-30])
     with pytest.raises(C2NPInputError, match="damaged.zip"):
         read_cells(damaged)
+
+
+def test_unreadable_atom_type_is_a_clear_error() -> None:
+    """Found by benchmarks/fuzz_readers.py (atheris): ASE's has_structure() raised
+    AttributeError on a type symbol that is not an element."""
+    from c2np.cells import read_cif_text
+
+    crash = "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\nH1 � 0.5 0 0\n"
+    with pytest.raises(C2NPInputError, match="f.cif: not a readable CIF .AttributeError"):
+        read_cif_text(crash, source="f.cif")
+    with pytest.raises(C2NPInputError, match="f.cif: could not build a structure .KeyError"):
+        read_cif_text(_cif(sites="K1 K 0.5 0.5 0.5\nH1 M-m 0.5 0 0\n"), source="f.cif")

@@ -284,3 +284,12 @@ def test_import_original_reads_upper_case_suffix(tmp_path: Path, kmgh3) -> None:
     root = _raw_archive(tmp_path, kmgh3, lines)
     (root / "materials" / "KMgH3_R6.xyz").rename(root / "materials" / "KMgH3_R6.XYZ")
     assert len(DatasetStore.open(import_original(root, tmp_path / "imp.h5", progress=False))) == 164
+
+
+@pytest.mark.parametrize("version", [float("inf"), 1.0, "1", -1])
+def test_odd_format_versions_are_a_clear_error(store_path: Path, version: object) -> None:
+    """Found by tests/test_fuzz_readers.py: an infinite format_version raised OverflowError."""
+    with h5py.File(store_path, "r+") as f:
+        f.attrs["format_version"] = version
+    with pytest.raises(C2NPStoreError, match="format version"):
+        DatasetStore.open(store_path)

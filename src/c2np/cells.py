@@ -208,10 +208,9 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
     if not text.strip():
         raise C2NPInputError(f"{source}: CIF file is empty")
     try:
-        blocks = list(parse_cif(io.StringIO(text)))
-    except Exception as exc:  # ASE raises many types on malformed CIF
+        blocks = [b for b in parse_cif(io.StringIO(text)) if b.has_structure()]
+    except Exception as exc:  # ASE raises many types on malformed CIF (also in has_structure)
         raise C2NPInputError(f"{source}: not a readable CIF ({type(exc).__name__}: {exc})") from exc
-    blocks = [b for b in blocks if b.has_structure()]
     if not blocks:
         raise C2NPInputError(f"{source}: CIF has no crystal structure (cell and atom sites)")
     block = blocks[0]

@@ -321,7 +321,8 @@ class DatasetStore:
                 return cls._load(p, f)
         except C2NPInputError:
             raise
-        except (KeyError, OSError, ValueError, TypeError, IndexError, AttributeError, RuntimeError) as exc:
+        except (KeyError, OSError, ValueError, TypeError, IndexError, AttributeError, RuntimeError,
+                OverflowError) as exc:
             raise C2NPStoreError(f"{p}: corrupt store ({type(exc).__name__}: {exc})") from exc
 
     @classmethod
@@ -330,7 +331,8 @@ class DatasetStore:
 
         if f.attrs.get("format") != FORMAT:
             raise C2NPStoreError(f"{p}: not a c2np store (format attribute {f.attrs.get('format')!r})")
-        if int(f.attrs.get("format_version", -1)) != FORMAT_VERSION:
+        version = f.attrs.get("format_version", -1)
+        if not (isinstance(version, (int, np.integer)) and int(version) == FORMAT_VERSION):
             raise C2NPStoreError(f"{p}: store format version {f.attrs.get('format_version')} is not "
                                  f"supported (expected {FORMAT_VERSION})")
         if "fingerprint" not in f.attrs:
