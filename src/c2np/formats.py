@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,11 +15,12 @@ from c2np.carving import canonical_order, carve
 from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
-from c2np.particle_io import write_extxyz
+from c2np.fileio import atomic_directory
+from c2np.particle_io import read_particle, write_extxyz
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, check_store_names, write_store
 
-__all__ = ["export_extxyz", "export_original", "import_original", "read_plain_xyz"]
+__all__ = ["export_extxyz", "export_original", "import_original"]
 
 
 def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any:
@@ -72,9 +71,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     check_store_names(list(store.materials), source=str(store.path))  # they become folder names
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         for mid in store.materials:
             write_cif(store.cells[mid], tmp / "cifs" / f"{mid}.cif")
         made: set[Path] = set()
@@ -87,55 +84,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
             comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
                        f"radius_angstrom={s.radius_angstrom}")
             (folder / f"rot_{s.rotation_index}.xyz").write_text(_plain_xyz(s.particle, comment))
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def read_plain_xyz(path: Path) -> Particle:
-    """Read a plain XYZ file (count line, comment line, ``El x y z`` lines) with errors that
-    name the file and line."""
-    from ase.data import atomic_numbers
-
-    from c2np.limits import check as check_limit
-
-    try:
-        size = path.stat().st_size
-        check_limit("atoms_per_particle", size / 200.0, what=f"{path} ({size:,} bytes, at least 1 atom per "
-                                                             "200 bytes)")
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise C2NPInputError(f"{path}: cannot read ({exc})") from exc
-    if not lines:
-        raise C2NPInputError(f"{path}: empty XYZ file")
-    first = lines[0].split()
-    if not first or not (first[0].isascii() and first[0].isdigit()):
-        raise C2NPInputError(f"{path}: line 1: expected the atom count, got {lines[0][:40]!r}")
-    n = int(first[0])
-    if n == 0:
-        raise C2NPInputError(f"{path}: line 1: the particle has no atoms")
-    check_limit("atoms_per_particle", n, what=f"{path}: line 1")
-    if len(lines) < n + 2:
-        raise C2NPInputError(f"{path}: expected {n} atom lines, found {max(len(lines) - 2, 0)}")
-    nums = np.zeros(n, dtype=np.int64)
-    pos = np.zeros((n, 3))
-    for i in range(n):
-        parts = lines[i + 2].split()
-        if len(parts) < 4 or atomic_numbers.get(parts[0], 0) == 0:  # 'X' (Z = 0) is no element
-            raise C2NPInputError(f"{path}: line {i + 3}: expected 'Element x y z', got {lines[i + 2][:60]!r}")
-        try:
-            pos[i] = [float(v) for v in parts[1:4]]
-        except ValueError:
-            raise C2NPInputError(f"{path}: line {i + 3}: unparseable coordinates {lines[i + 2][:60]!r}") from None
-        nums[i] = atomic_numbers[parts[0]]
-    bad = np.flatnonzero(~np.all(np.isfinite(pos), axis=1))
-    if len(bad):
-        raise C2NPInputError(f"{path}: line {int(bad[0]) + 3}: non-finite coordinates")
-    return Particle(nums, pos)
 
 
 _XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>[0-9]+)\.xyz$", re.IGNORECASE)
@@ -193,7 +142,7 @@ def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[st
         iterator = tqdm(pairs, desc="importing particles", unit="particle")
     for mi, r in iterator:
         mat = table.materials[mi]
-        part = read_plain_xyz(files[(mat, r)])
+        part = read_particle(files[(mat, r)])
         pos, shift_residual = _recentre(by_id[mat], part.positions_angstrom)
         _check_imported(files[(mat, r)], part.numbers, pos, r)
         order = canonical_order(part.numbers, pos)
