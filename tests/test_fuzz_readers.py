@@ -108,20 +108,84 @@ def test_cif_reader_on_bytes(raw: bytes) -> None:
 
 
 XYZ = "3\ncomment\nK 0.0 0.0 0.0\nMg 2.01 0.0 0.0\nH 0.0 2.01 0.0\n"
+EXTXYZ = ('2\nProperties=species:S:1:pos:R:3 sample_id=KMgH3/R6/rot_0 pbc="F F F"\nK 0 0 0\nH 1 1 1\n'
+          '1\nProperties=species:S:1:pos:R:3 sample_id=KMgH3/R6/rot_1\nMg 0.5 0.5 0.5\n')
+CSV = ("sample_id,a,b,c,alpha,beta,gamma,spacegroup\n"
+       "s1,4.02,4.02,4.02,90,90,90,221\n\"s,2\",5.5,5.6,7.7,90,90,120,194\n")
 
 
 @FUZZ
 @given(data=st.data())
-def test_plain_xyz_reader(tmp_path: Path, data: st.DataObject) -> None:
-    from c2np.formats import read_plain_xyz
+def test_xyz_particle_reader(tmp_path: Path, data: st.DataObject) -> None:
+    from c2np.particle_io import read_particle
 
     path = tmp_path / "p.xyz"
     path.write_text(_mutate(XYZ, data) if data.draw(st.booleans()) else _numbers_in(XYZ, data), encoding="utf-8")
     try:
-        p = read_plain_xyz(path)
+        p = read_particle(path)
     except C2NPInputError:
         return
     assert p.n_atoms >= 1 and np.all(np.isfinite(p.positions_angstrom)) and np.all(p.numbers >= 1)
+
+
+@FUZZ
+@given(data=st.data())
+def test_forward_predictions_extxyz_reader(tmp_path: Path, data: st.DataObject) -> None:
+    from c2np.predictions import iter_forward_predictions
+
+    path = tmp_path / "p.extxyz"
+    path.write_text(_mutate(EXTXYZ, data) if data.draw(st.booleans()) else _numbers_in(EXTXYZ, data),
+                    encoding="utf-8")
+    try:
+        rows = list(iter_forward_predictions(path))
+    except C2NPInputError:
+        return
+    for _place, sid, numbers, pos in rows:
+        assert isinstance(sid, str) and sid and pos.shape == (len(numbers), 3)
+        assert np.all((numbers >= 1) & (numbers <= 118))
+
+
+@FUZZ
+@given(data=st.data())
+def test_inverse_predictions_csv_reader(tmp_path: Path, data: st.DataObject) -> None:
+    from c2np.predictions import read_inverse_predictions
+
+    path = tmp_path / "p.csv"
+    path.write_text(_mutate(CSV, data) if data.draw(st.booleans()) else _numbers_in(CSV, data), encoding="utf-8")
+    try:
+        rows = read_inverse_predictions(path)
+    except C2NPInputError:
+        return
+    for sid, row in rows.items():
+        assert sid and row.params.shape == (6,)
+
+
+@FUZZ
+@given(n_ids=st.integers(0, 4), offsets=st.lists(st.integers(-5, 10**9), max_size=6),
+       numbers=st.lists(st.integers(-300, 300), max_size=8), n_pos=st.integers(0, 10),
+       declared=st.sampled_from([0, 10**5, 10**8, 3 * 10**8]), fmt=st.sampled_from(["c2np-forward-predictions", "x"]))
+def test_forward_predictions_hdf5_reader(tmp_path: Path, n_ids: int, offsets: list, numbers: list, n_pos: int,
+                                         declared: int, fmt: str) -> None:
+    import h5py
+
+    from c2np.predictions import iter_forward_predictions
+
+    path = tmp_path / "p.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = fmt
+        f.create_dataset("sample_ids", data=np.array([f"s{i}" for i in range(n_ids)], dtype="S"))
+        f.create_dataset("offsets", data=np.array(offsets, dtype=np.int64))
+        f.create_dataset("numbers", data=np.array(numbers, dtype=np.int64))
+        if declared:  # a tiny file declaring a huge array (nothing written)
+            f.create_dataset("positions", shape=(declared, 3), dtype="f4", chunks=(4096, 3), compression="gzip")
+        else:
+            f.create_dataset("positions", data=np.ones((n_pos, 3)))
+    try:
+        rows = list(iter_forward_predictions(path))
+    except C2NPInputError:
+        return
+    for _place, _sid, nums, pos in rows:
+        assert pos.shape == (len(nums), 3)
 
 
 @pytest.fixture(scope="module")

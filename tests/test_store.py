@@ -263,12 +263,12 @@ def _raw_archive(tmp_path: Path, kmgh3, lines_r6: list[str]) -> Path:
 
 
 @pytest.mark.parametrize("lines, match", [
-    (["0", "empty"], "line 1: the particle has no atoms"),
-    (["1", "", "X 0 0 0"], "line 3: expected 'Element x y z'"),
+    (["0", "empty"], "frame 0 has no atoms"),
+    (["1", "", "X 0 0 0"], "line 3.: unknown element 'X'"),
     (["2", "", "K 0 0 0", "Mg 1e30 0 0"], "line 3: atom 5e\\+29 Å from the particle centre"),
     (["2", "", "K 0 0 0", "Mg 0 0 0.1"], "lines 3 and 4: atoms closer than 0.5 Å"),
-    (["4_1", ""], "line 1: expected the atom count"),
-    (["1", "", "K nan 0 0"], "line 3: non-finite"),
+    (["4_1", ""], "line 1.: expected an atom count, got '4_1'"),
+    (["1", "", "K nan 0 0"], "frame 0 .line 1.: atom 0 has a non-finite position"),
 ])
 def test_import_original_refuses_bad_particles(tmp_path: Path, kmgh3, lines: list[str], match: str) -> None:
     root = _raw_archive(tmp_path, kmgh3, lines)

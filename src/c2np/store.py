@@ -559,13 +559,14 @@ def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float |
 
 
 def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = None,
-                  progress: bool = False) -> VerifyReport:
-    """:func:`verify_store` of a store already opened."""
+                  progress: bool = False, check_recipes: bool = True) -> VerifyReport:
+    """:func:`verify_store` of a store already opened; ``check_recipes=False`` skips the
+    rebuild of the recipe table from its protocol (the fingerprint still covers the table)."""
     cells = [store.cells[m] for m in store.materials]
     table = store.recipes
     problems: list[str] = []
     recipes_match: bool | None = None
-    if store.source == "carved":
+    if store.source == "carved" and check_recipes:
         try:
             fresh = build_recipes(cells, get_protocol(store.protocol),
                                   radii_angstrom=sorted(set(table.radius_angstrom.tolist())),
@@ -630,13 +631,14 @@ _INTACT: set[tuple[Any, ...]] = set()
 
 def require_intact(store: DatasetStore) -> None:
     """Refuse (:class:`C2NPStoreError`) a store that does not match its fingerprint, before it
-    is used for scoring: the checks of :func:`verify_store`. A store once found intact is not
+    is used for scoring: the checks of :func:`verify_store` but the protocol rebuild (base
+    particles re-carved and compared, fingerprint recomputed). A store once found intact is not
     re-checked in this process while its file (inode, size, modification time) is unchanged."""
     st = store.path.stat()
     key = (str(store.path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, store.fingerprint)
     if key in _INTACT:
         return
-    report = verify_opened(store)
+    report = verify_opened(store, check_recipes=False)
     if not report.ok:
         shown = "; ".join(report.problems[:3]) + (f"; and {len(report.problems) - 3} more"
                                                   if len(report.problems) > 3 else "")
