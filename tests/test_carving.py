@@ -142,7 +142,7 @@ def test_identity_quaternion_leaves_base_unchanged(kmgh3: UnitCell) -> None:
 
 # --- limits (issue 16) -------------------------------------------------------------------------
 def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conftest import perovskite
+    from helpers import perovskite
 
     from c2np import limits
     from c2np.errors import C2NPLimitError
@@ -160,7 +160,7 @@ def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: 
 
 def test_carving_in_blocks_gives_the_same_particle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Memory is bounded by examining images in blocks; the result must not depend on it."""
-    from conftest import perovskite
+    from helpers import perovskite
 
     import c2np.carving as carving
 

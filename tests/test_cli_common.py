@@ -66,7 +66,7 @@ def test_json_output_never_holds_non_finite_numbers(capsys: pytest.CaptureFixtur
 
 def test_identify_exit_codes_and_messages(tmp_path: Path) -> None:
     from c2np.carving import carve
-    from conftest import perovskite
+    from helpers import perovskite
 
     p = carve(perovskite(), 8).particle
     symbols = p.to_ase().get_chemical_symbols()

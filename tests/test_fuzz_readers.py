@@ -190,7 +190,7 @@ def test_forward_predictions_hdf5_reader(tmp_path: Path, n_ids: int, offsets: li
 
 @pytest.fixture(scope="module")
 def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from conftest import perovskite
+    from helpers import perovskite
 
     from c2np.store import build_store
 
