@@ -30,7 +30,7 @@ __all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "iter_xyz_frame
 
 def _info_value(value: Any) -> str:
     if isinstance(value, str):
-        if any(ch in value for ch in ' "=\t'):
+        if any(ch in value for ch in ' "=\t\n\r\\'):  # a raw newline would end the comment line
             return json.dumps(value)
         return value
     if isinstance(value, (bool, np.bool_)):

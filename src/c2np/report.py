@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from c2np.particle import Particle
-from c2np.fileio import atomic_path, atomic_write
+from c2np.fileio import atomic_path, write_texts
 from c2np.splits import Protocol
 
 __all__ = ["LeaderboardRow", "normalise", "write_leaderboard", "plot_metric_vs_radius",
@@ -123,11 +123,9 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
             lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
-    with atomic_write(md) as fh:
-        fh.write("\n".join(lines) + "\n")
-    with atomic_write(js) as fh:
-        json.dump({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})}, fh,
-                  indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    doc = json.dumps({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})},
+                     indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    write_texts({js: doc, md: "\n".join(lines) + "\n"})  # both or neither on a write error
     return {"markdown": md, "json": js}
 
 

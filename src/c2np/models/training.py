@@ -29,7 +29,7 @@ from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import condition_for_row, lattice_target, row_sample_id, select_rows
 from c2np.models.scoring import atom_f1, chamfer_angstrom, count_error, lattice_errors
-from c2np.fileio import atomic_write
+from c2np.fileio import atomic_path, atomic_write
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS"]
 
@@ -127,12 +127,12 @@ def _save_checkpoint(run: Path, model: Any, opt: Any, g: Any, rng: np.random.Gen
     ck = run / "checkpoint"
     ck.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
-    save_file(tensors, str(ck / "model.safetensors.tmp"))
-    (ck / "model.safetensors.tmp").replace(ck / "model.safetensors")
-    torch.save(opt.state_dict(), ck / "optim.pt.tmp")
-    (ck / "optim.pt.tmp").replace(ck / "optim.pt")
-    torch.save({"torch_generator": g.get_state()}, ck / "rng.pt.tmp")
-    (ck / "rng.pt.tmp").replace(ck / "rng.pt")
+    with atomic_path(ck / "model.safetensors") as tmp:  # random temp names: no fixed .tmp to collide on
+        save_file(tensors, tmp)
+    with atomic_path(ck / "optim.pt") as tmp:
+        torch.save(opt.state_dict(), tmp)
+    with atomic_path(ck / "rng.pt") as tmp:
+        torch.save({"torch_generator": g.get_state()}, tmp)
     with atomic_write(ck / "state.json") as fh:
         json.dump({"epoch": epoch, "step": step, "numpy_rng": rng.bit_generator.state}, fh)
 
