@@ -221,8 +221,8 @@ def test_zip_bomb_member_is_refused_before_decompression(tmp_path: Path, monkeyp
     with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("Zeros.cif", b"\0" * 5_000_000)  # 5 MB of zeros, ~5 kB compressed
     assert zpath.stat().st_size < 100_000
-    monkeypatch.setenv(limits.ENV_VAR, "zip_member_bytes=1e6")
-    with pytest.raises(C2NPLimitError, match="bomb.zip!Zeros.cif.*zip_member_bytes"):
+    monkeypatch.setenv(limits.ENV_VAR, "cif_bytes=1e6")
+    with pytest.raises(C2NPLimitError, match="bomb.zip!Zeros.cif .uncompressed.: 5,000,000 bytes.*cif_bytes"):
         read_cells(zpath)
     damaged = tmp_path / "damaged.zip"
     damaged.write_bytes(zpath.read_bytes()[:-30])

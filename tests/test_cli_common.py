@@ -92,3 +92,13 @@ def test_benchmark_refuses_unknown_tasks_and_splits(tmp_path: Path) -> None:
                                           "-o", str(tmp_path / "b"), *args])
         assert res.exit_code == 2 and text in res.output, res.output
         assert not (tmp_path / "b").exists()
+
+
+def test_emoji_codes_in_user_text_are_not_replaced(tmp_path: Path) -> None:
+    from c2np.catalog import catalog_data_dir
+
+    cif = tmp_path / "KMgH3.cif"
+    cif.write_text((catalog_data_dir() / "KMgH3.cif").read_text())
+    out = tmp_path / "a:x:[b].extxyz"
+    res = runner.invoke(build_app(), ["carve", str(cif), "-r", "6", "-o", str(out)])
+    assert res.exit_code == 0 and str(out) in res.output and "❌" not in res.output

@@ -346,8 +346,8 @@ def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
     The material id is the file (member) name without its suffix and must pass the
     safe-name rule (:mod:`c2np.names`); ids equal but for case are refused. Zip members are
     parsed in memory: nothing is extracted to disk, so no member can be written outside
-    any folder; members beyond the limit ``zip_member_bytes`` are refused before they are
-    decompressed.
+    any folder; members beyond the limit ``cif_bytes`` (uncompressed) are refused before they
+    are decompressed.
     """
     from c2np.limits import check as check_limit
     from c2np.names import check_distinct_names, check_safe_name
@@ -373,9 +373,9 @@ def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
                     source = f"{p}!{info.filename}"
                     stem = Path(info.filename).stem
                     _check_cif_name(stem, source=source)
-                    check_limit("zip_member_bytes", info.file_size, what=source)
+                    check_limit("cif_bytes", info.file_size, what=f"{source} (uncompressed)")
                     with zf.open(info) as fh:  # read at most the limit, whatever the header says
-                        raw = fh.read(int(min(info.file_size, _limit("zip_member_bytes"))) + 1)
+                        raw = fh.read(int(min(info.file_size, _limit("cif_bytes"))) + 1)
                     try:
                         text = raw.decode("utf-8")
                     except UnicodeDecodeError as exc:

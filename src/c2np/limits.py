@@ -32,7 +32,6 @@ class Limits:
     radii_count: int = 1_000
     cell_atoms: int = 100_000
     cif_bytes: int = 50_000_000
-    zip_member_bytes: int = 200_000_000
     zip_total_bytes: int = 2_000_000_000
     store_bytes: int = 8_000_000_000
     store_compression_ratio: int = 2_000
@@ -51,8 +50,7 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
     "radius_angstrom": ("Å", "a carving radius (carve -r, build --radii)"),
     "radii_count": ("radii", "distinct radii in one --radii list"),
     "cell_atoms": ("atoms", "atoms in one unit cell after the CIF's symmetry expansion"),
-    "cif_bytes": ("bytes", "size of one CIF file or zip member"),
-    "zip_member_bytes": ("bytes", "uncompressed size of one zip member (zip bombs)"),
+    "cif_bytes": ("bytes", "size of one CIF file or (uncompressed, checked before decompressing) zip member"),
     "zip_total_bytes": ("bytes", "uncompressed size of all .cif members of one zip"),
     "store_bytes": ("bytes", "uncompressed size of a store's arrays (declared shapes x item size)"),
     "store_compression_ratio": ("x", "declared size / stored size of one compressed HDF5 array "

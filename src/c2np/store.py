@@ -374,7 +374,9 @@ class DatasetStore:
         if n and (cols["split"].min() < 0 or cols["split"].max() >= len(SPLITS)):
             raise C2NPStoreError(f"{p}: /recipes/split has unknown split codes")
         if not np.all(np.isfinite(cols["quaternion"])):
-            raise C2NPStoreError(f"{p}: /recipes/quaternion has non-finite values")
+            bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
+            raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
+                                 f"{cols['quaternion'][bad].tolist()}")
         centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
         table = RecipeTable(
             protocol=str(f.attrs["protocol"]), materials=materials,

@@ -24,12 +24,12 @@ EXIT_BAD_INPUT = 2
 
 def console() -> Console:
     """Console for human output (stdout); wide enough for the leaderboard when piped."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
 
 
 def err_console() -> Console:
     """Console for errors and progress (stderr)."""
-    return Console(stderr=True)
+    return Console(stderr=True, emoji=False)  # ':x:' in a path stays ':x:'
 
 
 def esc(value: object) -> str:
