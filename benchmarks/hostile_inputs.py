@@ -466,8 +466,12 @@ def main() -> int:
             code, text = -1, "TIMEOUT"
         dt = time.perf_counter() - t0
         tb = "Traceback" in text
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        msg = next((ln for ln in lines if ln.startswith("error:")), lines[0] if lines else "")
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "sample/s]" not in ln]
+        msg = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else "")
+        if code == 0 and argv[0] == "evaluate":  # the outcome is in the results: the failed sample
+            doc = json.loads(Path(argv[argv.index("-o") + 1]).read_text())
+            reasons = [f["reason"] for f in doc["failed_samples"]]
+            msg = f"{doc['n_samples']} scored, {doc['n_failed']} failed" + (f": {reasons[0]}" if reasons else "")
         msg = msg.replace(str(work), "WORK").replace("|", "\\|")[:150]
         ok = code == case.expected and not tb
         bad += not ok

@@ -240,3 +240,13 @@ def test_unreadable_atom_type_is_a_clear_error() -> None:
         read_cif_text(crash, source="f.cif")
     with pytest.raises(C2NPInputError, match="f.cif: could not build a structure .KeyError"):
         read_cif_text(_cif(sites="K1 K 0.5 0.5 0.5\nH1 M-m 0.5 0 0\n"), source="f.cif")
+
+
+@pytest.mark.parametrize("kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")])
+def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str) -> None:
+    """Found by benchmarks/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
+    enumerate millions of periodic images (timeout); the reduced lattice is checked first."""
+    from c2np.cells import read_cif_text
+
+    with pytest.raises(C2NPInputError, match=f"flat.cif: the lattice has a translation of {shortest} Å"):
+        read_cif_text(_cif(**kwargs), source="flat.cif")

@@ -314,9 +314,20 @@ def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
 
 def _check_no_overlap(atoms: Any, *, source: str) -> None:
     """Refuse atoms closer than :data:`MIN_ATOM_DISTANCE_ANGSTROM` (periodic images included)."""
+    from ase import Atoms
+    from ase.geometry import minkowski_reduce
     from ase.neighborlist import neighbor_list
 
-    i, j, d = neighbor_list("ijd", atoms, MIN_ATOM_DISTANCE_ANGSTROM)
+    # the same lattice in its reduced basis: a very skewed or nearly flat cell would make the
+    # neighbour search enumerate an enormous number of images
+    reduced, _ = minkowski_reduce(atoms.cell[:])
+    shortest = float(np.min(np.linalg.norm(reduced, axis=1)))
+    if shortest < MIN_ATOM_DISTANCE_ANGSTROM:
+        raise C2NPInputError(f"{source}: the lattice has a translation of {shortest:.3g} Å (< "
+                             f"{MIN_ATOM_DISTANCE_ANGSTROM} Å): every atom overlaps its own periodic image")
+    compact = Atoms(numbers=atoms.numbers, positions=atoms.positions, cell=reduced, pbc=True)
+    compact.wrap()
+    i, j, d = neighbor_list("ijd", compact, MIN_ATOM_DISTANCE_ANGSTROM)
     if len(d):
         k = int(np.argmin(d))
         raise C2NPInputError(f"{source}: atoms {int(i[k]) + 1} and {int(j[k]) + 1} are {d[k]:.3g} Å apart "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass, fields, replace
 
 from c2np.errors import C2NPInputError, C2NPLimitError
@@ -99,7 +100,7 @@ def current() -> Limits:
     text = os.environ.get(ENV_VAR, "")
     if text not in _CACHE:
         values = parse_overrides(text)
-        typed = {k: (int(v) if _FIELDS[k].type in (int, "int") else v) for k, v in values.items()}
+        typed: dict[str, Any] = {k: (int(v) if _FIELDS[k].type in (int, "int") else v) for k, v in values.items()}
         _CACHE[text] = replace(Limits(), **typed)
     return _CACHE[text]
 

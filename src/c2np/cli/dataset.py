@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from c2np.fileio import check_output_path
+
 from c2np.cli._common import console, esc, handle_errors, print_json
 
 
@@ -87,6 +89,7 @@ def build_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print the store summary as JSON."),
 ) -> None:
     """Build a dataset store: recipes plus every (material, R) base particle."""
+    check_output_path(out)  # fail before the work, not after it
     from c2np.store import DatasetStore, build_store
 
     cells = load_cells(cifs, materials)
@@ -186,6 +189,7 @@ def export_cmd(
     split: Optional[str] = typer.Option(None, "--split", help="Only this split (extxyz)."),
 ) -> None:
     """Export samples as extxyz (one file per split) or the original folder layout."""
+    check_output_path(out, kind="folder")
     from c2np.errors import C2NPInputError
     from c2np.formats import export_extxyz, export_original
     from c2np.store import DatasetStore
@@ -208,6 +212,7 @@ def import_original_cmd(
     json_out: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Build a store from the original archive's pre-carved particles."""
+    check_output_path(out)
     import json as _json
 
     from c2np.formats import import_original
@@ -241,6 +246,7 @@ def carve_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
 ) -> None:
     """Carve a spherical particle of radius R from a unit cell."""
+    check_output_path(out)
     from c2np.carving import carve
     from c2np.cells import read_cif
     from c2np.particle_io import write_extxyz

@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from c2np.fileio import check_output_path
+
 from c2np.cli._common import console, esc, handle_errors, resolve_workers
 from c2np.errors import C2NPInputError
 
@@ -87,6 +89,7 @@ def evaluate_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    check_output_path(out)
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from c2np.fileio import check_output_path
+
 from c2np.cli._common import console, esc, handle_errors, print_json
 
 
@@ -24,6 +26,8 @@ def identify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Identify the crystal a particle was cut from: lattice, space group, confidence."""
+    if cif_out is not None:
+        check_output_path(cif_out)
     from c2np.cells import write_cif
     from c2np.errors import C2NPInputError
     from c2np.particle_io import read_particle

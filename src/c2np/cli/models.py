@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from c2np.fileio import check_output_path
+
 from c2np.cli._common import console, esc, handle_errors, print_json
 
 
@@ -91,6 +93,7 @@ def predict_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
+    check_output_path(out)
     from c2np.models.training import predict
 
     ds = _open_dataset(store, cells, protocol, radii)
