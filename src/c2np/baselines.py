@@ -216,7 +216,7 @@ def crystallographic_solver(store: DatasetStore, rows: Sequence[int]) -> list[In
             res = solve(nums, pos)
         except C2NPInputError:
             continue  # missing prediction -> scored as a failure by the harness
-        out.append(InversePrediction(ids[r], *res.lattice_params, int(res.spacegroup)))
+        out.append(InversePrediction(ids[r], *map(float, res.lattice.as_array()), int(res.spacegroup)))
     return out
 
 

@@ -72,7 +72,18 @@ from c2np.solver.symmetry import SymmetryChoice
 from c2np.solver.translations import AcceptedTranslations
 
 __all__ = [
-    "SolverResult", "SolverSettings", "solve", "solve_particle", "DEFAULT_SYMPREC_SWEEP_ANGSTROM",
-    "ParticleFrame", "NeighbourScale", "CandidateTranslations", "LatticeSearch",
-    "AcceptedTranslations", "ConsolidatedLattice", "SiteFit", "SymmetryChoice", "Confidence",
+    "DEFAULT_SYMPREC_SWEEP_ANGSTROM",
+    "AcceptedTranslations",
+    "CandidateTranslations",
+    "Confidence",
+    "ConsolidatedLattice",
+    "LatticeSearch",
+    "NeighbourScale",
+    "ParticleFrame",
+    "SiteFit",
+    "SolverResult",
+    "SolverSettings",
+    "SymmetryChoice",
+    "solve",
+    "solve_particle",
 ]

@@ -41,7 +41,7 @@ class CandidateTranslations:
     @property
     def n_candidates(self) -> int:
         """Candidates after deduplication."""
-        return int(len(self.vectors))
+        return len(self.vectors)
 
 
 def candidate_translations(frame: ParticleFrame, scale: NeighbourScale,

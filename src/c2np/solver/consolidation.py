@@ -81,4 +81,4 @@ def consolidate_lattice(found: LatticeSearch, frame: ParticleFrame, scale: Neigh
     lattice = niggli(sol)
     if abs(np.linalg.det(lattice)) < 1e-3:
         raise C2NPInputError("solver input: no lattice found (degenerate translations)")
-    return ConsolidatedLattice(lattice, int(len(acc_vec)), int(n_inconsistent))
+    return ConsolidatedLattice(lattice, len(acc_vec), int(n_inconsistent))

@@ -10,7 +10,7 @@ import numpy as np
 from c2np.errors import C2NPInputError
 from c2np.solver.settings import SolverSettings
 
-__all__ = ["ELEMENT_KEY", "Bounds", "ParticleFrame", "validate_input", "particle_bounds", "particle_frame"]
+__all__ = ["ELEMENT_KEY", "Bounds", "ParticleFrame", "particle_bounds", "particle_frame", "validate_input"]
 
 #: 4th coordinate per atomic number: nearest neighbours in the tree stay within an element.
 ELEMENT_KEY = 1.0e4
@@ -31,9 +31,9 @@ def validate_input(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -
     if not np.all(np.isfinite(pos)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(pos), axis=1))[0])
         raise C2NPInputError(f"solver input: atom {bad} has a non-finite position")
-    if not np.issubdtype(nums.dtype, np.integer):
-        if not np.all(np.isfinite(nums.astype(float))) or np.any(nums != np.round(nums)):
-            raise C2NPInputError("solver input: atomic numbers must be integers")
+    if not np.issubdtype(nums.dtype, np.integer) and (
+            not np.all(np.isfinite(nums.astype(float))) or np.any(nums != np.round(nums))):
+        raise C2NPInputError("solver input: atomic numbers must be integers")
     nums = nums.astype(np.int64)
     if np.any(nums < 1) or np.any(nums > 118):
         raise C2NPInputError("solver input: atomic numbers must be in 1..118")
@@ -59,7 +59,7 @@ class Bounds:
     r_out: float
     margin: float
 
-    def with_margin(self, margin_angstrom: float) -> "Bounds":
+    def with_margin(self, margin_angstrom: float) -> Bounds:
         """The same hull with another clearance (Å)."""
         return replace(self, margin=float(margin_angstrom))
 
@@ -120,7 +120,7 @@ class ParticleFrame:
     @property
     def n_atoms(self) -> int:
         """Atoms in the particle."""
-        return int(len(self.numbers))
+        return len(self.numbers)
 
 
 def particle_frame(numbers: np.ndarray, positions_angstrom: np.ndarray,

@@ -6,8 +6,15 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["whole_shells", "greedy_basis", "best_triple", "coset_representatives", "niggli",
-           "min_image", "cluster_sites"]
+__all__ = [
+    "best_triple",
+    "cluster_sites",
+    "coset_representatives",
+    "greedy_basis",
+    "min_image",
+    "niggli",
+    "whole_shells",
+]
 
 
 def whole_shells(r_sorted: np.ndarray, k: int, *, tol_angstrom: float = 1e-6) -> int:

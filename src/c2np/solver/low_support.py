@@ -79,7 +79,7 @@ def low_support_basis(partial: PartialTranslations, rel: np.ndarray, nums: np.nd
         try:
             n_ops = len(moyopy.MoyoDataset(moyopy.Cell(red.tolist(), c_f.tolist(), c_z.tolist()),
                                            symprec=r_site).operations.rotations)
-        except Exception:  # no consistent symmetry at this tolerance
+        except Exception:  # noqa: BLE001  no consistent symmetry at this tolerance
             n_ops = 1
         # the cell must hold the particle's composition (a sub-cell of one sublattice,
         # e.g. half of a cation repeat, folds the other elements into too many sites)

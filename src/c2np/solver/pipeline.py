@@ -14,7 +14,7 @@ from c2np.solver.candidates import CandidateTranslations, candidate_translations
 from c2np.solver.confidence import Confidence, confidence
 from c2np.solver.consolidation import ConsolidatedLattice, consolidate_lattice
 from c2np.solver.frame import ParticleFrame, particle_frame
-from c2np.solver.neighbours import NeighbourScale, neighbour_scale
+from c2np.solver.neighbours import neighbour_scale
 from c2np.solver.result import SolverResult
 from c2np.solver.search import LatticeSearch, find_lattice
 from c2np.solver.settings import SolverSettings

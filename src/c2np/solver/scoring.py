@@ -9,7 +9,7 @@ import numpy as np
 
 from c2np.solver.frame import ELEMENT_KEY, Bounds
 
-__all__ = ["BatchScores", "score_batch", "concatenate_scores"]
+__all__ = ["BatchScores", "concatenate_scores", "score_batch"]
 
 
 @dataclass(frozen=True, eq=False)

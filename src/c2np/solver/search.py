@@ -9,15 +9,15 @@ import numpy as np
 
 from c2np.errors import C2NPInputError
 from c2np.solver.candidates import CandidateTranslations
-from c2np.solver.translations import AcceptedTranslations, PartialTranslations
 from c2np.solver.frame import Bounds, ParticleFrame
 from c2np.solver.geometry import greedy_basis
 from c2np.solver.low_support import low_support_basis
 from c2np.solver.neighbours import NeighbourScale
 from c2np.solver.scoring import BatchScores, concatenate_scores, score_batch
 from c2np.solver.settings import SolverSettings
+from c2np.solver.translations import AcceptedTranslations, PartialTranslations
 
-__all__ = ["SearchOutcome", "LatticeSearch", "search_translations", "find_lattice"]
+__all__ = ["LatticeSearch", "SearchOutcome", "find_lattice", "search_translations"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["SolverSettings", "DEFAULT_SYMPREC_SWEEP_ANGSTROM"]
+__all__ = ["DEFAULT_SYMPREC_SWEEP_ANGSTROM", "SolverSettings"]
 
 #: Tolerances (Å) tried by the symmetry sweep, tight to loose.
 DEFAULT_SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (

@@ -10,7 +10,7 @@ import numpy as np
 from c2np.errors import C2NPInputError
 from c2np.solver.geometry import cluster_sites
 
-__all__ = ["SiteFit", "fit_sites", "STRAY_SITE_FRACTION", "STRAY_MIN_MEDIAN_COUNT"]
+__all__ = ["STRAY_MIN_MEDIAN_COUNT", "STRAY_SITE_FRACTION", "SiteFit", "fit_sites"]
 
 #: In a particle whose sites repeat at least ``STRAY_MIN_MEDIAN_COUNT`` times (median), a
 #: cluster with fewer than ``max(2, STRAY_SITE_FRACTION * median)`` atoms is a stray atom.
@@ -47,7 +47,7 @@ class SiteFit:
     @property
     def n_sites(self) -> int:
         """Sites per primitive cell."""
-        return int(len(self.numbers))
+        return len(self.numbers)
 
 
 def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements: np.ndarray,

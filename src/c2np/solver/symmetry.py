@@ -14,8 +14,14 @@ from c2np.solver.geometry import min_image
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit
 
-__all__ = ["SweepStep", "SymmetrySweep", "SymmetryChoice", "symmetry_sweep", "complete_sites",
-           "choose_symmetry"]
+__all__ = [
+    "SweepStep",
+    "SymmetryChoice",
+    "SymmetrySweep",
+    "choose_symmetry",
+    "complete_sites",
+    "symmetry_sweep",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,7 +95,7 @@ def symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
         for sp in tolerances:
             try:
                 ds = moyopy.MoyoDataset(moyo_cell, symprec=sp)
-            except Exception:  # moyopy raises where no consistent group exists at sp
+            except Exception:  # noqa: BLE001  moyopy raises where no consistent group exists at sp
                 ds = None
             records.append(SweepStep(sp, None if ds is None else int(ds.number), ds))
             k = len(records) - 1
@@ -200,4 +206,4 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
                     ds.operations.rotations):
                 n_restored = len(c_z) - len(prim_z)
                 result = again
-    return SymmetryChoice(result, float(floor), int(n_restored), int(len(prim_z)))
+    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z))
