@@ -11,11 +11,11 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from c2np.carving import carve
+from c2np.catalog.textbook import TEXTBOOK_PROTOTYPES, prototype_cell
 from c2np.cells import read_cif, standardize
 from c2np.errors import C2NPInputError
 from c2np.particle import Particle
 from c2np.particle_io import write_extxyz
-from c2np.catalog.textbook import TEXTBOOK_PROTOTYPES, prototype_cell
 from c2np.solver import SolverResult, SolverSettings, solve, solve_particle
 
 LENGTH_TOL = 0.05  # Å
@@ -352,3 +352,13 @@ def test_result_lattice_is_the_lattice_record() -> None:
     assert isinstance(result.lattice, LatticeParameters) and result.lattice.is_valid()
     data = result.to_dict()
     assert [data[k] for k in ("a", "b", "c", "alpha", "beta", "gamma")] == result.lattice.as_array().tolist()
+
+
+def test_memory_layout_of_the_input_does_not_change_the_answer() -> None:
+    rng = np.random.default_rng(9)
+    numbers, positions = _random_particle("ZnO-wurtzite", 9.0, rng)
+    c_order = solve(numbers, np.ascontiguousarray(positions))
+    f_order = solve(numbers, np.asfortranarray(positions))
+    assert f_order.spacegroup == c_order.spacegroup
+    assert np.array_equal(f_order.lattice.as_array(), c_order.lattice.as_array())
+    assert np.array_equal(f_order.primitive_lattice_angstrom, c_order.primitive_lattice_angstrom)

@@ -21,7 +21,8 @@ def validate_input(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -
     :class:`~c2np.errors.C2NPInputError` with one line naming the problem."""
     try:
         nums = np.asarray(numbers).reshape(-1)
-        pos = np.asarray(positions, dtype=np.float64)
+        # C order: the sums below then do not depend on how the caller stored the array
+        pos = np.ascontiguousarray(positions, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise C2NPInputError(f"solver input: cannot read species/positions as arrays ({exc})") from exc
     if pos.ndim != 2 or pos.shape[1] != 3:
