@@ -19,18 +19,14 @@ import numpy as np
 from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, forward_queries
 from c2np.errors import C2NPInputError
 from c2np.report import (LeaderboardRow, normalise, plot_confusion, plot_id_vs_ood, plot_metric_vs_radius,
-                         plot_particles, write_leaderboard)
+                         plot_particles, row_from_results, write_leaderboard,
+                         HEADLINE_METRICS, METRIC_LABELS)
 from c2np.splits import get_protocol
 from c2np.store import DatasetStore
 
 __all__ = ["BenchmarkSummary", "run_benchmark", "HEADLINE", "discover_predictions"]
 
-HEADLINE = {
-    "forward": ["f1@0.1", "f1@0.5", "count_error", "chamfer", "matched_rmsd", "hull_volume_rel_error",
-                "pair_distance_error"],
-    "inverse": ["spacegroup_accuracy", "joint_accuracy_paper", "joint_accuracy_strict", "length_rmse",
-                "angle_rmse", "lattice_rmse_perm_invariant"],
-}
+HEADLINE = {task: list(names) for task, names in HEADLINE_METRICS.items()}
 _EXT = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
 
 
@@ -69,16 +65,6 @@ def discover_predictions(pred_dir: Path, task: str, split: str) -> dict[str, Pat
                 out[model_dir.name] = f
                 break
     return out
-
-
-def _row_from_results(data: dict[str, Any], path: Path) -> LeaderboardRow:
-    overall = data["metrics"]["overall"]
-    info = data.get("metric_info", {})
-    return LeaderboardRow(
-        model=data["model"], task=data["task"], split=data["split"], protocol=data["protocol"],
-        metrics={k: v["mean"] for k, v in overall.items()},
-        higher_is_better={k: m.get("better") == "higher" for k, m in info.items() if m.get("better") in ("higher", "lower")},
-        n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path))
 
 
 def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -142,7 +128,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                                     n_resamples=n_resamples, progress=progress, workers=workers)
                 rpath = res.write(res_dir / f"{model}__{task}__{store.protocol}__{split}.json")
                 results_files.append(rpath)
-                rows.append(_row_from_results(res.data, rpath))
+                rows.append(row_from_results(res.data, rpath))
                 pr = res.data["metrics"]["per_radius"]
                 metric = "f1@0.1" if task == "forward" else "joint_accuracy_paper"
                 per_radius.setdefault((task, metric), {}).setdefault(model, {}).update(
@@ -166,9 +152,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                             tuple(rows), time.perf_counter() - t_start)
 
 
-_LABELS = {"f1@0.1": "atom F1 at 0.1 Å", "chamfer": "mean Chamfer distance (Å)",
-           "joint_accuracy_paper": "joint accuracy (paper tolerance)",
-           "spacegroup_accuracy": "space-group accuracy"}
+_LABELS = METRIC_LABELS
 
 
 def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],

@@ -22,13 +22,30 @@ from c2np.carving import Particle
 from c2np.particle_io import atomic_write
 from c2np.splits import Protocol
 
-__all__ = ["LeaderboardRow", "normalise", "write_leaderboard", "plot_metric_vs_radius",
+__all__ = ["LeaderboardRow", "normalise", "row_from_results", "write_leaderboard", "plot_metric_vs_radius",
            "plot_id_vs_ood", "plot_confusion", "plot_particles", "FORWARD_FLOOR", "FORWARD_CEILING",
-           "INVERSE_FLOOR"]
+           "INVERSE_FLOOR", "REFERENCE_BASELINES", "HEADLINE_METRICS", "METRIC_LABELS"]
 
 FORWARD_FLOOR = "random-ball"
 FORWARD_CEILING = "analytic-carve"
 INVERSE_FLOOR = "majority-class"
+# Metrics shown as table columns, per task (every metric is in the JSON downloads).
+HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
+    "forward": ("f1@0.1", "f1@0.5", "count_error", "chamfer", "matched_rmsd", "hull_volume_rel_error",
+                "pair_distance_error"),
+    "inverse": ("spacegroup_accuracy", "joint_accuracy_paper", "joint_accuracy_strict", "length_rmse",
+                "angle_rmse", "lattice_rmse_perm_invariant"),
+}
+METRIC_LABELS: dict[str, str] = {
+    "f1@0.1": "atom F1 at 0.1 Å", "f1@0.5": "atom F1 at 0.5 Å", "chamfer": "mean Chamfer distance (Å)",
+    "joint_accuracy_paper": "joint accuracy (paper tolerance)",
+    "spacegroup_accuracy": "space-group accuracy",
+}
+# The baselines every table that ranks models shows on its rows (SPEC §9, §12).
+REFERENCE_BASELINES: dict[str, tuple[str, ...]] = {
+    "forward": ("analytic-carve", "memorisation", "random-ball"),
+    "inverse": ("solver", "composition-lookup", "majority-class"),
+}
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,8 @@ class LeaderboardRow:
         higher_is_better: metric name -> direction.
         n_samples, n_failed: counts.
         results_file: the results JSON this row came from.
+        normalised: metric name -> normalised score (filled by :func:`normalise`).
+        ci95: metric name -> 95 % bootstrap interval ``[lo, hi]`` of the overall value.
     """
 
     model: str
@@ -53,6 +72,21 @@ class LeaderboardRow:
     n_failed: int
     results_file: str = ""
     normalised: Mapping[str, float | None] = field(default_factory=dict)
+    ci95: Mapping[str, Sequence[float] | None] = field(default_factory=dict)
+
+
+def row_from_results(data: Mapping[str, Any], path: str | os.PathLike[str] = "") -> LeaderboardRow:
+    """The leaderboard row of one results document (``c2np.results/1``; not normalised)."""
+    overall = data["metrics"]["overall"]
+    info = data.get("metric_info", {})
+    return LeaderboardRow(
+        model=str(data["model"]), task=str(data["task"]), split=str(data["split"]),
+        protocol=str(data["protocol"]),
+        metrics={k: v["mean"] for k, v in overall.items()},
+        higher_is_better={k: m.get("better") == "higher" for k, m in info.items()
+                          if m.get("better") in ("higher", "lower")},
+        n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path),
+        ci95={k: (list(v["ci95"]) if v.get("ci95") is not None else None) for k, v in overall.items()})
 
 
 def _perfect(higher_is_better: bool) -> float:
