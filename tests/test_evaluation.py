@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from c2np.baselines import analytic_carve, forward_queries
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.cli import build_app
 from c2np.errors import C2NPInputError
 from c2np.evaluation import (EVAL_ROTATIONS_PER_GROUP, Results, bootstrap_mean_ci,

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from c2np.carving import Particle  # noqa: E402
+from c2np.particle import Particle  # noqa: E402
 from c2np.cells import write_cif  # noqa: E402
 from c2np.errors import C2NPInputError  # noqa: E402
 from c2np.models import MODEL_NAMES  # noqa: E402

@@ -17,7 +17,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle, carve, rotate_positions
+from c2np.carving import carve, rotate_positions
+from c2np.particle import Particle
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.splits import SPLITS, sample_id

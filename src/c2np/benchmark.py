@@ -195,7 +195,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
         row = int(sel[np.argmax(store.recipes.radius_angstrom[sel])])
         sid = store.recipes.sample_ids()[row]
         from c2np.evaluation import iter_forward_predictions
-        from c2np.carving import Particle
+        from c2np.particle import Particle
 
         for model in ("memorisation", "random-ball"):
             f = fwd_dir / model / f"{split}.extxyz"

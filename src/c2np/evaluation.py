@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics,

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle, canonical_order, carve
+from c2np.carving import canonical_order, carve
+from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
 from c2np.particle_io import write_extxyz

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator, TextIO
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 
 __all__ = ["atomic_path", "atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",

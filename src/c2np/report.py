@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.particle_io import atomic_write
 from c2np.splits import Protocol
 

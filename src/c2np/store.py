@@ -31,7 +31,8 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from c2np import __version__
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol, sample_id

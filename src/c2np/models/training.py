@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
