@@ -278,3 +278,36 @@ def test_plots_come_from_the_results(site: Path, bench: Path) -> None:
     conf = json.loads(re.search(r'id="confusion-solver-ood-fig">(.*?)</script>', inv).group(1))
     assert sum(map(sum, conf["data"][0]["z"])) == next(
         d["n_samples"] for d in _docs(bench) if d["model"] == "solver" and d["split"] == "ood")
+
+
+def test_benchmark_writes_the_report_beside_the_leaderboard(bench: Path) -> None:
+    out = bench / "bench"
+    assert (out / "leaderboard.md").is_file() and (out / "report" / "index.html").is_file()
+    manifest = json.loads((out / "report" / "site.json").read_text())
+    assert set(manifest["viewers"]) == set(REFERENCE_BASELINES["forward"])
+
+
+def test_cli_report_rebuilds_the_site_and_rejects_bad_input(bench: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from c2np.cli import build_app
+
+    runner = CliRunner()
+    app = build_app()
+    r = runner.invoke(app, ["report", "--help"])
+    assert r.exit_code == 0 and "--store" in r.output
+    r = runner.invoke(app, ["report", str(bench / "bench"), "-o", str(tmp_path / "s"),
+                            "--store", str(bench / "ds.h5"), "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert Path(out["index"]).is_file() and len(out["viewers"]) == 3
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.json").write_text('{"schema": "something-else"}')
+    r = runner.invoke(app, ["report", str(bad), "-o", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "x.json" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["report", str(tmp_path / "nope"), "-o", str(tmp_path / "t")])
+    assert r.exit_code == 2 and "no such" in r.output
+    (tmp_path / "file").write_text("")
+    r = runner.invoke(app, ["report", str(bench / "bench"), "-o", str(tmp_path / "file")])
+    assert r.exit_code == 2 and "not a folder" in r.output

@@ -41,6 +41,7 @@ class BenchmarkSummary:
         plots: PNG files.
         rows: the leaderboard rows (normalised scores included).
         seconds: wall time.
+        report_index: ``report/index.html``, the offline HTML report (``c2np.site``).
     """
 
     out_dir: Path
@@ -50,6 +51,7 @@ class BenchmarkSummary:
     plots: tuple[Path, ...]
     rows: tuple[LeaderboardRow, ...]
     seconds: float
+    report_index: Path | None = None
 
 
 def discover_predictions(pred_dir: Path, task: str, split: str) -> dict[str, Path]:
@@ -98,6 +100,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
             raise C2NPInputError(f"unknown task-2 baseline {name!r}; choose from {sorted(INVERSE_BASELINES)}")
 
     results_files: list[Path] = []
+    documents: list[dict[str, Any]] = []
     rows: list[LeaderboardRow] = []
     per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
     inverse_preds: dict[tuple[str, str], Path] = {}
@@ -128,6 +131,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                                     n_resamples=n_resamples, progress=progress, workers=workers)
                 rpath = res.write(res_dir / f"{model}__{task}__{store.protocol}__{split}.json")
                 results_files.append(rpath)
+                documents.append(res.data)
                 rows.append(row_from_results(res.data, rpath))
                 pr = res.data["metrics"]["per_radius"]
                 metric = "f1@0.1" if task == "forward" else "joint_accuracy_paper"
@@ -148,8 +152,12 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
         "subset": subset, "splits": ",".join(splits)})
     with open(paths["markdown"], "a", encoding="utf-8") as fh:  # plots section, after the atomic write
         fh.write("\n## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots) + "\n")
+    from c2np.site.builder import build_site
+    from c2np.site.sources import models_from_results
+
+    site = build_site(models_from_results(documents), out / "report", store=store, log=say)
     return BenchmarkSummary(out, paths["markdown"], paths["json"], tuple(results_files), tuple(plots),
-                            tuple(rows), time.perf_counter() - t_start)
+                            tuple(rows), time.perf_counter() - t_start, site.index)
 
 
 _LABELS = METRIC_LABELS
@@ -216,4 +224,5 @@ def summary_json(summary: BenchmarkSummary) -> dict[str, Any]:
             "leaderboard_json": str(summary.leaderboard_json),
             "results": [str(p) for p in summary.results], "plots": [str(p) for p in summary.plots],
             "seconds": round(summary.seconds, 2),
+            "report": str(summary.report_index) if summary.report_index else None,
             "rows": json.loads(summary.leaderboard_json.read_text())["rows"]}

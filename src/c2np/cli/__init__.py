@@ -19,6 +19,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.identify",
     "c2np.cli.models",
     "c2np.cli.catalog",
+    "c2np.cli.report",
 )
 
 

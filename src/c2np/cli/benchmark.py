@@ -76,6 +76,7 @@ def benchmark_cmd(
         return
     _print_leaderboard(summary)
     console().print(f"leaderboard: {summary.leaderboard_md}  ({summary.seconds:.0f} s)")
+    console().print(f"report:      {summary.report_index}")
 
 
 @handle_errors
@@ -111,6 +112,7 @@ def demo_cmd(
     con.print(f"\n[bold green]done[/] in {time.perf_counter() - t0:.0f} s. Wrote:")
     con.print(f"  dataset      {store_path}")
     con.print(f"  leaderboard  {summary.leaderboard_md} (+ .json)")
+    con.print(f"  report       {summary.report_index} (offline HTML, open in a browser)")
     con.print(f"  results      {out / 'results'} ({len(summary.results)} JSON files)")
     con.print(f"  plots        {out / 'plots'} ({len(summary.plots)} PNG files)")
     con.print(f"  predictions  {out / 'predictions'}")

@@ -38,7 +38,7 @@ from c2np.site.sources import (BASELINE_KINDS, SiteModel, read_forward_samples,
 from c2np.site.tables import Table, all_metrics_table, leaderboard_table, summary_table, table_html
 from c2np.site.viewer import ViewerSample, viewer_payload
 
-__all__ = ["SiteSummary", "build_site", "model_slug", "RADIUS_PLOTS", "TASK_TITLES"]
+__all__ = ["SiteSummary", "build_site", "viewer_page", "model_slug", "RADIUS_PLOTS", "TASK_TITLES"]
 
 TASK_TITLES = {"forward": "Task 1 (forward): unit cell + R → nanoparticle",
                "inverse": "Task 2 (inverse): nanoparticle → lattice + space group"}
@@ -326,19 +326,28 @@ class _Site:
                 self.notes.append(f"viewer of {model.model_id} not built: " + "; ".join(page_notes))
             return None
         slug = model_slug(model.model_id)
-        notes_html = "".join(f'<p class="banner">{esc(n)}</p>' for n in page_notes)
-        body = (f'<p>Model <a href="../models/{esc(slug)}.html">{esc(model.model_id)}</a>. Predicted and '
-                "reference particle of the largest and smallest radius of each split (plotly scatter3d, "
-                "WebGL; drag to rotate, scroll to zoom; the two scenes turn together). Error colours: "
-                "green = matched within 0.1 Å, orange = matched within 0.5 Å, red = unmatched reference "
-                "atom / extra predicted atom (the maximum one-to-one same-element matchings that atom "
-                "precision, recall and F1 count).</p>" + notes_html +
-                f'<div class="c2np-viewer" id="viewer" data-payloads="viewer-data"></div>'
-                + json_script(payloads, "viewer-data"))
-        path = self.w.text(f"viewer/{slug}.html", page(f"Particle viewer: {model.model_id}", body, root="../",
-                                                       scripts=("viewer.js",)))
+        path = self.w.text(f"viewer/{slug}.html", viewer_page(
+            payloads, title=f"Particle viewer: {model.model_id}", notes=page_notes,
+            intro=f'Model <a href="../models/{esc(slug)}.html">{esc(model.model_id)}</a>. Predicted and '
+                  "reference particle of the largest and smallest radius of each split."))
         self.viewers[model.model_id] = path
         return path
+
+
+def viewer_page(payloads: Sequence[Mapping[str, Any]], *, title: str, intro: str = "",
+                notes: Sequence[str] = ()) -> str:
+    """A viewer page (placed one folder below the site root) for ``payloads``
+    (:func:`c2np.site.viewer.viewer_payload`); ``intro`` is trusted HTML, ``notes`` are
+    escaped."""
+    notes_html = "".join(f'<p class="banner">{esc(n)}</p>' for n in notes)
+    body = (f"<p>{intro} Drawn with plotly scatter3d (WebGL): drag to rotate, scroll to zoom; "
+            "side by side, the two scenes turn together. Error colours: green = matched within "
+            "0.1 Å, orange = matched within 0.5 Å, red = unmatched reference atom / extra predicted "
+            "atom (the maximum one-to-one same-element matchings that atom precision, recall and F1 "
+            "count). Surface shell: atoms farther than R − 3 Å from the centre.</p>" + notes_html +
+            '<div class="c2np-viewer" id="viewer" data-payloads="viewer-data"></div>'
+            + json_script(list(payloads), "viewer-data"))
+    return page(title, body, root="../", scripts=("viewer.js",))
 
 
 def _arr(values: Any, dtype: str) -> Any:

@@ -87,15 +87,17 @@ def model_kind(model_id: str, metadata: Mapping[str, Any] | None = None) -> str:
 
 
 def find_results_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Results JSON files named by ``paths``: files as given, folders searched for ``*.json``
-    (recursively, sorted). An empty answer or a missing path raises
-    :class:`C2NPInputError`."""
+    """Results JSON files named by ``paths``: files as given; a folder's ``results/``
+    subfolder when it has one (a benchmark output folder), else the folder's own ``*.json``
+    files (sorted). Every file must then be a results document. A missing path or no file at
+    all raises :class:`C2NPInputError`."""
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_file():
             out.append(p)
         elif p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
+            folder = p / "results" if (p / "results").is_dir() else p
+            out.extend(sorted(q for q in folder.glob("*.json") if q.is_file()))
         else:
             raise C2NPInputError(f"{p}: no such results file or folder")
     if not out:
@@ -111,13 +113,31 @@ def _submission_of(prediction: Path) -> Path | None:
     return None
 
 
-def models_from_results(documents: Sequence[Mapping[str, Any]]) -> list[SiteModel]:
+def _locate(recorded: str, search_dirs: Sequence[Path]) -> Path | None:
+    """A prediction file recorded in a results document: the path itself when it exists,
+    else the longest tail of it found under one of ``search_dirs`` (the results may have
+    been written from another working directory)."""
+    p = Path(recorded)
+    if p.is_file():
+        return p
+    parts = p.parts
+    for base in search_dirs:
+        for i in range(1 if p.is_absolute() else 0, len(parts)):
+            q = base.joinpath(*parts[i:])
+            if q.is_file():
+                return q
+    return None
+
+
+def models_from_results(documents: Sequence[Mapping[str, Any]], *,
+                        search_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[SiteModel]:
     """Group results documents by model. Prediction files named in the documents are used
-    where they exist; a ``model.yml`` (and ``training_log.csv``) found in the submission
+    where they exist (see :func:`_locate` for ``search_dirs``); a ``model.yml`` (and ``training_log.csv``) found in the submission
     folder of a prediction file is attached, with its ``<task>/training_log.csv`` files. Two documents for the same (model, task, split)
     are bad input."""
     import yaml
 
+    dirs = [Path(d) for d in search_dirs]
     grouped: dict[str, list[Mapping[str, Any]]] = {}
     seen: set[tuple[str, str, str]] = set()
     for d in documents:
@@ -132,10 +152,11 @@ def models_from_results(documents: Sequence[Mapping[str, Any]]) -> list[SiteMode
         preds: dict[tuple[str, str], Path] = {}
         folder: Path | None = None
         for d in docs:
-            path = (d.get("predictions") or {}).get("path")
-            if path and Path(path).is_file():
-                preds[(str(d["task"]), str(d["split"]))] = Path(path)
-                folder = folder or _submission_of(Path(path))
+            recorded = (d.get("predictions") or {}).get("path")
+            path = _locate(str(recorded), dirs) if recorded else None
+            if path is not None:
+                preds[(str(d["task"]), str(d["split"]))] = path
+                folder = folder or _submission_of(path)
         text, meta, logs = None, {}, {}
         if folder is not None:
             text = (folder / SUBMISSION_MODEL_FILE).read_text(encoding="utf-8")
