@@ -75,6 +75,7 @@ class Browser:
             opts.add_argument(arg)
         opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service(driver), options=opts)
+        self.driver.set_script_timeout(600)
 
     def __enter__(self) -> "Browser":
         return self

@@ -1,0 +1,128 @@
+"""Size and rendering time of the offline report's 3D particle viewer at R = 30 Å, in
+headless Chromium (Debian's chromium + chromium-driver; WebGL on SwiftShader, i.e. on the
+CPU), plus the screenshots in docs/.
+
+A real benchmark run feeds the site: shipped KMgH3 and NaMgH3, radii 8, 10, 28, 30 Å
+(train 8 and 28, ID 10, OOD 30; paper protocol, eval subset: 8 rotations per material and
+radius), every baseline, ``c2np.benchmark.run_benchmark`` -> ``report/``. The viewer of
+each task-1 baseline is timed on its R = 30 sample (about 9,000 atoms per side, 18,000
+points): first render on page load, then every layout x colouring redraw, then camera
+turns (one frame each).
+
+Run: ``PYTHONPATH=src nice -n 10 python benchmarks/report_site.py --out /tmp/report_bench
+[--repeats 5] [--screenshots docs]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+_REDRAW = """var done = arguments[arguments.length - 1];
+var v = C2NP.viewers[0];
+v.controls.sample.value = arguments[0]; v.controls.layout.value = arguments[1];
+v.controls.colour.value = arguments[2]; v.controls.atoms.value = arguments[3];
+var t0 = performance.now();
+v.draw().then(function () { done(performance.now() - t0); }, function (e) { done(-1); });"""
+
+_TURN = """var done = arguments[arguments.length - 1];
+var plot = document.querySelector('.viewer-plot'), n = arguments[0], k = 0, t0 = performance.now();
+function step() {
+  if (k === n) { done((performance.now() - t0) / n); return; }
+  var a = 2 * Math.PI * k / n; k += 1;
+  var cam = {eye: {x: 2 * Math.cos(a), y: 2 * Math.sin(a), z: 1.0}};
+  Plotly.relayout(plot, {'scene.camera': cam}).then(function () {
+    requestAnimationFrame(function () { requestAnimationFrame(step); });
+  });
+}
+step();"""
+
+
+def build(out: Path, log) -> Path:  # type: ignore[no-untyped-def]
+    from c2np.benchmark import run_benchmark
+    from c2np.cli.dataset import load_cells
+    from c2np.store import build_store
+
+    cells = load_cells(None, "KMgH3,NaMgH3")
+    store = build_store(cells, out / "dataset.h5", "paper", radii_angstrom=[8, 10, 28, 30], progress=False)
+    t0 = time.perf_counter()
+    s = run_benchmark(store, out, splits=("id", "ood"), n_resamples=200, progress=False, log=log)
+    log(f"benchmark + report: {time.perf_counter() - t0:.1f} s")
+    assert s.report_index is not None
+    return s.report_index.parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--turns", type=int, default=24)
+    ap.add_argument("--screenshots", type=Path, default=None, help="folder for report_*.png")
+    ap.add_argument("--reuse", action="store_true", help="use the site already in OUT/report")
+    args = ap.parse_args(argv)
+    log = lambda m: print(f"· {m}", file=sys.stderr)  # noqa: E731
+    site = args.out / "report" if args.reuse else build(args.out, log)
+
+    from c2np.site.browser import Browser
+
+    manifest = json.loads((site / "site.json").read_text())
+    plotly_bytes = (site / "assets" / "plotly.min.js").stat().st_size
+    total = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    print(f"site: {len(manifest['pages'])} pages, {len(manifest['viewers'])} viewers, {total / 1e6:.2f} MB in all, "
+          f"of which plotly.min.js {plotly_bytes / 1e6:.2f} MB (shared by every page)\n")
+    rows = []
+    with Browser(width=1400, height=1000) as b:
+        for model, rel in sorted(manifest["viewers"].items()):
+            page = site / rel
+            loads, firsts = [], []
+            for _ in range(args.repeats):
+                st = b.open(page, timeout_s=120)
+                assert st.ready == "1" and st.errors == 0, st
+                loads.append(st.seconds * 1000)
+                firsts.append(st.viewer_ms or float("nan"))
+            payloads = b.driver.execute_script(
+                "return JSON.parse(document.getElementById('viewer-data').textContent).map(function (p) {"
+                " return [p.sample_id, p.radius_angstrom, p.ref.n, p.pred.n, JSON.stringify(p).length]; })")
+            k = max(range(len(payloads)), key=lambda i: (payloads[i][1], payloads[i][2]))
+            sid, radius, n_ref, n_pred, payload_bytes = payloads[k]
+            modes = {}
+            for layout in ("side", "overlay"):
+                for colour in ("element", "error"):
+                    ms = [b.driver.execute_async_script(_REDRAW, str(k), layout, colour, "all")
+                          for _ in range(args.repeats)]
+                    modes[(layout, colour)] = statistics.median(ms)
+            surface = statistics.median(b.driver.execute_async_script(_REDRAW, str(k), "side", "element", "surface")
+                                        for _ in range(args.repeats))
+            b.driver.execute_async_script(_REDRAW, str(k), "side", "element", "all")
+            turn = b.driver.execute_async_script(_TURN, args.turns)
+            rows.append((model, sid, radius, n_ref, n_pred, page.stat().st_size, payload_bytes,
+                         statistics.median(loads), statistics.median(firsts), modes, surface, turn))
+            if args.screenshots is not None and model == "random-ball":
+                b.driver.execute_async_script(_REDRAW, str(k), "side", "error", "all")
+                b.driver.execute_async_script("var d = arguments[arguments.length - 1];"
+                                              "requestAnimationFrame(function () { d(1); });")
+                b.screenshot(args.screenshots / "report_viewer.png")
+        if args.screenshots is not None:
+            b.open(site / "index.html")
+            b.screenshot(args.screenshots / "report_index.png")
+            b.open(site / "task-forward.html")
+            b.screenshot(args.screenshots / "report_task_forward.png")
+    print("| viewer | R = 30 sample | atoms (ref / pred) | page (MB) | sample payload (MB) | page load to ready (ms) "
+          "| first render (ms) | redraw side / overlay, by element (ms) | redraw side / overlay, by error (ms) "
+          "| surface only (ms) | camera turn, per frame (ms) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (model, sid, radius, n_ref, n_pred, size, pay, load, first, modes, surface, turn) in rows:
+        print(f"| {model} | {sid} | {n_ref} / {n_pred} | {size / 1e6:.2f} | {pay / 1e6:.2f} | {load:.0f} | {first:.0f} "
+              f"| {modes[('side', 'element')]:.0f} / {modes[('overlay', 'element')]:.0f} "
+              f"| {modes[('side', 'error')]:.0f} / {modes[('overlay', 'error')]:.0f} | {surface:.0f} | {turn:.0f} |")
+    print(f"\nmedian of {args.repeats} (camera: mean over {args.turns} frames); first render = on page load, the "
+          "first payload (ID sample); redraws = the R = 30 sample")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
