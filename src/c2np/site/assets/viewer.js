@@ -62,7 +62,7 @@
         out.push({
           type: "scatter3d", mode: "markers", x: x, y: y, z: z,
           name: sides[s][1] + ": " + groups[g] + " (" + idx.length + ")",
-          legendgroup: key, hoverinfo: "name",
+          legendgroup: key, hoverinfo: opts.hover ? "name" : "skip",
           scene: opts.layout === "side" && key === "pred" ? "scene2" : "scene",
           marker: {size: size / idx.length, color: byClass ? p.classes.colours[g] : p.elements[g].colour,
                    symbol: overlayRef ? "circle-open" : "circle", opacity: overlayRef ? 0.45 : 0.9,
@@ -72,30 +72,28 @@
     }
     return out;
   }
-  function sceneLayout(r, domain, title) {
+  function sceneLayout(r, domain, hover) {
     var ax = function (t) {
       return {title: {text: t + " (Å)"}, range: [-r, r], showbackground: false, gridcolor: "#ddd", zeroline: false};
     };
     return {domain: {x: domain, y: [0, 1]}, aspectmode: "cube", xaxis: ax("x"), yaxis: ax("y"), zaxis: ax("z"),
-            annotations: [], camera: {eye: {x: 1.5, y: 1.5, z: 1.1}}, _title: title};
+            camera: {eye: {x: 1.5, y: 1.5, z: 1.1}}, hovermode: hover ? "closest" : false};
   }
   function layout(p, opts) {
     var r = p.radius_angstrom + 2.0;
     var lay = {margin: {l: 0, r: 0, t: 30, b: 0}, showlegend: true, legend: {x: 0, y: 1, font: {size: 11}},
-               paper_bgcolor: "#ffffff", uirevision: opts.layout};
+               paper_bgcolor: "#ffffff", uirevision: opts.layout, hovermode: opts.hover ? "closest" : false};
     if (opts.layout === "side") {
-      lay.scene = sceneLayout(r, [0, 0.5]);
-      lay.scene2 = sceneLayout(r, [0.5, 1]);
+      lay.scene = sceneLayout(r, [0, 0.5], opts.hover);
+      lay.scene2 = sceneLayout(r, [0.5, 1], opts.hover);
       lay.annotations = [
         {text: "reference", x: 0.25, y: 1.0, xref: "paper", yref: "paper", showarrow: false, yanchor: "bottom"},
         {text: "predicted", x: 0.75, y: 1.0, xref: "paper", yref: "paper", showarrow: false, yanchor: "bottom"}];
     } else {
-      lay.scene = sceneLayout(r, [0, 1]);
+      lay.scene = sceneLayout(r, [0, 1], opts.hover);
       lay.annotations = [{text: "overlay: reference open circles, prediction filled", x: 0.5, y: 1.0,
                           xref: "paper", yref: "paper", showarrow: false, yanchor: "bottom"}];
     }
-    delete lay.scene._title;
-    if (lay.scene2) { delete lay.scene2._title; }
     return lay;
   }
   function afterFrames() {
@@ -127,13 +125,16 @@
     var colour = choice(controls, "colour", "colour", [["element", "by element"], ["error", "by error (0.1 / 0.5 Å)"]]);
     var atoms = choice(controls, "atoms", "atoms", [["all", "all atoms"], ["surface", "surface shell"],
                                                     ["interior", "interior"]]);
+    var hover = choice(controls, "hover labels", "hover", [["off", "off (faster)"], ["on", "on"]]);
     var info = el("p", {"class": "viewer-info"});
     var plot = el("div", {"class": "viewer-plot"});
     root.appendChild(controls);
     root.appendChild(info);
     root.appendChild(plot);
     var first = true;
-    function opts() { return {layout: lay.value, colour: colour.value, atoms: atoms.value}; }
+    function opts() {
+      return {layout: lay.value, colour: colour.value, atoms: atoms.value, hover: hover.value === "on"};
+    }
     function describe(p, ms) {
       var sc = p.scores, parts = [p.model + " · " + p.sample_id,
         "reference " + p.ref.n + " atoms, predicted " + p.pred.n + " atoms",
@@ -164,7 +165,8 @@
     lay.addEventListener("change", redraw);
     colour.addEventListener("change", redraw);
     atoms.addEventListener("change", redraw);
-    window.C2NP.viewers.push({root: root, draw: draw, controls: {sample: sample, layout: lay, colour: colour, atoms: atoms}});
+    hover.addEventListener("change", redraw);
+    window.C2NP.viewers.push({root: root, draw: draw, controls: {sample: sample, layout: lay, colour: colour, atoms: atoms, hover: hover}});
     return draw();
   };
 })();
