@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from c2np.errors import C2NPInputError
-from c2np.report import HEADLINE_METRICS, LeaderboardRow, normalise, row_from_results, write_leaderboard
-from c2np.submissions import Problem, check_submission, expected_splits, find_submissions, prediction_file
+from c2np.metrics import HEADLINE
+from c2np.report import LeaderboardRow, normalise, row_from_results, write_leaderboard
+from c2np.submissions import (DEFAULT_SPLITS, Problem, check_submission, expected_splits, find_submissions,
+                              prediction_file)
 
 __all__ = ["LeaderboardSummary", "SubmissionProblems", "check_submissions", "build_leaderboard"]
 
@@ -55,19 +57,20 @@ class LeaderboardSummary:
     seconds: float
 
 
-def check_submissions(root: str | os.PathLike[str], store: Any
+def check_submissions(root: str | os.PathLike[str], store: Any, *, splits: Sequence[str] = DEFAULT_SPLITS
                       ) -> list[tuple[Path, dict[str, Any] | None, list[Problem]]]:
     """``(folder, model.yml, problems)`` of every submission under ``root``; no submission at
     all is bad input."""
     folders = find_submissions(root)
     if not folders:
         raise C2NPInputError(f"{root}: no submission folders (sub-folders with a model.yml)")
-    return [(f, *check_submission(f, store)) for f in folders]
+    return [(f, *check_submission(f, store, splits=splits)) for f in folders]
 
 
 def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
                       results_dir: str | os.PathLike[str], leaderboard_dir: str | os.PathLike[str],
                       site_dir: str | os.PathLike[str], tasks: Sequence[str] | None = None,
+                      splits: Sequence[str] = DEFAULT_SPLITS,
                       n_resamples: int = 1000, seed: int = 0, workers: int = 1, progress: bool = False,
                       log: Callable[[str], None] | None = None, title: str = "C2NP leaderboard"
                       ) -> LeaderboardSummary:
@@ -84,7 +87,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
     t0 = time.perf_counter()
     say = log or (lambda _m: None)
     st = store if hasattr(store, "recipes") else DatasetStore.open(store)
-    checked = check_submissions(submissions_dir, st)
+    checked = check_submissions(submissions_dir, st, splits=splits)
     problems = [p for _f, _d, ps in checked for p in ps]
     if problems:
         raise SubmissionProblems(problems)
@@ -98,7 +101,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
         for task in doc["tasks"]:
             if tasks is not None and task not in tasks:
                 continue
-            for split in expected_splits(task, st.recipes.protocol):
+            for split in expected_splits(task, st.recipes.protocol, splits):
                 path, _ = prediction_file(folder, task, split)
                 assert path is not None  # checked above
                 say(f"scoring {task} · {split} · {model_id}")
@@ -109,7 +112,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
     if not documents:
         raise C2NPInputError(f"{submissions_dir}: no prediction files to score for tasks {list(tasks or [])}")
     rows = normalise([row_from_results(d, p) for d, p in zip(documents, written)])
-    paths = write_leaderboard(rows, leaderboard_dir, headline={k: list(v) for k, v in HEADLINE_METRICS.items()},
+    paths = write_leaderboard(rows, leaderboard_dir, headline={k: [m.value for m in v] for k, v in HEADLINE.items()},
                               extra={"store": str(st.path), "fingerprint": st.fingerprint,
                                      "protocol": st.recipes.protocol,
                                      "submissions": ", ".join(f.name for f, _, _ in checked)})

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 from c2np.errors import C2NPInputError
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
-           "MODEL_KINDS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
+           "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
            "check_submission", "find_submissions"]
 
 SUBMISSION_SCHEMA = "c2np.submission/1"
@@ -142,10 +142,16 @@ def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None,
     return doc, problems
 
 
-def expected_splits(task: str, protocol: str) -> tuple[str, ...]:
-    """The splits a submission for ``task`` covers: ID and OOD, plus the held-out
-    materials for task 2 under protocol ``strict``."""
-    return ("id", "ood", "heldout") if task == "inverse" and protocol == "strict" else ("id", "ood")
+DEFAULT_SPLITS: tuple[str, ...] = ("id", "ood")
+
+
+def expected_splits(task: str, protocol: str, splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[str, ...]:
+    """The splits a submission for ``task`` covers: ``splits`` (ID and OOD by default), plus
+    the held-out materials for task 2 under protocol ``strict`` (never for task 1)."""
+    out = [s for s in splits if not (s == "heldout" and task == "forward")]
+    if task == "inverse" and protocol == "strict" and "heldout" not in out:
+        out.append("heldout")
+    return tuple(out)
 
 
 def prediction_file(folder: Path, task: str, split: str) -> tuple[Path | None, list[Problem]]:
@@ -214,10 +220,11 @@ def _file_ids(task: str, path: Path) -> list[tuple[str, str]]:
     return [(f"line {row.line}", sid) for sid, row in read_inverse_predictions(path).items()]
 
 
-def check_submission(folder: str | os.PathLike[str], store: Any) -> tuple[dict[str, Any] | None, list[Problem]]:
+def check_submission(folder: str | os.PathLike[str], store: Any, *,
+                     splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[dict[str, Any] | None, list[Problem]]:
     """``(model.yml document, problems)`` of a submission folder scored on ``store`` (an open
-    ``DatasetStore``). No problems means the leaderboard can score it; see
-    docs/submissions.md for the list of checks."""
+    ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). No problems means the
+    leaderboard can score it; see docs/submissions.md for the list of checks."""
     from c2np.tasks import TASK_NAMES, opaque_sample_id, select_rows
 
     f = Path(folder)
@@ -258,7 +265,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any) -> tuple[dict[s
                                         "list it under tasks or remove the folder"))
             continue
         allowed = {"training_log.csv"}
-        for split in expected_splits(task, store.recipes.protocol):
+        for split in expected_splits(task, store.recipes.protocol, splits):
             allowed |= {f"{split}{e}" for e in PREDICTION_SUFFIXES[task]}
             path, ps = prediction_file(f, task, split)
             problems += ps
@@ -283,7 +290,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any) -> tuple[dict[s
         if tdir.is_dir():
             for extra in sorted(p.name for p in tdir.iterdir() if p.name not in allowed):
                 problems.append(Problem(str(tdir / extra), "", "unexpected file (not a prediction file of an "
-                                        f"expected split: {', '.join(expected_splits(task, store.recipes.protocol))})"))
+                                        f"expected split: {', '.join(expected_splits(task, store.recipes.protocol, splits))})"))
             log = tdir / "training_log.csv"
             if log.exists():
                 from c2np.models.diagnostic import read_log_csv

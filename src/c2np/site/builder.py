@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from c2np.errors import C2NPInputError
-from c2np.particle_io import atomic_write
-from c2np.report import (HEADLINE_METRICS, METRIC_LABELS, REFERENCE_BASELINES, LeaderboardRow, normalise,
+from c2np.fileio import atomic_write
+from c2np.metrics import HEADLINE, PRIMARY
+from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, REFERENCE_BASELINES, LeaderboardRow, normalise,
                          row_from_results)
 from c2np.site import plots
 from c2np.site.pages import SITE_SCHEMA, esc, json_script, page, plot_slot
@@ -38,11 +39,10 @@ from c2np.site.sources import (BASELINE_KINDS, SiteModel, read_forward_samples,
 from c2np.site.tables import Table, all_metrics_table, leaderboard_table, summary_table, table_html
 from c2np.site.viewer import ViewerSample, viewer_payload
 
-__all__ = ["SiteSummary", "build_site", "viewer_page", "model_slug", "RADIUS_PLOTS", "TASK_TITLES"]
+__all__ = ["SiteSummary", "build_site", "viewer_page", "model_slug", "TASK_TITLES"]
 
 TASK_TITLES = {"forward": "Task 1 (forward): unit cell + R → nanoparticle",
                "inverse": "Task 2 (inverse): nanoparticle → lattice + space group"}
-RADIUS_PLOTS = {"forward": ("f1@0.1", "chamfer"), "inverse": ("joint_accuracy_paper", "spacegroup_accuracy")}
 _SPLIT_ORDER = ("id", "ood", "test", "heldout", "val", "train")
 _ASSETS = ("site.js", "viewer.js", "site.css")
 
@@ -248,13 +248,16 @@ class _Site:
         except C2NPInputError as exc:
             self.notes.append(f"confusion matrix of {model} ({split}) not drawn: {exc}")
             return f'<p class="banner">{esc(self.notes[-1])}</p>'
+        from c2np.tasks import opaque_sample_id
+
         targets = doc.get("targets", {})
+        fp = doc["dataset"]["fingerprint"]
         true_sg, pred_sg = [], []
         for sid in doc["samples"]["sample_id"]:
             mat = sid.split("/")[0]
             if mat in targets:
                 true_sg.append(int(targets[mat]["spacegroup"]))
-                pred_sg.append(pred.get(sid))
+                pred_sg.append(pred[sid] if sid in pred else pred.get(opaque_sample_id(fp, sid)))
         if not true_sg:
             return ""
         fig = plots.confusion(true_sg, pred_sg, title=f"space-group confusion: {model}, {split.upper()}")
@@ -368,7 +371,7 @@ def _index_page(s: _Site) -> str:
                  "bootstrap intervals); the reference baselines are on the rows of every table. Click "
                  "a column header to sort; every table downloads as CSV and JSON.</p>")
     for task in s.tasks():
-        metric = HEADLINE_METRICS[task][0] if task == "forward" else "joint_accuracy_paper"
+        metric = PRIMARY[task].value
         parts.append(f'<h2><a href="task-{task}.html">{esc(TASK_TITLES[task])}</a></h2>')
         parts.append(s.missing_banner(task))
         parts.append(s.table(summary_table(s.rows, task, s.splits(task), metric, kinds=s.kinds,
@@ -387,7 +390,7 @@ def _index_page(s: _Site) -> str:
 
 def _task_page(s: _Site, task: str) -> str:
     parts = [s.missing_banner(task)]
-    metrics = list(HEADLINE_METRICS[task])
+    metrics = [m.value for m in HEADLINE[task]]
     info = s.info.get(task, {})
     for split in s.splits(task):
         parts.append(f"<h2>{esc(split.upper())} split</h2>")
@@ -398,8 +401,8 @@ def _task_page(s: _Site, task: str) -> str:
         parts.append(f"<details><summary>every metric ({split.upper()})</summary>{s.table(all_t, '')}</details>")
     parts.append("<h2>Plots</h2>")
     for metric in RADIUS_PLOTS[task]:
-        parts.append(s.radius_plot(task, metric, f"{task}-{metric}-radius".replace("@", "_")))
-    parts.append(s.id_ood_plot(task, RADIUS_PLOTS[task][0], f"{task}-id-ood"))
+        parts.append(s.radius_plot(task, metric.value, f"{task}-{metric.value}-radius".replace("@", "_")))
+    parts.append(s.id_ood_plot(task, PRIMARY[task].value, f"{task}-id-ood"))
     if task == "inverse":
         inv = [m for m in s.models.values() if any(k[0] == "inverse" for k in m.predictions)]
         inv.sort(key=lambda m: (m.model_id != "solver", m.model_id))
@@ -433,13 +436,13 @@ def _model_page(s: _Site, m: SiteModel) -> str:
         for split in s.splits(task):
             if not any(r.model == m.model_id and r.task == task and r.split == split for r in s.rows):
                 continue
-            t = leaderboard_table(s.rows, task, split, list(HEADLINE_METRICS[task]), kinds=s.kinds,
+            t = leaderboard_table(s.rows, task, split, [m.value for m in HEADLINE[task]], kinds=s.kinds,
                                   info=s.info.get(task, {}), table_id=f"model_{slug}_{task}_{split}",
                                   title=f"{split.upper()}: {m.model_id} beside the reference baselines",
                                   models=[m.model_id])
             parts.append(s.table(t, "../"))
         shown = [m.model_id, *REFERENCE_BASELINES[task]]
-        parts.append(s.radius_plot(task, RADIUS_PLOTS[task][0], f"{slug}-{task}-radius", models=shown))
+        parts.append(s.radius_plot(task, PRIMARY[task].value, f"{slug}-{task}-radius", models=shown))
         if task == "inverse":
             for split in s.splits(task):
                 parts.append(s.confusion_plot(m.model_id, split, f"{slug}-confusion-{split}"))

@@ -38,7 +38,7 @@ BASELINE_KINDS: dict[str, str] = {
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The results document at ``path`` as a dict; raises :class:`C2NPInputError` naming the
     file when it is not a readable ``c2np.results/1`` document."""
-    from c2np.evaluation import Results
+    from c2np.evaluation.results import Results
 
     return dict(Results.read(path).data)
 
@@ -176,7 +176,7 @@ def read_forward_samples(path: str | os.PathLike[str], wanted: Iterable[str]
                          ) -> dict[str, tuple[Any, Any]]:
     """``{sample_id: (numbers (n,), positions (n, 3) Å)}`` of the ``wanted`` samples of a
     task-1 predictions file (one pass; samples absent from the file are absent here)."""
-    from c2np.evaluation import iter_forward_predictions
+    from c2np.predictions import iter_forward_predictions
 
     want = set(wanted)
     out: dict[str, tuple[Any, Any]] = {}
@@ -189,11 +189,12 @@ def read_forward_samples(path: str | os.PathLike[str], wanted: Iterable[str]
 
 
 def read_predicted_spacegroups(path: str | os.PathLike[str]) -> dict[str, int | None]:
-    """``{sample_id: space group}`` of a task-2 predictions file; None where the predicted
-    space group is not an integer in 1..230 (that sample is a failure)."""
+    """``{id: space group}`` of a task-2 predictions file (ids as in the file: the store's or
+    the opaque ids of ``c2np.tasks``); None where the predicted space group is not an integer
+    in 1..230 (that sample is a failure)."""
     import math
 
-    from c2np.evaluation import read_inverse_predictions
+    from c2np.predictions import read_inverse_predictions
 
     out: dict[str, int | None] = {}
     for sid, row in read_inverse_predictions(path).items():
