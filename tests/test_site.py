@@ -311,3 +311,11 @@ def test_cli_report_rebuilds_the_site_and_rejects_bad_input(bench: Path, tmp_pat
     (tmp_path / "file").write_text("")
     r = runner.invoke(app, ["report", str(bench / "bench"), "-o", str(tmp_path / "file")])
     assert r.exit_code == 2 and "not a folder" in r.output
+
+
+def test_a_store_of_other_data_is_refused(bench: Path, tmp_path: Path) -> None:
+    from c2np.store import DatasetStore, build_store
+
+    other = build_store([perovskite()], tmp_path / "other.h5", radii_angstrom=[6, 8, 10], progress=False)
+    with pytest.raises(C2NPInputError, match="fingerprint"):
+        build_site(models_from_results(_docs(bench)), tmp_path / "s", store=DatasetStore.open(other))

@@ -219,3 +219,16 @@ def test_leaderboard_from_submissions_only(bench: Path, tmp_path: Path) -> None:
     r = runner.invoke(app, ["leaderboard", str(tmp_path / "empty"), "--store", str(bench / "ds.h5"), "-o",
                             str(tmp_path / "y")])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_report_of_a_submissions_folder_scores_it_first(bench: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    app = build_app()
+    subs = tmp_path / "subs"
+    shutil.copytree(bench / "bench" / "submissions" / "majority-class", subs / "majority-class")
+    r = runner.invoke(app, ["report", str(subs), "-o", str(tmp_path / "s")])
+    assert r.exit_code == 2 and "--store" in r.output
+    r = runner.invoke(app, ["report", str(subs), "-o", str(tmp_path / "s"), "--store", str(bench / "ds.h5"),
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "s" / "index.html").is_file() and (tmp_path / "s" / "results").is_dir()

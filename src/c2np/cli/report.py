@@ -1,5 +1,5 @@
-"""``c2np report``: rebuild the offline HTML report from results files (or a benchmark
-output folder)."""
+"""``c2np report``: rebuild the offline HTML report from results files, a benchmark /
+leaderboard output folder, or a folder of submissions (scored with the harness first)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from c2np.errors import C2NPInputError
 from c2np.cli._common import console, err_console, handle_errors, print_json
 
 
@@ -18,8 +19,9 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def report_cmd(
-    inputs: list[Path] = typer.Argument(..., help="Results JSON files, a folder of them, or a benchmark / "
-                                        "leaderboard output folder (its results/ is used)."),
+    inputs: list[Path] = typer.Argument(..., help="Results JSON files, a folder of them, a benchmark / "
+                                        "leaderboard output folder (its results/ is used), or a folder "
+                                        "of submissions (needs --store; scored first)."),
     out: Path = typer.Option(..., "-o", "--out", help="Site folder (index.html is written there)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Dataset store of the results: enables the "
                                          "3D particle viewer (prediction files must be on disk)."),
@@ -29,7 +31,16 @@ def report_cmd(
     """Build the self-contained HTML report (open OUT/index.html; no network needed)."""
     from c2np.site.builder import build_site
     from c2np.site.sources import find_results_files, load_results, models_from_results
+    from c2np.submissions import find_submissions
 
+    if len(inputs) == 1 and inputs[0].is_dir() and not (inputs[0] / "results").is_dir() \
+            and find_submissions(inputs[0]):
+        from c2np.cli.submissions import leaderboard_cmd
+
+        if store is None:
+            raise C2NPInputError(f"{inputs[0]}: a folder of submissions is scored first; give --store")
+        return leaderboard_cmd(inputs[0], store=store, out=out, bootstrap=1000, seed=0, workers=0,
+                               title=title, json_out=json_out)
     docs = [load_results(p) for p in find_results_files(inputs)]
     opened = None
     if store is not None:
