@@ -86,7 +86,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
 
     t0 = time.perf_counter()
     say = log or (lambda _m: None)
-    st = store if hasattr(store, "recipes") else DatasetStore.open(store)
+    st: Any = store if hasattr(store, "recipes") else DatasetStore.open(store)
     checked = check_submissions(submissions_dir, st, splits=splits)
     problems = [p for _f, _d, ps in checked for p in ps]
     if problems:

@@ -242,7 +242,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
     mid = (doc.get("model") or {}).get("id") if isinstance(doc.get("model"), dict) else None
     if isinstance(mid, str) and mid != f.name:
         problems.append(Problem(str(yml), "model.id", f"{mid!r} differs from the folder name {f.name!r}"))
-    training = doc.get("training") if isinstance(doc.get("training"), dict) else {}
+    training: dict[str, Any] = doc["training"] if isinstance(doc.get("training"), dict) else {}
     fp = training.get("store_fingerprint")
     if isinstance(fp, str) and fp != store.fingerprint:
         problems.append(Problem(str(yml), "training.store_fingerprint",

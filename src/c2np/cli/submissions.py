@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
-
 import typer
 
 from c2np.cli._common import (EXIT_BAD_INPUT, console, err_console, handle_errors, print_json,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from typing import Any, Sequence
 
 __all__ = ["esc", "json_script", "page", "plot_slot", "format_value", "SITE_SCHEMA"]
@@ -41,7 +42,7 @@ def format_value(value: float | None) -> str:
     if value is None:
         return "–"
     v = float(value)
-    if v != v or v in (float("inf"), float("-inf")):
+    if not math.isfinite(v):
         return "–"
     if v == 0.0 or 1e-3 <= abs(v) < 1e4:
         out = f"{v:.3f}"

@@ -105,7 +105,7 @@ def loss_vs_fidelity(logs: Mapping[str, Sequence[Mapping[str, float]]], *, fidel
                      fidelity_label: str, colours: Mapping[str, str]) -> dict[str, Any]:
     """The paper's diagnostic from training logs: validation loss against fidelity, one point
     per epoch (left), and fidelity per epoch (right), one colour per model."""
-    data = []
+    data: list[dict[str, Any]] = []
     for model in sorted(logs):
         rows = [r for r in logs[model] if fidelity_key in r]
         if not rows:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -156,12 +157,12 @@ def summary_table(rows: Sequence[LeaderboardRow], task: str, splits: Sequence[st
                   title: str) -> Table:
     """One row per model of ``task``: ``metric`` per split (mean, 95 % interval, normalised,
     failures), ordered by the first split's value; the reference baselines always."""
-    mine = [r for r in rows if r.task == task and r.split in splits]
     by_model: dict[str, dict[str, LeaderboardRow]] = {}
-    for r in mine:
-        by_model.setdefault(r.model, {})[r.split] = r
-    first = [by_model[m].get(splits[0]) for m in by_model]
-    order = [r.model for r in _order([r for r in first if r is not None], metric)]
+    for row in rows:
+        if row.task == task and row.split in splits:
+            by_model.setdefault(row.model, {})[row.split] = row
+    first = [by_model[m][splits[0]] for m in by_model if splits[0] in by_model[m]]
+    order = [x.model for x in _order(first, metric)]
     order += sorted(m for m in by_model if m not in order)
     records: list[dict[str, Any]] = []
     for m in order:
@@ -213,7 +214,7 @@ def all_metrics_table(rows: Sequence[LeaderboardRow], task: str, split: str, *,
 def _sort_value(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, float) and value != value:
+    if isinstance(value, float) and not math.isfinite(value):
         return ""
     return esc(repr(float(value)) if isinstance(value, (int, float)) else value)
 

@@ -117,9 +117,9 @@ def viewer_payload(sample: ViewerSample, *, max_atoms: int = VIEWER_MAX_ATOMS,
     zg = np.asarray(sample.ref_numbers, dtype=np.int64)
     xp = np.asarray(sample.pred_positions_angstrom, dtype=np.float64).reshape(len(zp), 3)
     xg = np.asarray(sample.ref_positions_angstrom, dtype=np.float64).reshape(len(zg), 3)
-    for side, n in (("prediction", len(zp)), ("reference", len(zg))):
+    for which, n in (("prediction", len(zp)), ("reference", len(zg))):
         if n > max_atoms:
-            raise C2NPInputError(f"{sample.model} {sample.sample_id}: the {side} has {n} atoms, "
+            raise C2NPInputError(f"{sample.model} {sample.sample_id}: the {which} has {n} atoms, "
                                  f"more than the viewer's limit of {max_atoms}")
     if not (np.all(np.isfinite(xp)) and np.all(np.isfinite(xg))):
         raise C2NPInputError(f"{sample.model} {sample.sample_id}: non-finite positions")
