@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=30, help="mouse steps of the drag")
     ap.add_argument("--screenshots", type=Path, default=None, help="folder for report_*.png")
     ap.add_argument("--reuse", action="store_true", help="use the site already in OUT/report")
+    ap.add_argument("--screenshot-model", default="memorisation", help="viewer shown in report_viewer.png")
+    ap.add_argument("--only-screenshots", action="store_true", help="skip the timings")
     args = ap.parse_args(argv)
     log = lambda m: print(f"· {m}", file=sys.stderr)  # noqa: E731
     site = args.out / "report" if args.reuse else build(args.out, log)
@@ -84,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with Browser(width=1400, height=1000) as b:
         for model, rel in sorted(manifest["viewers"].items()):
+            if args.only_screenshots and model != args.screenshot_model:
+                continue
             page = site / rel
             loads, firsts = [], []
-            for _ in range(args.repeats):
+            for _ in range(1 if args.only_screenshots else args.repeats):
                 st = b.open(page, timeout_s=120)
                 assert st.ready == "1" and st.errors == 0, st
                 loads.append(st.seconds * 1000)
@@ -97,18 +101,19 @@ def main(argv: list[str] | None = None) -> int:
             k = max(range(len(payloads)), key=lambda i: (payloads[i][1], payloads[i][2]))
             sid, radius, n_ref, n_pred, payload_bytes = payloads[k]
             modes = {}
+            reps = 1 if args.only_screenshots else args.repeats
             for layout in ("side", "overlay"):
                 for colour in ("element", "error"):
                     ms = [b.driver.execute_async_script(_REDRAW, str(k), layout, colour, "all")
-                          for _ in range(args.repeats)]
+                          for _ in range(reps)]
                     modes[(layout, colour)] = statistics.median(ms)
             surface = statistics.median(b.driver.execute_async_script(_REDRAW, str(k), "side", "element", "surface")
-                                        for _ in range(args.repeats))
+                                        for _ in range(reps))
             b.driver.execute_async_script(_REDRAW, str(k), "side", "element", "all")
             turn = drag(b.driver, args.turns)
             rows.append((model, sid, radius, n_ref, n_pred, page.stat().st_size, payload_bytes,
                          statistics.median(loads), statistics.median(firsts), modes, surface, turn))
-            if args.screenshots is not None and model == "random-ball":
+            if args.screenshots is not None and model == args.screenshot_model:
                 b.driver.execute_async_script(_REDRAW, str(k), "side", "error", "all")
                 b.driver.execute_async_script("var d = arguments[arguments.length - 1];"
                                               "requestAnimationFrame(function () { d(1); });")
@@ -116,8 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.screenshots is not None:
             b.open(site / "index.html")
             b.screenshot(args.screenshots / "report_index.png")
-            b.open(site / "task-forward.html")
-            b.screenshot(args.screenshots / "report_task_forward.png")
     print("| viewer | R = 30 sample | atoms (ref / pred) | page (MB) | sample payload (MB) | page load to ready (ms) "
           "| first render (ms) | redraw side / overlay, by element (ms) | redraw side / overlay, by error (ms) "
           "| surface only (ms) | drag-rotate: ms per mouse step, frame interval median / p90 (ms) |")
@@ -129,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
               f"| {turn[0]:.0f}; {turn[1]:.0f} / {turn[2]:.0f} |")
     import os
 
-    print(f"\nmedian of {args.repeats}; drag: {args.turns} mouse steps, side by side, by element, hover off; first "
+    print(f"\nmedian of {1 if args.only_screenshots else args.repeats}; drag: {args.turns} mouse steps, side by side, by element, hover off; first "
           "render = on page load (the first payload, an ID sample); redraws = the R = 30 sample; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
