@@ -22,12 +22,12 @@ import numpy as np
 
 from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
-from c2np.metrics import PRIMARY
+from c2np.metrics import HEADLINE, PRIMARY
 from c2np.particle import Particle
 from c2np.predictions import (iter_forward_predictions, read_inverse_predictions, write_forward_predictions,
                               write_inverse_predictions)
 from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, LeaderboardRow, plot_confusion, plot_id_vs_ood,
-                         plot_metric_vs_radius, plot_particles)
+                         plot_metric_vs_radius, plot_particles, write_leaderboard)
 from c2np.splits import get_protocol
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows
@@ -189,10 +189,11 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
             (forward_preds if task_name == "forward" else inverse_preds)[(model, split)] = path
     plots = _plots(store, protocol, lb.rows, per_radius, inverse_preds, forward_preds, out / "plots", splits,
                    subset)
-    with open(lb.leaderboard_md, "a", encoding="utf-8") as fh:  # plots section, after the atomic write
-        fh.write("\n## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots) + "\n"
-                 "\nInteractive report (tables with intervals, plots, 3D particle viewer): "
-                 "[report/index.html](report/index.html)\n")
+    footer = ("## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots)
+              + "\n\nInteractive report (tables with intervals, plots, 3D particle viewer): "
+                "[report/index.html](report/index.html)")
+    write_leaderboard(lb.rows, out, headline={t: [m.value for m in ms] for t, ms in HEADLINE.items()},
+                      extra=lb.extra, footer=footer)  # the same tables, now with the plots
     return BenchmarkSummary(out, lb.leaderboard_md, lb.leaderboard_json, lb.results, tuple(plots), lb.rows,
                             time.perf_counter() - t_start, lb.report_index, sub_dir)
 

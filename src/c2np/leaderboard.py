@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from c2np.errors import C2NPInputError
 from c2np.metrics import HEADLINE
@@ -44,6 +44,7 @@ class LeaderboardSummary:
         documents: the results documents (dicts).
         notes: what the site could not show.
         seconds: wall time.
+        extra: the run facts written above the tables (store, fingerprint, ...).
     """
 
     submissions: tuple[Path, ...]
@@ -55,6 +56,7 @@ class LeaderboardSummary:
     documents: tuple[dict[str, Any], ...]
     notes: tuple[str, ...]
     seconds: float
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def check_submissions(root: str | os.PathLike[str], store: Any, *, splits: Sequence[str] = DEFAULT_SPLITS
@@ -112,10 +114,11 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
     if not documents:
         raise C2NPInputError(f"{submissions_dir}: no prediction files to score for tasks {list(tasks or [])}")
     rows = normalise([row_from_results(d, p) for d, p in zip(documents, written)])
+    extra = {"store": str(st.path), "fingerprint": st.fingerprint, "protocol": st.recipes.protocol,
+             "splits": ",".join(splits), "submissions": ", ".join(f.name for f, _, _ in checked)}
     paths = write_leaderboard(rows, leaderboard_dir, headline={k: [m.value for m in v] for k, v in HEADLINE.items()},
-                              extra={"store": str(st.path), "fingerprint": st.fingerprint,
-                                     "protocol": st.recipes.protocol,
-                                     "submissions": ", ".join(f.name for f, _, _ in checked)})
+                              extra=extra)
     site = build_site(models_from_results(documents), site_dir, store=st, title=title, log=say)
     return LeaderboardSummary(tuple(f for f, _, _ in checked), tuple(written), paths["markdown"], paths["json"],
-                              site.index, tuple(rows), tuple(documents), site.notes, time.perf_counter() - t0)
+                              site.index, tuple(rows), tuple(documents), site.notes, time.perf_counter() - t0,
+                              extra)
