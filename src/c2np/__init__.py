@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from c2np.version import __version__
 
 # name -> module that owns it (one home per concept)
 _EXPORTS: dict[str, str] = {

@@ -82,7 +82,7 @@ def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_s
     """The ``model.yml`` of a built-in baseline as a submission (schema ``c2np.submission/1``)."""
     import yaml
 
-    from c2np import __version__
+    from c2np.version import __version__
 
     title, kind, what = _BASELINE_INFO[name]
     doc = {

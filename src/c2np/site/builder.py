@@ -502,7 +502,7 @@ def build_site(models: Sequence[SiteModel], out_dir: str | os.PathLike[str], *, 
     pages.insert(0, index)
     import plotly
 
-    from c2np import __version__
+    from c2np.version import __version__
 
     manifest = {"schema": SITE_SCHEMA, "title": s.title, "protocol": s.protocol_name, "subset": s.subset,
                 "fingerprint": s.fingerprint, "models": sorted(s.models),
