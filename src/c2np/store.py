@@ -30,7 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from c2np import __version__
+from c2np.version import __version__
 from c2np.carving import carve
 from c2np.particle import Particle
 from c2np.cells import UnitCell

@@ -42,9 +42,9 @@ def versions() -> dict[str, str]:
     """Versions of c2np, Python and the libraries that shape the numbers."""
     import importlib.metadata as md
 
-    import c2np
+    from c2np.version import __version__
 
-    out = {"c2np": c2np.__version__, "python": platform.python_version()}
+    out = {"c2np": __version__, "python": platform.python_version()}
     for pkg in ("numpy", "scipy", "h5py", "ase", "spglib"):
         try:
             out[pkg] = md.version(pkg)

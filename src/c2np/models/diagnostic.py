@@ -20,7 +20,7 @@ import numpy as np
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_path, atomic_write
 
-__all__ = ["read_run_log", "write_diagnostic", "loss_fidelity_table"]
+__all__ = ["read_run_log", "read_log_csv", "write_diagnostic", "loss_fidelity_table", "FIDELITY"]
 
 FIDELITY = {"forward": ("fidelity_f1_0p5", "atom F1 @ 0.5 Å (val samples)"),
             "inverse": ("val_lattice_rmse", "lattice RMSE (val)")}
@@ -33,9 +33,22 @@ def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
     if not meta_path.is_file() or not log_path.is_file():
         raise C2NPInputError(f"{run}: not a trained run folder (needs config.json and log.csv)")
     meta = json.loads(meta_path.read_text())
-    with open(log_path, newline="") as fh:
-        rows = [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(fh)]
-    return meta, rows
+    return meta, read_log_csv(log_path)
+
+
+def read_log_csv(path: str | Path) -> list[dict[str, float]]:
+    """The rows of a training ``log.csv`` (one per epoch; empty cells left out). A cell that
+    is not a number raises :class:`C2NPInputError` naming the file and line."""
+    p = Path(path)
+    rows = []
+    with open(p, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for r in reader:
+            try:
+                rows.append({k: float(v) for k, v in r.items() if k and v not in ("", None)})
+            except (TypeError, ValueError) as exc:
+                raise C2NPInputError(f"{p}: line {reader.line_num}: not a number ({exc})") from None
+    return rows
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
