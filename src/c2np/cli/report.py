@@ -47,7 +47,7 @@ def report_cmd(
         from c2np.store import DatasetStore
 
         opened = DatasetStore.open(store)
-    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}", highlight=False))
+    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {escape(m)}", highlight=False))
     dirs = [q for p in inputs for q in ((p, p.parent) if p.is_dir() else (p.parent, p.parent.parent))]
     summary = build_site(models_from_results(docs, search_dirs=dirs), out, store=opened, title=title, log=log)
     if json_out:
