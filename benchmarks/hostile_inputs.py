@@ -124,16 +124,18 @@ def _ev(work: Path, preds: Path, task: str = "forward", *extra: str, store: Path
             "--predictions", str(preds), "-o", str(work / "results" / f"{preds.stem}.json"), *extra]
 
 
-def _forward_preds_with(work: Path, name: str, change: Callable) -> Path:  # type: ignore[type-arg]
+def _forward_preds_with(work: Path, name: str, change: Callable, fmt: str = "h5") -> Path:  # type: ignore[type-arg]
     from c2np.baselines import analytic_carve, predict
     from c2np.particle import Particle
-    from c2np.predictions import write_forward_predictions_h5
+    from c2np.predictions import write_forward_predictions, write_forward_predictions_h5
     from c2np.store import DatasetStore
     from c2np.tasks import ForwardTask
 
     preds = predict(ForwardTask(DatasetStore.open(_store(work)), "id"), analytic_carve)
     first = next(iter(preds))
     preds[first] = change(preds[first], Particle)
+    if fmt == "extxyz":  # float64 text: 1e155 stays finite (float32 HDF5 would make it inf)
+        return write_forward_predictions(work / f"{name}.extxyz", preds)
     return write_forward_predictions_h5(work / f"{name}.h5", preds)
 
 
@@ -315,7 +317,8 @@ def cases() -> list[Case]:
 
     @add("prediction with a 1e155 Å coordinate (one sample)", 0)
     def _(w: Path) -> list[str]:
-        return _ev(w, _forward_preds_with(w, "e155", lambda p, P: P(p.numbers, p.positions_angstrom + 1e155)))
+        return _ev(w, _forward_preds_with(w, "e155", lambda p, P: P(p.numbers, p.positions_angstrom + 1e155),
+                                          fmt="extxyz"))
 
     @add("task-2 prediction with a = 1e308 Å (one sample)", 0)
     def _(w: Path) -> list[str]:

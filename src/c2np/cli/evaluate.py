@@ -89,7 +89,10 @@ def evaluate_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    from c2np.limits import check as check_limit
+
     check_output_path(out)
+    check_limit("bootstrap", bootstrap, what="--bootstrap")  # before the scoring, not after it
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
