@@ -19,7 +19,11 @@ class ModelConfig:
 
     Sizes: ``hidden`` features, ``layers`` message-passing / transformer blocks, ``knn``
     neighbours per atom within ``cutoff_angstrom``. Training: ``epochs`` x
-    ``steps_per_epoch`` optimiser steps of ``batch_size`` samples at learning rate ``lr``.
+    ``steps_per_epoch`` optimiser steps of ``batch_size`` samples at learning rate ``lr``
+    (AdamW, ``weight_decay``), gradients clipped to norm ``grad_clip``, schedule
+    ``lr_schedule`` ('constant' or 'cosine' down to ``min_lr_ratio`` x lr) after
+    ``warmup_steps`` of linear warmup, and an EMA of the weights with ``ema_decay`` (0 = off);
+    see :mod:`c2np.models.optim`.
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
@@ -41,6 +45,10 @@ class ModelConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
     grad_clip: float = 5.0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.01
+    ema_decay: float = 0.0
     max_train_radius_angstrom: float | None = 8.0
     max_atoms: int | None = 200
     sample_steps: int = 20
