@@ -426,10 +426,10 @@ def to_padded(x: Tensor, batch: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]
     B = int(counts.shape[0])
     n_max = int(counts.max().item()) if B else 0
     offsets = torch.cumsum(counts, 0) - counts
-    idx = torch.arange(x.shape[0]) - offsets[batch]
+    idx = torch.arange(x.shape[0], device=x.device) - offsets[batch]
     out = x.new_zeros((B, n_max) + tuple(x.shape[1:]))
     out[batch, idx] = x
-    mask = torch.arange(n_max).unsqueeze(0) < counts.unsqueeze(1)
+    mask = torch.arange(n_max, device=counts.device).unsqueeze(0) < counts.unsqueeze(1)
     return out, mask
 
 

@@ -27,9 +27,14 @@ class ModelConfig:
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
-    Diagnostics: ``n_fidelity`` validation samples scored per epoch; ``n_val`` validation rows
-    for the validation loss. Prediction: ``eval_per_group`` rows per (material, R) in the
-    ``eval`` subset.
+    Data rows never include the held-out materials of the protocol (``strict``), and the
+    radius limit applies to the training and the validation rows alike (no rows under it is
+    an error, never a silent fallback).
+    Diagnostics: ``n_fidelity`` validation samples (>= 8 in every preset) sampled (task 1) or
+    predicted (task 2) and scored through the evaluation harness per epoch; the epoch with the
+    best validation fidelity is kept beside the last; ``n_val`` validation rows for the
+    validation loss. ``eval_per_group``: kept for old run folders, unused (predictions cover
+    the harness's eval subset).
     """
 
     name: str = "tiny"
@@ -48,7 +53,7 @@ class ModelConfig:
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     min_lr_ratio: float = 0.01
-    ema_decay: float = 0.0
+    ema_decay: float = 0.9
     max_train_radius_angstrom: float | None = 8.0
     max_atoms: int | None = 200
     sample_steps: int = 20
@@ -56,7 +61,7 @@ class ModelConfig:
     cfg_weight: float = 1.0
     cfg_drop: float = 0.1
     site_margin_angstrom: float = 2.0
-    n_fidelity: int = 1
+    n_fidelity: int = 8
     n_val: int = 4
     eval_per_group: int = 2
 
@@ -78,12 +83,13 @@ PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(),
     "small": ModelConfig(name="small", hidden=64, layers=3, knn=12, epochs=6, steps_per_epoch=50,
                          batch_size=4, lr=2e-3, max_train_radius_angstrom=12.0, max_atoms=300,
-                         sample_steps=50, langevin_levels=10, n_fidelity=1, n_val=8,
+                         sample_steps=50, langevin_levels=10, n_fidelity=8, n_val=8, ema_decay=0.999,
                          eval_per_group=2),
     "paper": ModelConfig(name="paper", hidden=128, layers=4, knn=16, latent_dim=16, heads=8,
                          epochs=100, steps_per_epoch=500, batch_size=8, lr=5e-4,
                          max_train_radius_angstrom=None, max_atoms=2000, sample_steps=200,
-                         langevin_levels=40, n_fidelity=4, n_val=64, eval_per_group=10),
+                         langevin_levels=40, n_fidelity=16, n_val=64, eval_per_group=10,
+                         ema_decay=0.9999),
 }
 
 
