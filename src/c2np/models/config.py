@@ -10,7 +10,7 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["ModelConfig", "get_config", "PRESETS"]
+__all__ = ["ModelConfig", "get_config", "parse_overrides", "PRESETS"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,22 @@ def get_config(name: str, **overrides: Any) -> ModelConfig:
     if name not in PRESETS:
         raise C2NPInputError(f"unknown config {name!r}; choose one of {sorted(PRESETS)}")
     return replace(PRESETS[name], **overrides) if overrides else PRESETS[name]
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--set``) as config field overrides, each value typed like the
+    field's default ('None' = None; a field whose default is None takes a float)."""
+    defaults = ModelConfig().to_dict()
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in defaults or key == "name":
+            raise C2NPInputError(f"--set {item!r}: expected KEY=VALUE with KEY a config field "
+                                 f"({', '.join(k for k in defaults if k != 'name')})")
+        old = defaults[key]
+        cast = float if old is None or isinstance(old, float) else type(old)
+        try:
+            out[key] = None if value == "None" else cast(value)
+        except ValueError:
+            raise C2NPInputError(f"--set {item!r}: {value!r} is not a {cast.__name__}") from None
+    return out
