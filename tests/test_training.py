@@ -176,7 +176,7 @@ def test_best_checkpoint_beside_last_and_predict_uses_best(ds, tmp_path):
     saved = load_file(str(tmp_path / "run" / "best" / "model.safetensors"))
     assert meta["checkpoint"]["name"] == "best" and meta["checkpoint"]["epoch"] == best_epoch
     assert all(torch.equal(best.state_dict()[k], saved[k]) for k in saved)
-    last, meta_last = load_run(tmp_path / "run", checkpoint="last")
+    _, meta_last = load_run(tmp_path / "run", checkpoint="last")
     assert meta_last["checkpoint"]["epoch"] == 4
     summary = predict(tmp_path / "run", ds, "ood", tmp_path / "p.csv", progress=False)
     assert summary["checkpoint"]["name"] == "best"

@@ -137,7 +137,7 @@ def _sample_forward(model: Any, store: Any, rows: np.ndarray, g: Any, *, steps: 
     out: dict[str, Particle] = {}
     for chunk in tqdm(_chunks(rows, batch), desc=desc, disable=not progress):
         conds = [condition_for_row(store, int(r)) for r in chunk]
-        for r, p in zip(chunk, model.sample(conds, g, steps=steps)):
+        for r, p in zip(chunk, model.sample(conds, g, steps=steps), strict=True):
             out[row_sample_id(store, int(r))] = p
     return out
 
@@ -150,9 +150,9 @@ def _predict_inverse(model: Any, store: Any, rows: np.ndarray, *, batch: int, pr
     out: dict[str, dict[str, float]] = {}
     for chunk in tqdm(_chunks(rows, batch), desc=desc, disable=not progress):
         lat, sg = model.predict([store.particle(int(r)) for r in chunk])
-        for r, lp, s in zip(chunk, lat, sg):
+        for r, lp, s in zip(chunk, lat, sg, strict=True):
             out[row_sample_id(store, int(r))] = {**dict(zip(("a", "b", "c", "alpha", "beta", "gamma"),
-                                                            map(float, lp))), "spacegroup": int(s)}
+                                                            map(float, lp), strict=True)), "spacegroup": int(s)}
     return out
 
 
