@@ -5,8 +5,10 @@
 * :class:`EGNN` — E(3)-equivariant message passing (Satorras et al. style): invariant
   messages from squared distances, equivariant coordinate updates. Its vector output is
   completed by two equivariant terms, along the position (about the sphere centre) and along
-  the *rotated* lattice vectors, so a denoiser is equivariant jointly in the particle and the
-  crystal frame and can still place atoms in the orientation it is asked for.
+  the *rotated* lattice vectors, so the layer stack is equivariant jointly in the particle and
+  the crystal frame and can still place atoms in the orientation it is asked for. (A full
+  denoiser is not: the :class:`Conditioner` embeds the rotation matrix and quaternion through
+  an MLP; see docs/models.md.)
 * :class:`CellEncoder` — encoder of the periodic unit cell: lattice invariants (lengths,
   angle cosines, volume per atom) plus a periodic graph over the basis atoms with
   minimum-image distances.
