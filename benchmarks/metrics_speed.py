@@ -163,8 +163,9 @@ def bench_end_to_end(n_materials: int, catalog: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from c2np.baselines import analytic_carve, forward_queries, random_ball
-    from c2np.evaluation import evaluate_forward, select_rows, write_forward_predictions
+    from c2np.baselines import analytic_carve, predict, random_ball
+    from c2np.predictions import write_forward_predictions
+    from c2np.tasks import ForwardTask
     from c2np.store import DatasetStore, build_store
 
     if catalog:  # the shipped catalog (all of it when n_materials >= its size)
@@ -179,7 +180,7 @@ def bench_end_to_end(n_materials: int, catalog: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = build_store(cells, Path(tmp) / "ds.h5", progress=False)
         store = DatasetStore.open(path)
-        table = Table(title=f"evaluate_forward end to end (extxyz file -> results), {n_materials} "
+        table = Table(title=f"ForwardTask.evaluate end to end (extxyz file -> results), {n_materials} "
                             "material(s), paper protocol, eval subset (8 rotations per material and R)")
         for col in ("predictions", "split", "samples", "atoms", "wall s", "CPU s",
                     "ms / sample (CPU)", f"{n_catalog} materials, min (est., CPU)"):
@@ -190,20 +191,20 @@ def bench_end_to_end(n_materials: int, catalog: bool = False) -> None:
             total = 0.0
             wall = 0.0
             for split in ("id", "ood"):
-                rows = select_rows(store.recipes, split, "eval")
-                preds = make(store, forward_queries(store, rows))
+                task = ForwardTask(store, split, "eval")
+                preds = predict(task, make)
                 pred_path = write_forward_predictions(Path(tmp) / f"{split}.extxyz", preds)
                 n_atoms = sum(p.n_atoms for p in preds.values())
                 t, c = time.perf_counter(), time.process_time()
-                res = evaluate_forward(store, pred_path, split, progress=False, workers=workers)
+                res = task.evaluate(pred_path, progress=False, workers=workers)
                 sec = time.perf_counter() - t
                 cpu = time.process_time() - c
                 total += cpu
                 wall += sec
                 assert res.n_failed == 0
                 if workers == 1:
-                    table.add_row(model, split, str(len(rows)), str(n_atoms), f"{sec:.1f}", f"{cpu:.1f}",
-                                  f"{cpu / len(rows) * 1e3:.0f}", f"{cpu / n_materials * n_catalog / 60:.1f}")
+                    table.add_row(model, split, str(len(task)), str(n_atoms), f"{sec:.1f}", f"{cpu:.1f}",
+                                  f"{cpu / len(task) * 1e3:.0f}", f"{cpu / n_materials * n_catalog / 60:.1f}")
             if workers == 1:
                 table.add_row(model, "id + ood", "", "", f"{wall:.1f}", f"{total:.1f}", "",
                               f"{total / n_materials * n_catalog / 60:.1f}")

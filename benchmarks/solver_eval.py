@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from c2np.cells import standardize
-    from c2np.particle_io import atomic_write
+    from c2np.fileio import atomic_write
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--crystals", choices=["auto", "catalog", "prototypes"], default="auto")

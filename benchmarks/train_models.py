@@ -55,33 +55,49 @@ def _summary(res: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
             **{m: {"mean": ov[m]["mean"], "ci95": ov[m]["ci95"]} for m in metrics}}
 
 
+def _answer_or_none(model: Any) -> Any:
+    """``model`` that answers None (a missing prediction, scored as a failure) where it has
+    nothing to say (memorisation of a material without training samples, under strict)."""
+    from c2np.errors import C2NPInputError
+
+    def call(query: Any) -> Any:
+        try:
+            return model(query)
+        except C2NPInputError:
+            return None
+    return call
+
+
 def _large_radius_check(net: Any, model: str, cell: Any, train_radius: int, radius: int, n: int,
                         seed: int) -> dict[str, Any]:
-    """Sample ``n`` particles at R = ``radius`` (eval rotations of that OOD radius) and score them
-    with the harness beside the three task-1 baselines on the same rows."""
+    """Sample ``n`` particles at R = ``radius`` (the first ``n`` eval rotations of that radius)
+    and score them with the harness beside the three task-1 baselines on the same rows."""
     import torch
 
-    from c2np.baselines import FORWARD_BASELINES, forward_queries
-    from c2np.evaluation import evaluate_forward, select_rows
-    from c2np.models.data import InMemoryDataset, RowSubset, condition_for_row, row_sample_id
+    from c2np.baselines import FORWARD_BASELINES
+    from c2np.evaluation.harness import score_forward
+    from c2np.models.data import InMemoryDataset, condition_from_query
     from c2np.splits import get_protocol
+    from c2np.tasks import ForwardTask
 
     ds = InMemoryDataset([cell], "paper", radii_angstrom=sorted({train_radius, radius}))
-    split = get_protocol("paper").radius_split(radius)
-    rows = select_rows(ds.recipes, split, "eval")
-    rows = rows[ds.recipes.radius_angstrom[rows] == radius][:n]
-    view = RowSubset(ds, rows)
+    task = ForwardTask(ds, get_protocol("paper").radius_split(radius), "eval")
+    queries = [q for q in task.queries() if round(q.radius_angstrom) == radius][:n]
+    rows = np.array(sorted(ds.recipes.sample_ids().index(q.sample_id) for q in queries))
+    rec = ds.recipes
+    common = {"id_index": {rec.sample_id(int(r)): int(r) for r in rows}, "split": task.split,
+              "subset": "large-R check", "subset_definition": {"first eval rotations": n}}
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        preds = {row_sample_id(ds, int(r)): net.sample([condition_for_row(ds, int(r))], g)[0] for r in rows}
-    dt = (time.perf_counter() - t0) / len(rows)
-    out = {model: {**_summary(evaluate_forward(view, preds, split, "full", model=model), FORWARD_METRICS),
+        preds = {q.sample_id: net.sample([condition_from_query(q)], g)[0] for q in queries}
+    dt = (time.perf_counter() - t0) / len(queries)
+    out = {model: {**_summary(score_forward(ds, rows, preds, model=model, **common), FORWARD_METRICS),
                    "s_per_particle": dt, "n_atoms": [p.n_atoms for p in preds.values()]}}
-    queries = forward_queries(ds, rows)
-    for name in FORWARD_BASELINES:
-        base = FORWARD_BASELINES[name](ds, queries)
-        out[name] = _summary(evaluate_forward(view, base, split, "full", model=name), FORWARD_METRICS)
+    for name, fit in FORWARD_BASELINES.items():
+        base = fit(task)
+        out[name] = _summary(score_forward(ds, rows, {q.sample_id: base(q) for q in queries}, model=name,
+                                           **common), FORWARD_METRICS)
     out["reference_n_atoms"] = [ds.particle(int(r)).n_atoms for r in rows]
     return out
 
@@ -108,9 +124,9 @@ def main() -> None:
 
     import torch
 
-    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, forward_queries
-    from c2np.evaluation import evaluate_forward, evaluate_inverse, evaluate_task, select_rows
+    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict as baseline_predict
     from c2np.models import FORWARD_KIND
+    from c2np.tasks import ForwardTask, InverseTask
     from c2np.models.config import get_config, parse_overrides
     from c2np.models.data import demo_cells
     from c2np.models.diagnostic import write_diagnostic
@@ -146,23 +162,23 @@ def main() -> None:
     results: dict[str, Any] = {"forward": {}, "inverse": {}, "large": {}, "runs": {}}
     t_all = time.perf_counter()
     for split in splits if "forward" in tasks else []:
-        queries = forward_queries(store, select_rows(store.recipes, split, "eval"))
-        for name in FORWARD_BASELINES:
+        ftask = ForwardTask(store, split, "eval")
+        for name, fit in FORWARD_BASELINES.items():
             t0 = time.perf_counter()
-            preds = FORWARD_BASELINES[name](store, queries)
+            preds = baseline_predict(ftask, _answer_or_none(fit(ftask)))
             dt = time.perf_counter() - t0
-            res = evaluate_forward(store, preds, split, "eval", model=name)
+            res = ftask.evaluate(preds, model=name)
             results["forward"].setdefault(name, {})[split] = {**_summary(res, FORWARD_METRICS),
-                                                               "samples_per_s": len(queries) / max(dt, 1e-9)}
+                                                               "samples_per_s": len(ftask) / max(dt, 1e-9)}
     for split in inv_splits if "inverse" in tasks else []:
-        rows = select_rows(store.recipes, split, "eval")
-        for name in INVERSE_BASELINES:
+        itask = InverseTask(store, split, "eval")
+        for name, fit in INVERSE_BASELINES.items():
             t0 = time.perf_counter()
-            preds_inv = {p.sample_id: p.as_row() for p in INVERSE_BASELINES[name](store, rows)}
+            preds_inv = baseline_predict(itask, fit(itask))
             dt = time.perf_counter() - t0
-            res = evaluate_inverse(store, preds_inv, split, "eval", model=name)
+            res = itask.evaluate(preds_inv, model=name)
             results["inverse"].setdefault(name, {})[split] = {**_summary(res, INVERSE_METRICS),
-                                                               "samples_per_s": len(rows) / max(dt, 1e-9)}
+                                                               "samples_per_s": len(itask) / max(dt, 1e-9)}
     print("baselines scored", flush=True)
 
     runs = []
@@ -184,7 +200,7 @@ def main() -> None:
                 ext = "extxyz" if task == "forward" else "csv"
                 out = work / f"pred_{model}_{task}_{split}.{ext}"
                 summ = predict(run, store, split, out, progress=False, device=args.device)
-                res = evaluate_task(task, store, out, split, "eval", model=model)
+                res = (ForwardTask if task == "forward" else InverseTask)(store, split, "eval").evaluate(out, model=model)
                 results[task].setdefault(model, {})[split] = {**_summary(res, metrics),
                                                               "samples_per_s": summ["samples_per_s"],
                                                               "checkpoint_epoch": summ["checkpoint"]["epoch"]}
@@ -208,7 +224,7 @@ def main() -> None:
             "materials": [c.material_id for c in cells], "heldout_materials": list(store.recipes.heldout_materials),
             "radii": radii, "threads": args.threads, "total_s": time.perf_counter() - t_all,
             "torch": torch.__version__, "fingerprint": store.fingerprint,
-            "scorer": "c2np.evaluation (the harness of c2np evaluate), eval subset, 95 % percentile bootstrap",
+            "scorer": "c2np.tasks + c2np.evaluation (the harness of c2np evaluate), eval subset, 95 % percentile bootstrap",
             "large_radius": args.large_radius, "large_samples": args.large_samples,
             "large_material": store.recipes.materials[0], "forward_kind": FORWARD_KIND}
     (docs / f"{args.name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))

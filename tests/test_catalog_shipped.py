@@ -36,7 +36,7 @@ def test_shipped_catalog_loads_and_matches_catalog_json() -> None:
         assert cell.formula.replace("H3", "") in (entry.a_site + entry.b_site, entry.b_site + entry.a_site)
         std = standardize(cell, symprec_angstrom=1e-3)
         assert std.spacegroup == entry.spacegroup_symprec_1e_3
-        assert std.a_angstrom == pytest.approx(entry.lattice_parameters["a"], abs=1e-6)
+        assert std.parameters.a_angstrom == pytest.approx(entry.lattice_parameters["a"], abs=1e-6)
         assert entry.shortest_distance_angstrom > MIN_DISTANCE_ANGSTROM
         assert entry.potential == "chgnet" and entry.fmax_ev_per_angstrom == 0.01
 

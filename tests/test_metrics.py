@@ -15,12 +15,13 @@ from scipy.spatial.distance import cdist, directed_hausdorff, pdist
 from scipy.spatial.transform import Rotation
 
 from c2np.carving import carve
+from c2np.lattice import LatticeParameters
 from c2np.metrics import (InverseTarget, ReferenceSummary, composition_distance,
                           forward_metrics, forward_penalties, inverse_metrics,
                           inverse_penalties, matched_sq_distances, pair_distance_counts,
                           pair_distance_error, permutation_invariant_lattice_rmse)
 
-from conftest import perovskite
+from helpers import perovskite
 
 
 def _particle(radius: float = 8.0, quat=None):
@@ -244,7 +245,7 @@ def test_pair_counts_collapsed_spread_and_rotation_stable() -> None:
 
 
 def _target() -> InverseTarget:
-    return InverseTarget(4.0, 5.0, 6.0, 90.0, 100.0, 90.0, 14)
+    return InverseTarget(LatticeParameters(4.0, 5.0, 6.0, 90.0, 100.0, 90.0), 14)
 
 
 def test_inverse_perfect_and_hand_computed() -> None:

@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,23 +31,12 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
+from c2np.fileio import write_text
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
 
 #: Name of the lock file a build keeps in its output folder (hidden; never shipped).
 LOCK_NAME = ".catalog.json.lock"
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _read_catalog_json(path: Path) -> dict[str, Any]:
@@ -238,13 +226,13 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                 merged, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=None,
                                           started=started)
                 merged[mid] = entry
-                _atomic_write_text(cat_path, json.dumps(_catalog_document(
+                write_text(cat_path, json.dumps(_catalog_document(
                     merged.values(), potential=potential, fmax=fmax, started=started), indent=1) + "\n")
     finally:
         if bar is not None:
             bar.close()
     if not cat_path.exists():
-        _atomic_write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
+        write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
                                                                   fmax=fmax, started=started), indent=1) + "\n")
     return [done[m] for m in ids]
 
@@ -268,7 +256,7 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     cat_path = out / "catalog.json"
     with build_lock(out):  # one build start time for every worker
         if not cat_path.exists():
-            _atomic_write_text(cat_path, json.dumps(_catalog_document(
+            write_text(cat_path, json.dumps(_catalog_document(
                 [], potential=kwargs["potential"], fmax=kwargs["fmax"], started=started), indent=1) + "\n")
     bar = None
     if progress:

@@ -13,18 +13,19 @@ touches ``particle(row)``, so a generator cannot see the target positions or ato
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol as TypingProtocol, Sequence
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
 from c2np.particle import Particle
-from c2np.cells import UnitCell, standardize
+from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
 from c2np.splits import RecipeTable, build_recipes, get_protocol, sample_id
+from c2np.tasks import example_rows, inverse_target
 
-__all__ = ["StoreLike", "InMemoryDataset", "RowSubset", "Condition", "condition_for_row", "select_rows",
+__all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "condition_from_query", "select_rows",
            "TrainingRows", "training_rows",
            "lattice_target", "demo_cells", "MAX_SPECIES_SLOTS", "species_slots"]
 
@@ -93,33 +94,6 @@ class InMemoryDataset:
                          rec.rotation_index[row])
 
 
-class RowSubset:
-    """A read-only view of a store restricted to ``rows`` (sorted, unique): its recipe table
-    holds only those rows (in that order), so the evaluation harness scores exactly them
-    (``subset="full"``). Used to score the validation rows of a training run."""
-
-    def __init__(self, store: Any, rows: np.ndarray) -> None:
-        rows = np.asarray(rows, dtype=np.int64)
-        if len(rows) == 0 or np.any(np.diff(rows) <= 0):
-            raise C2NPInputError("a row subset needs sorted, unique, non-empty rows")
-        rec = store.recipes
-        self._store, self._rows = store, rows
-        self.recipes = replace(rec, material_index=rec.material_index[rows],
-                               radius_angstrom=rec.radius_angstrom[rows],
-                               rotation_index=rec.rotation_index[rows], quaternion=rec.quaternion[rows],
-                               split=rec.split[rows])
-        self.cells = store.cells
-        self.fingerprint = str(store.fingerprint)
-
-    def particle(self, row: int) -> Particle:
-        """The particle of the view's row ``row``."""
-        return self._store.particle(int(self._rows[row]))
-
-    def base_particle(self, material: str, radius_angstrom: int) -> Particle:
-        """The unrotated (material, R) particle of the underlying store."""
-        return self._store.base_particle(material, radius_angstrom)
-
-
 @dataclass(frozen=True, eq=False)
 class Condition:
     """Everything a task-1 generator may see: the unit cell, R (Å), the rotation
@@ -143,11 +117,11 @@ def condition_for_row(store: Any, row: int) -> Condition:
                      centre_frac=tuple(float(x) for x in rec.centre_frac))
 
 
-def row_sample_id(store: Any, row: int) -> str:
-    """Sample id of a recipe row of any store-like object."""
-    rec = store.recipes
-    return sample_id(rec.materials[int(rec.material_index[row])], int(rec.radius_angstrom[row]),
-                     int(rec.rotation_index[row]))
+def condition_from_query(query: Any) -> Condition:
+    """The generator input of a :class:`c2np.tasks.ForwardQuery` (its fields without the id)."""
+    return Condition(cell=query.cell, radius_angstrom=float(query.radius_angstrom),
+                     quaternion=np.array(query.quaternion, dtype=np.float64),
+                     centre_frac=tuple(float(x) for x in query.centre_frac))
 
 
 def species_slots(cell: UnitCell) -> np.ndarray:
@@ -173,13 +147,7 @@ def select_rows(store: Any, split: str, *, max_radius_angstrom: float | None = N
             raise C2NPInputError(f"unknown materials {unknown}")
         idx = [rec.materials.index(m) for m in materials]
         rows = rows[np.isin(rec.material_index[rows], idx)]
-    if max_radius_angstrom is not None and len(rows):
-        keep = rec.radius_angstrom[rows] <= max_radius_angstrom
-        if not np.any(keep):
-            present = ", ".join(str(int(r)) for r in np.unique(rec.radius_angstrom[rows]))
-            raise C2NPInputError(f"split {split!r} has no rows with R <= {max_radius_angstrom:g} Å (its radii: "
-                                 f"{present} Å); raise max_train_radius_angstrom")
-        rows = rows[keep]
+    rows = _under_limit(rec, rows, split, max_radius_angstrom)
     if per_group is not None and len(rows):
         order = np.lexsort((rec.rotation_index[rows], rec.radius_angstrom[rows], rec.material_index[rows]))
         rows = rows[order]
@@ -220,18 +188,29 @@ def _radii_of(rec: RecipeTable, rows: np.ndarray) -> tuple[int, ...]:
     return tuple(int(r) for r in np.unique(rec.radius_angstrom[rows]))
 
 
+def _under_limit(rec: RecipeTable, rows: np.ndarray, split: str, max_radius_angstrom: float | None) -> np.ndarray:
+    """``rows`` with R <= the limit; rows but none under it is an error naming the radii."""
+    if max_radius_angstrom is None or len(rows) == 0:
+        return rows
+    keep = rec.radius_angstrom[rows] <= max_radius_angstrom
+    if not np.any(keep):
+        present = ", ".join(str(int(r)) for r in np.unique(rec.radius_angstrom[rows]))
+        raise C2NPInputError(f"split {split!r} has no rows with R <= {max_radius_angstrom:g} Å (its radii: "
+                             f"{present} Å); raise max_train_radius_angstrom")
+    return rows[keep]
+
+
 def training_rows(store: Any, *, max_radius_angstrom: float | None) -> TrainingRows:
     """Train and validation rows of a store for fitting a model: the ``train`` and ``val``
-    splits under the radius limit, without the protocol's held-out materials (SPEC §12; under
-    ``strict`` the validation radii are their own split, so training never sees them). No
-    training or no validation rows is an error (:class:`C2NPInputError`)."""
+    examples of :func:`c2np.tasks.example_rows` (the one rule: never a held-out material; under
+    ``strict`` the validation radii are their own split, so training never sees them) under
+    the radius limit. No training or no validation rows is an error (:class:`C2NPInputError`)."""
     rec = store.recipes
     held = tuple(rec.heldout_materials)
-    allowed = [m for m in rec.materials if m not in set(held)]
-    train = select_rows(store, "train", max_radius_angstrom=max_radius_angstrom, materials=allowed)
+    train = _under_limit(rec, example_rows(rec, "train"), "train", max_radius_angstrom)
     if len(train) == 0:
         raise C2NPInputError("the store has no training rows outside the held-out materials")
-    val = select_rows(store, "val", max_radius_angstrom=max_radius_angstrom, materials=allowed)
+    val = _under_limit(rec, example_rows(rec, "val"), "val", max_radius_angstrom)
     if len(val) == 0:
         raise C2NPInputError(f"the store has no validation rows (protocol {rec.protocol!r}); a run "
                              "needs them for validation loss, fidelity and checkpoint selection")
@@ -244,19 +223,11 @@ def training_rows(store: Any, *, max_radius_angstrom: float | None) -> TrainingR
     return out
 
 
-_STD_CACHE: dict[tuple, tuple[np.ndarray, int]] = {}
-
-
 def lattice_target(cell: UnitCell) -> tuple[np.ndarray, int]:
-    """Task-2 target of a cell: (6,) (a, b, c Å, alpha, beta, gamma deg) of the standardized
-    conventional cell and its space-group number (spglib, symprec 1e-3 Å)."""
-    key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
-           cell.numbers.tobytes())
-    if key not in _STD_CACHE:
-        std = standardize(cell)
-        _STD_CACHE[key] = (np.array(std.lattice_params, dtype=np.float64), int(std.spacegroup))
-    params, sg = _STD_CACHE[key]
-    return params.copy(), sg
+    """Task-2 target of a cell as arrays: (6,) a, b, c (Å), alpha, beta, gamma (deg) and the
+    space-group number of :func:`c2np.tasks.inverse_target` (the one definition)."""
+    target = inverse_target(cell)
+    return target.params, int(target.spacegroup)
 
 
 def demo_cells() -> list[UnitCell]:

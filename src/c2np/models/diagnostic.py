@@ -24,7 +24,7 @@ import numpy as np
 
 from c2np.errors import C2NPInputError
 from c2np.models import display_name
-from c2np.particle_io import atomic_write
+from c2np.fileio import atomic_write
 
 __all__ = ["read_run_log", "write_diagnostic", "loss_fidelity_table", "FIDELITY", "TABLE_COLUMNS"]
 

@@ -32,10 +32,10 @@ import numpy as np
 from c2np.errors import C2NPError, C2NPInputError
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
-from c2np.models.data import (RowSubset, condition_for_row, lattice_target, row_sample_id,
+from c2np.fileio import atomic_path, atomic_write
+from c2np.models.data import (Condition, condition_for_row, condition_from_query, lattice_target,
                               training_rows)
 from c2np.particle import Particle
-from c2np.particle_io import atomic_write
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "fidelity"]
@@ -124,69 +124,79 @@ def _batch_loss(model: Any, store: Any, rows: np.ndarray, g: Any) -> tuple[Any, 
     return model.loss(particles, np.stack([t[0] for t in targets]), np.array([t[1] for t in targets]), g)
 
 
-def _chunks(rows: np.ndarray, size: int) -> list[np.ndarray]:
+def _chunks(items: Any, size: int) -> list[Any]:
     size = max(1, int(size))
-    return [rows[i:i + size] for i in range(0, len(rows), size)]
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _sample_forward(model: Any, store: Any, rows: np.ndarray, g: Any, *, steps: int | None,
+def _sample_forward(model: Any, items: list[tuple[str, Condition]], g: Any, *, steps: int | None,
                     batch: int, progress: bool = False, desc: str = "") -> dict[str, Particle]:
-    """{sample id: sampled particle} for task-1 ``rows`` (inputs from recipes + cells only)."""
+    """{sample id: sampled particle} for (id, task-1 input) pairs; the model sees the inputs only."""
     from tqdm import tqdm
 
     out: dict[str, Particle] = {}
-    for chunk in tqdm(_chunks(rows, batch), desc=desc, disable=not progress):
-        conds = [condition_for_row(store, int(r)) for r in chunk]
-        for r, p in zip(chunk, model.sample(conds, g, steps=steps), strict=True):
-            out[row_sample_id(store, int(r))] = p
+    for chunk in tqdm(_chunks(items, batch), desc=desc, disable=not progress):
+        for (sid, _), p in zip(chunk, model.sample([c for _, c in chunk], g, steps=steps), strict=True):
+            out[sid] = p
     return out
 
 
-def _predict_inverse(model: Any, store: Any, rows: np.ndarray, *, batch: int, progress: bool = False,
+def _predict_inverse(model: Any, items: list[tuple[str, Particle]], *, batch: int, progress: bool = False,
                      desc: str = "") -> dict[str, dict[str, float]]:
-    """{sample id: {a, b, c, alpha, beta, gamma, spacegroup}} for task-2 ``rows``."""
+    """{sample id: {a, b, c, alpha, beta, gamma, spacegroup}} for (id, particle) pairs; the model
+    sees the particles only."""
     from tqdm import tqdm
 
     out: dict[str, dict[str, float]] = {}
-    for chunk in tqdm(_chunks(rows, batch), desc=desc, disable=not progress):
-        lat, sg = model.predict([store.particle(int(r)) for r in chunk])
-        for r, lp, s in zip(chunk, lat, sg, strict=True):
-            out[row_sample_id(store, int(r))] = {**dict(zip(("a", "b", "c", "alpha", "beta", "gamma"),
-                                                            map(float, lp), strict=True)), "spacegroup": int(s)}
+    for chunk in tqdm(_chunks(items, batch), desc=desc, disable=not progress):
+        lat, sg = model.predict([p for _, p in chunk])
+        for (sid, _), lp, s in zip(chunk, lat, sg, strict=True):
+            out[sid] = {**dict(zip(("a", "b", "c", "alpha", "beta", "gamma"), map(float, lp), strict=True)),
+                        "spacegroup": int(s)}
     return out
 
 
 def fidelity(model: Any, store: Any, rows: np.ndarray, *, seed: int, steps: int | None = None,
              n_resamples: int = 1000) -> dict[str, float]:
-    """Validation fidelity of ``model`` on recipe ``rows`` scored by the evaluation harness:
-    ``val_{metric}`` (failure-penalised mean) with ``_lo``/``_hi`` (95 % bootstrap interval)
-    for :data:`FIDELITY_METRICS` of the model's task, ``n_fidelity`` and ``fidelity_failed``."""
+    """Validation fidelity of ``model`` on recipe ``rows`` (one split) scored by the evaluation
+    harness (:func:`c2np.evaluation.harness.score_forward` / ``score_inverse``, the scorer of
+    ``c2np evaluate``): ``val_{metric}`` (failure-penalised mean) with ``_lo``/``_hi`` (95 %
+    bootstrap interval) for :data:`FIDELITY_METRICS` of the model's task, ``n_fidelity`` and
+    ``fidelity_failed``."""
     import torch
 
-    from c2np.evaluation import evaluate_forward, evaluate_inverse
+    from c2np.evaluation.harness import score_forward, score_inverse
+    from c2np.tasks import inverse_target
 
     rows = np.unique(np.asarray(rows, dtype=np.int64))
-    view = RowSubset(store, rows)
-    split = str(view.recipes.split_names()[0])
-    if not np.all(view.recipes.split_names() == split):
-        raise C2NPInputError("fidelity rows must come from one split")
+    rec = store.recipes
+    names = rec.split_names()[rows] if len(rows) else np.zeros(0)
+    if len(rows) == 0 or not np.all(names == names[0]):
+        raise C2NPInputError("fidelity rows must be non-empty and come from one split")
+    common = {"id_index": {rec.sample_id(int(r)): int(r) for r in rows}, "split": str(names[0]),
+              "subset": "fidelity", "subset_definition": {"rows": "validation rows of a training run"},
+              "model": "fidelity", "n_resamples": n_resamples}
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             if model.task == "forward":
-                preds: Any = _sample_forward(model, store, rows, torch.Generator().manual_seed(seed),
+                items = [(rec.sample_id(int(r)), condition_for_row(store, int(r))) for r in rows]
+                preds: Any = _sample_forward(model, items, torch.Generator().manual_seed(seed),
                                              steps=steps, batch=model.cfg.batch_size)
-                res = evaluate_forward(view, preds, split, "full", model="fidelity", n_resamples=n_resamples)
+                res = score_forward(store, rows, preds, **common)
             else:
-                preds = _predict_inverse(model, store, rows, batch=model.cfg.batch_size)
-                res = evaluate_inverse(view, preds, split, "full", model="fidelity", n_resamples=n_resamples)
+                preds = _predict_inverse(model, [(rec.sample_id(int(r)), store.particle(int(r))) for r in rows],
+                                         batch=model.cfg.batch_size)
+                mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
+                res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
+                                    **common)
     finally:
         model.train(was_training)
     out: dict[str, float] = {"n_fidelity": float(len(rows)), "fidelity_failed": float(res.n_failed)}
     for m in FIDELITY_METRICS[model.task]:
-        rec = res.overall[m]
-        out[f"val_{m}"], (out[f"val_{m}_lo"], out[f"val_{m}_hi"]) = float(rec["mean"]), map(float, rec["ci95"])
+        r = res.overall[m]
+        out[f"val_{m}"], (out[f"val_{m}_lo"], out[f"val_{m}_hi"]) = float(r["mean"]), map(float, r["ci95"])
     return out
 
 
@@ -217,17 +227,15 @@ def _save_tensors(tensors: dict[str, Any], path: Path) -> None:
     """Write a safetensors file atomically (CPU copies)."""
     from safetensors.torch import save_file
 
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, str(tmp))
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}, tmp)
 
 
 def _torch_save(obj: Any, path: Path) -> None:
     import torch
 
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def _eval_weights(model: Any, ema: Any) -> dict[str, Any]:
@@ -446,7 +454,10 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``) and a
     provenance record ``{out}.json`` (the returned summary).
 
-    The rows are exactly those ``c2np evaluate`` scores (``c2np.evaluation.select_rows``):
+    Inputs come from the task queries (:class:`c2np.tasks.ForwardTask` / ``InverseTask``): a
+    task-1 model sees the query's cell, radius, rotation and centre; a task-2 model the particle,
+    written back under the query's opaque id. The rows are exactly those ``c2np evaluate``
+    scores (``c2np.tasks.select_rows``):
     ``subset`` 'eval' = the harness's fixed, seeded rotations per (material, R) (``per_group``
     of them, default the harness's 8), 'full' = every row. Splits: train, val, id, ood, test
     (id + ood), heldout. ``checkpoint`` 'best' (default) or 'last'. A store whose protocol or
@@ -455,8 +466,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     """
     import torch
 
-    from c2np.evaluation import EVAL_ROTATIONS_PER_GROUP
-    from c2np.evaluation import select_rows as eval_rows
+    from c2np.predictions import write_forward_predictions, write_inverse_predictions
+    from c2np.tasks import ForwardTask, InverseTask, opaque_sample_id, select_rows
 
     model, meta = load_run(run_dir, checkpoint=checkpoint, device=device)
     check = _check_store(meta, store, what="predict")
@@ -466,32 +477,38 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
             f"{str(check['run_fingerprint'])[:16]}..., this store is protocol {check['store_protocol']!r}, "
             f"fingerprint {check['store_fingerprint'][:16]}...; pass --allow-other-store to predict anyway")
     check["allow_other_store"] = bool(allow_other_store)
-    cfg = model.cfg
-    rows = eval_rows(store.recipes, split, subset,
-                     per_group=EVAL_ROTATIONS_PER_GROUP if per_group is None else int(per_group))
-    if len(rows) == 0:
-        raise C2NPInputError(f"split {split!r} has no samples in this store")
+    forward = model.task == "forward"
+    task_cls = ForwardTask if forward else InverseTask
+    keep: set[str] | None = None
+    if per_group is not None and subset == "eval":  # fewer rotations than the harness's subset
+        rec = store.recipes
+        ids = [rec.sample_id(int(r)) for r in select_rows(rec, split, "eval", per_group=int(per_group))]
+        keep = set(ids) if forward else {opaque_sample_id(str(store.fingerprint), i) for i in ids}
+        task = task_cls(store, split, "full")
+    else:
+        task = task_cls(store, split, subset)
     out = Path(out)
     t0 = time.perf_counter()
+    n = 0
     with torch.no_grad():
-        if model.task == "forward":
-            preds = _sample_forward(model, store, rows, torch.Generator().manual_seed(seed), steps=steps,
-                                    batch=cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
-            from c2np.evaluation import write_forward_predictions
-
+        if forward:
+            items = [(q.sample_id, condition_from_query(q)) for q in task.queries()
+                     if keep is None or q.sample_id in keep]
+            preds = _sample_forward(model, items, torch.Generator().manual_seed(seed), steps=steps,
+                                    batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
             write_forward_predictions(out, preds)
         else:
-            from c2np.evaluation import write_inverse_predictions
-
-            inv = _predict_inverse(model, store, rows, batch=cfg.batch_size, progress=progress,
+            pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+            inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
                                    desc=f"predicting {meta['model']}")
-            write_inverse_predictions(out, [{"sample_id": sid, **v} for sid, v in inv.items()])
+            write_inverse_predictions(out, inv)
+        n = len(preds) if forward else len(inv)
     dt = time.perf_counter() - t0
     summary = {"file": str(out), "run": str(run_dir), "model": meta["model"], "task": meta["task"],
-               "split": split, "subset": subset, "checkpoint": meta["checkpoint"],
+               "split": split, "subset": subset, "per_group": per_group, "checkpoint": meta["checkpoint"],
                "device": str(next(model.parameters()).device),
-               "n_samples": int(len(rows)), "seconds": dt, "samples_per_s": len(rows) / max(dt, 1e-9),
-               "store_check": check}
+               "sample_ids": "store ids" if forward else "opaque task-2 ids (c2np.tasks.opaque_sample_id)",
+               "n_samples": int(n), "seconds": dt, "samples_per_s": n / max(dt, 1e-9), "store_check": check}
     with atomic_write(out.with_name(out.name + ".json")) as fh:
         json.dump(summary, fh, indent=2)
     return summary
