@@ -77,6 +77,7 @@ def _large_radius_check(net: Any, model: str, cell: Any, train_radius: int, radi
     from c2np.baselines import FORWARD_BASELINES
     from c2np.evaluation.harness import score_forward
     from c2np.models.data import InMemoryDataset, condition_from_query
+    from c2np.models.training import generator
     from c2np.splits import get_protocol
     from c2np.tasks import ForwardTask
 
@@ -88,7 +89,7 @@ def _large_radius_check(net: Any, model: str, cell: Any, train_radius: int, radi
     common = {"id_index": {rec.sample_id(int(r)): int(r) for r in rows}, "split": task.split,
               "subset": "large-R check", "subset_definition": {"first eval rotations": n}}
     t0 = time.perf_counter()
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed, net)
     with torch.no_grad():
         preds = {q.sample_id: net.sample([condition_from_query(q)], g)[0] for q in queries}
     dt = (time.perf_counter() - t0) / len(queries)

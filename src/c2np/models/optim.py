@@ -121,7 +121,7 @@ def build_optimizer(model: nn.Module, cfg: ModelConfig, *, total: int | None = N
                     ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR, EMA | None]:
     """AdamW at ``cfg.lr``, its warmup + cosine/constant schedule over ``total`` steps (default
     the config's epochs x steps per epoch), and the EMA (None when ``cfg.ema_decay`` is 0)."""
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     n = total_steps(cfg) if total is None else int(total)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, schedule=cfg.lr_schedule, warmup_steps=cfg.warmup_steps,

@@ -186,7 +186,7 @@ class InversePredictor(nn.Module):
              g: torch.Generator | None = None) -> tuple[Tensor, dict[str, float]]:
         """Lattice loss (MSE on normalised parameters, or for the flow head the flow-matching
         velocity MSE) + cross-entropy on the space group. Noise for the flow head comes from
-        ``g`` (a CPU generator; draws are moved to the module's device)."""
+        ``g`` (drawn on its device, moved to the module's)."""
         dev = self.lat_mean.device
         e = self.embed(particles)
         sg_logits = self.sg_head(e)
@@ -197,8 +197,8 @@ class InversePredictor(nn.Module):
             lat_loss = F.mse_loss(self.lattice_head(e), y)
         else:
             g = g if g is not None else torch.Generator().manual_seed(0)
-            t = torch.rand(len(y), generator=g).to(dev)
-            x0 = torch.randn(tuple(y.shape), generator=g).to(dev)
+            t = torch.rand(len(y), generator=g, device=g.device).to(dev)
+            x0 = torch.randn(tuple(y.shape), generator=g, device=g.device).to(dev)
             x_t = (1 - t[:, None]) * x0 + t[:, None] * y
             lat_loss = F.mse_loss(self.velocity(e, x_t, t), y - x0)
         sg_loss = F.cross_entropy(sg_logits, sg)

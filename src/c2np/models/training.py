@@ -38,7 +38,7 @@ from c2np.models.data import (Condition, condition_for_row, condition_from_query
 from c2np.particle import Particle
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
-           "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "fidelity"]
+           "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity"]
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CHECKPOINTS: tuple[str, ...] = ("best", "last")
@@ -79,6 +79,14 @@ def place(model: Any, device: Any) -> Any:
         raise C2NPInputError(f"{type(model).__name__} builds its tensors on the CPU and cannot run on "
                              f"{device} yet; use --device cpu")
     return model.to(device)
+
+
+def generator(seed: int, model: Any) -> Any:
+    """A seeded ``torch.Generator`` on the device of ``model``'s parameters (the models draw
+    their noise on the generator's device)."""
+    import torch
+
+    return torch.Generator(device=next(model.parameters()).device).manual_seed(int(seed))
 
 
 def build_model(model: str, task: str, cfg: ModelConfig) -> Any:
@@ -182,7 +190,7 @@ def fidelity(model: Any, store: Any, rows: np.ndarray, *, seed: int, steps: int 
         with torch.no_grad():
             if model.task == "forward":
                 items = [(rec.sample_id(int(r)), condition_for_row(store, int(r))) for r in rows]
-                preds: Any = _sample_forward(model, items, torch.Generator().manual_seed(seed),
+                preds: Any = _sample_forward(model, items, generator(seed, model),
                                              steps=steps, batch=model.cfg.batch_size)
                 res = score_forward(store, rows, preds, **common)
             else:
@@ -364,7 +372,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 
     total_steps = total_epochs * cfg.steps_per_epoch
     opt, sched, ema = build_optimizer(model, cfg, total=total_steps)
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed, model)
     rng = np.random.default_rng(seed)
     epoch, step = 0, 0
     best: dict[str, Any] = {}
@@ -415,7 +423,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
         with _evaluation_weights(model, ema):
             model.eval()
             with torch.no_grad():
-                vg = torch.Generator().manual_seed(seed + 12345)
+                vg = generator(seed + 12345, model)
                 val = [float(_batch_loss(model, store, chunk, vg)[0].item())
                        for chunk in _chunks(val_rows, cfg.batch_size)]
             fid = fidelity(model, store, fid_rows, seed=seed + 999)
@@ -494,7 +502,7 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
         if forward:
             items = [(q.sample_id, condition_from_query(q)) for q in task.queries()
                      if keep is None or q.sample_id in keep]
-            preds = _sample_forward(model, items, torch.Generator().manual_seed(seed), steps=steps,
+            preds = _sample_forward(model, items, generator(seed, model), steps=steps,
                                     batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
             write_forward_predictions(out, preds)
         else:
