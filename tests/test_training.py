@@ -140,6 +140,9 @@ class _EmptyGenerator:
     def eval(self):
         return self
 
+    def parameters(self):
+        return iter([torch.zeros(1)])
+
     def train(self, mode: bool = True):
         return self
 
