@@ -280,7 +280,13 @@ def test_diagnostic_reports_samples_per_point(ds, tmp_path):
     table = loss_fidelity_table([tmp_path / "run"])
     assert table[0]["n_fidelity"] == 3 and table[0]["model"] == "sitescore [carve-based (learned threshold)]"
     assert table[0]["best_epoch"] in (1, 2)
+    refs = {r["model"]: r for r in table[1:]}  # the baselines on the same validation rows
+    assert set(refs) == {"analytic carve (ceiling) (reference, same rows)", "memorisation (reference, same rows)",
+                         "random ball (floor) (reference, same rows)"}
+    assert refs["analytic carve (ceiling) (reference, same rows)"]["fidelity"] == 1.0
+    assert refs["random ball (floor) (reference, same rows)"]["fidelity"] < 0.2
+    assert all(r["n_fidelity"] == 3 for r in refs.values())
     files = write_diagnostic([tmp_path / "run"], tmp_path / "diag")
     md = files[1].read_text()
-    assert "3 validation samples per point" in md and "95 %" in md
+    assert "3 validation samples per point" in md and "95 %" in md and "memorisation (reference" in md
     assert files[0].stat().st_size > 0

@@ -9,7 +9,9 @@ selected in training), the number of samples behind every point, and the rank co
 between validation loss and fidelity over epochs (does a lower loss mean a better particle?).
 
 Every fidelity number comes from the training log, i.e. from the evaluation harness
-(:func:`c2np.models.training.fidelity`); nothing is rescored here.
+(:func:`c2np.models.training.fidelity`), and the reference baselines on the same rows from the
+run's ``reference_fidelity.json`` (:func:`c2np.models.training.reference_fidelity`); nothing is
+rescored here.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from c2np.errors import C2NPInputError
 from c2np.models import display_name
 from c2np.fileio import atomic_write
 
-__all__ = ["read_run_log", "write_diagnostic", "loss_fidelity_table", "FIDELITY", "TABLE_COLUMNS"]
+__all__ = ["read_run_log", "read_references", "write_diagnostic", "loss_fidelity_table", "FIDELITY",
+           "TABLE_COLUMNS", "REFERENCE_LABELS"]
 
 #: per task: (log column, label)
 FIDELITY = {"forward": ("val_f1@0.5", "atom F1 @ 0.5 Å (validation samples)"),
             "inverse": ("val_lattice_rmse_paper", "lattice RMSE, paper (validation)")}
+REFERENCE_LABELS = {"analytic-carve": "analytic carve (ceiling)", "memorisation": "memorisation",
+                    "random-ball": "random ball (floor)", "solver": "crystallographic solver",
+                    "composition-lookup": "composition lookup (memorisation)", "majority-class": "majority class"}
 TABLE_COLUMNS = ["model", "task", "config", "epochs", "steps", "n_fidelity", "train_loss", "val_loss",
                  "fidelity_metric", "fidelity", "fidelity_ci95", "best_fidelity", "best_epoch",
                  "spearman_val_loss_vs_fidelity"]
@@ -51,6 +57,19 @@ def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
     if meta.get("task") not in FIDELITY:
         raise C2NPInputError(f"{meta_path}: unknown task {meta.get('task')!r}")
     return meta, rows
+
+
+def read_references(run_dir: str | Path) -> tuple[tuple[str, ...], dict[str, dict[str, float]]]:
+    """(fidelity sample ids, {baseline: logged values}) of a run's ``reference_fidelity.json``
+    (empty when the run has none)."""
+    path = Path(run_dir) / "reference_fidelity.json"
+    if not path.is_file():
+        return (), {}
+    try:
+        data = json.loads(path.read_text())
+        return tuple(data["sample_ids"]), dict(data["baselines"])
+    except (KeyError, ValueError) as exc:
+        raise C2NPInputError(f"{path}: unreadable reference fidelity ({exc})") from exc
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -88,10 +107,31 @@ def loss_fidelity_table(runs: Sequence[str | Path]) -> list[dict[str, object]]:
             "best_fidelity": float(fid[best_i]) if best_i is not None else np.nan,
             "best_epoch": int(rows[best_i]["epoch"]) if best_i is not None else -1,
             "spearman_val_loss_vs_fidelity": _spearman(val, fid)})
+    return out + _reference_rows(runs)
+
+
+def _reference_rows(runs: Sequence[str | Path]) -> list[dict[str, object]]:
+    """Rows of the reference baselines on the runs' fidelity rows (once per task and row set)."""
+    out: list[dict[str, object]] = []
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for r in runs:
+        meta, _ = read_run_log(r)
+        ids, refs = read_references(r)
+        if not refs or (meta["task"], ids) in seen:
+            continue
+        seen.add((meta["task"], ids))
+        key = FIDELITY[meta["task"]][0]
+        for name, vals in refs.items():
+            out.append({"model": f"{REFERENCE_LABELS.get(name, name)} (reference, same rows)",
+                        "task": meta["task"], "config": "", "epochs": "", "steps": "",
+                        "n_fidelity": int(vals.get("n_fidelity", 0)), "train_loss": "", "val_loss": "",
+                        "fidelity_metric": key[4:], "fidelity": vals.get(key, np.nan),
+                        "fidelity_ci95": f"[{vals.get(key + '_lo', np.nan):.3g}, {vals.get(key + '_hi', np.nan):.3g}]",
+                        "best_fidelity": "", "best_epoch": "", "spearman_val_loss_vs_fidelity": ""})
     return out
 
 
-def _figure(logs: list[tuple[dict, list[dict[str, float]]]]):  # -> matplotlib.figure.Figure
+def _figure(logs: list[tuple[dict, list[dict[str, float]]]], runs: Sequence[str | Path]):  # -> Figure
     from matplotlib.figure import Figure
 
     tasks = [t for t in ("forward", "inverse") if any(m["task"] == t for m, _ in logs)]
@@ -114,6 +154,15 @@ def _figure(logs: list[tuple[dict, list[dict[str, float]]]]):  # -> matplotlib.f
             ax_f.plot(ep, mean, "-o", ms=3, color=line.get_color(), label=name)
             ax_f.fill_between(ep, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
             n_fid |= {int(r.get("n_fidelity", 0)) for r in rows}
+        drawn: set[tuple[str, ...]] = set()
+        for (meta, _), run in zip(logs, runs, strict=True):
+            ids, refs = read_references(run)
+            if meta["task"] != task or not refs or ids in drawn:
+                continue
+            drawn.add(ids)
+            for k, (name, vals) in enumerate(refs.items()):
+                ax_f.axhline(vals.get(key, np.nan), color="0.4", lw=1, ls=(0, (1 + k, 2)),
+                             label=f"{REFERENCE_LABELS.get(name, name)} (same rows)")
         ax_l.set(title=f"task {'1' if task == 'forward' else '2'} ({task})", xlabel="epoch",
                  ylabel="loss (solid train, dashed val)")
         ax_l.set_yscale("log")
@@ -134,7 +183,7 @@ def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     logs = [read_run_log(r) for r in runs]
     png = out / f"{name}.png"
-    fig = _figure(logs)
+    fig = _figure(logs, runs)
     with atomic_write(png, "wb") as fh:
         fig.savefig(fh, format="png", dpi=110)
 
@@ -143,7 +192,7 @@ def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
     n_fid = sorted({int(r["n_fidelity"]) for r in table})  # type: ignore[call-overload]
     md = [f"Fidelity per epoch: the evaluation harness on {'/'.join(map(str, n_fid))} validation samples "
           "per point (failure-penalised mean, 95 % bootstrap interval); best = the checkpoint `predict` "
-          "uses by default.", "",
+          "uses by default. Reference rows: the baselines scored on the same validation rows.", "",
           "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
     md += ["| " + " | ".join(fmt(r[c]) for c in TABLE_COLUMNS) + " |" for r in table]
     md_path = out / f"{name}.md"

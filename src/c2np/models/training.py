@@ -5,8 +5,9 @@ fingerprint, the materials and radii trained and validated on, device), ``log.cs
 per epoch: train and validation loss, validation fidelity scored by the evaluation harness
 with 95 % intervals, learning rate, throughput), ``checkpoint/`` (the last epoch:
 ``model.safetensors`` live weights, ``ema.safetensors`` their EMA, ``optim.pt`` + ``rng.pt``
-loaded with ``torch.load(weights_only=True)``, ``state.json``) and ``best/`` (the evaluation
-weights — EMA when on — of the epoch with the best validation fidelity, and ``state.json``).
+loaded with ``torch.load(weights_only=True)``, ``state.json``), ``best/`` (the evaluation
+weights — EMA when on — of the epoch with the best validation fidelity, and ``state.json``) and
+``reference_fidelity.json`` (the reference baselines scored on the same fidelity rows).
 
 Rows: training and validation rows exclude the protocol's held-out materials, the radius
 limit applies to both, and no rows is an error (:func:`~c2np.models.data.training_rows`); the
@@ -38,7 +39,8 @@ from c2np.models.data import (Condition, condition_for_row, condition_from_query
 from c2np.particle import Particle
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
-           "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity"]
+           "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
+           "reference_fidelity", "validation_rows"]
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CHECKPOINTS: tuple[str, ...] = ("best", "last")
@@ -164,48 +166,114 @@ def _predict_inverse(model: Any, items: list[tuple[str, Particle]], *, batch: in
     return out
 
 
-def fidelity(model: Any, store: Any, rows: np.ndarray, *, seed: int, steps: int | None = None,
-             n_resamples: int = 1000) -> dict[str, float]:
-    """Validation fidelity of ``model`` on recipe ``rows`` (one split) scored by the evaluation
-    harness (:func:`c2np.evaluation.harness.score_forward` / ``score_inverse``, the scorer of
-    ``c2np evaluate``): ``val_{metric}`` (failure-penalised mean) with ``_lo``/``_hi`` (95 %
-    bootstrap interval) for :data:`FIDELITY_METRICS` of the model's task, ``n_fidelity`` and
-    ``fidelity_failed``."""
-    import torch
+def _fidelity_rows(store: Any, rows: np.ndarray) -> tuple[np.ndarray, str]:
+    rows = np.unique(np.asarray(rows, dtype=np.int64))
+    names = store.recipes.split_names()[rows] if len(rows) else np.zeros(0)
+    if len(rows) == 0 or not np.all(names == names[0]):
+        raise C2NPInputError("fidelity rows must be non-empty and come from one split")
+    return rows, str(names[0])
 
+
+def _score_rows(task: str, store: Any, rows: np.ndarray, split: str, preds: Any, *, model: str,
+                n_resamples: int, id_index: dict[str, int] | None = None) -> dict[str, float]:
+    """Harness scores (:func:`c2np.evaluation.harness.score_forward` / ``score_inverse``, the
+    loop of ``c2np evaluate``) of ``preds`` on ``rows``, as ``val_{metric}`` with ``_lo``/``_hi``
+    (95 % bootstrap interval), ``n_fidelity`` and ``fidelity_failed``."""
     from c2np.evaluation.harness import score_forward, score_inverse
     from c2np.tasks import inverse_target
 
-    rows = np.unique(np.asarray(rows, dtype=np.int64))
     rec = store.recipes
-    names = rec.split_names()[rows] if len(rows) else np.zeros(0)
-    if len(rows) == 0 or not np.all(names == names[0]):
-        raise C2NPInputError("fidelity rows must be non-empty and come from one split")
-    common = {"id_index": {rec.sample_id(int(r)): int(r) for r in rows}, "split": str(names[0]),
+    common = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
               "subset": "fidelity", "subset_definition": {"rows": "validation rows of a training run"},
-              "model": "fidelity", "n_resamples": n_resamples}
+              "model": model, "n_resamples": n_resamples}
+    if task == "forward":
+        res = score_forward(store, rows, preds, **common)
+    else:
+        mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
+        res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
+                            **common)
+    out: dict[str, float] = {"n_fidelity": float(len(rows)), "fidelity_failed": float(res.n_failed)}
+    for m in FIDELITY_METRICS[task]:
+        r = res.overall[m]
+        out[f"val_{m}"], (out[f"val_{m}_lo"], out[f"val_{m}_hi"]) = float(r["mean"]), map(float, r["ci95"])
+    return out
+
+
+def fidelity(model: Any, store: Any, rows: np.ndarray, *, seed: int, steps: int | None = None,
+             n_resamples: int = 1000) -> dict[str, float]:
+    """Validation fidelity of ``model`` on recipe ``rows`` (one split) scored by the evaluation
+    harness: ``val_{metric}`` (failure-penalised mean) with ``_lo``/``_hi`` (95 % bootstrap
+    interval) for :data:`FIDELITY_METRICS` of the model's task, ``n_fidelity`` and
+    ``fidelity_failed``."""
+    import torch
+
+    rows, split = _fidelity_rows(store, rows)
+    rec = store.recipes
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
             if model.task == "forward":
                 items = [(rec.sample_id(int(r)), condition_for_row(store, int(r))) for r in rows]
-                preds: Any = _sample_forward(model, items, generator(seed, model),
-                                             steps=steps, batch=model.cfg.batch_size)
-                res = score_forward(store, rows, preds, **common)
+                preds: Any = _sample_forward(model, items, generator(seed, model), steps=steps,
+                                             batch=model.cfg.batch_size)
             else:
                 preds = _predict_inverse(model, [(rec.sample_id(int(r)), store.particle(int(r))) for r in rows],
                                          batch=model.cfg.batch_size)
-                mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
-                res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
-                                    **common)
     finally:
         model.train(was_training)
-    out: dict[str, float] = {"n_fidelity": float(len(rows)), "fidelity_failed": float(res.n_failed)}
-    for m in FIDELITY_METRICS[model.task]:
-        r = res.overall[m]
-        out[f"val_{m}"], (out[f"val_{m}_lo"], out[f"val_{m}_hi"]) = float(r["mean"]), map(float, r["ci95"])
+    return _score_rows(model.task, store, rows, split, preds, model="fidelity", n_resamples=n_resamples)
+
+
+def reference_fidelity(store: Any, task: str, rows: np.ndarray, *,
+                       n_resamples: int = 1000) -> dict[str, dict[str, float]]:
+    """The reference baselines (task 1: analytic carve, memorisation, random ball; task 2:
+    solver, composition lookup, majority class; :mod:`c2np.baselines`, fitted on the task's
+    training examples) scored like :func:`fidelity` on the same ``rows``: {name: values}.
+    A baseline with nothing to answer (memorisation of an unseen material) leaves the sample
+    missing, i.e. a failure."""
+    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES
+    from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask, opaque_sample_id
+
+    rows, split = _fidelity_rows(store, rows)
+    rec = store.recipes
+    out: dict[str, dict[str, float]] = {}
+    if task == "forward":
+        ftask = ForwardTask(store, split, "full")
+        queries = [ForwardQuery(rec.sample_id(int(r)), c.cell, c.radius_angstrom, c.quaternion, c.centre_frac)
+                   for r in rows for c in [condition_for_row(store, int(r))]]
+        for name, fit in FORWARD_BASELINES.items():
+            base = fit(ftask)
+            preds = {q.sample_id: p for q in queries if (p := _answer(base, q)) is not None}
+            out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples)
+        return out
+    itask = InverseTask(store, split, "full")
+    ids = {opaque_sample_id(str(store.fingerprint), rec.sample_id(int(r))): int(r) for r in rows}
+    iqueries = [InverseQuery(sid, store.particle(r)) for sid, r in ids.items()]
+    for name, fit in INVERSE_BASELINES.items():
+        base = fit(itask)
+        preds = {q.sample_id: p for q in iqueries if (p := _answer(base, q)) is not None}
+        out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples,
+                                id_index=ids)
     return out
+
+
+def _answer(model: Any, query: Any) -> Any:
+    """``model(query)``, or None (a missing prediction) where the model has nothing to say."""
+    try:
+        return model(query)
+    except C2NPInputError:
+        return None
+
+
+def validation_rows(data: Any, cfg: ModelConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(validation-loss rows, fidelity rows) of a run: seeded choices (``seed + 1``) of
+    ``cfg.n_val`` and ``cfg.n_fidelity`` rows among the validation rows of ``data``
+    (:class:`~c2np.models.data.TrainingRows`), sorted; the same every epoch."""
+    pick = np.random.default_rng(seed + 1)
+    val = np.sort(pick.choice(data.val, size=min(cfg.n_val, len(data.val)), replace=False))
+    fid = np.sort(pick.choice(data.val, size=min(cfg.n_fidelity, len(data.val)), replace=False))
+    return val, fid
 
 
 def _selection_key(task: str, row: dict[str, float]) -> tuple[float, ...]:
@@ -362,9 +430,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 
     torch.manual_seed(seed)
     model = build_model(model_name, task, cfg)
-    pick = np.random.default_rng(seed + 1)
-    val_rows = np.sort(pick.choice(data.val, size=min(cfg.n_val, len(data.val)), replace=False))
-    fid_rows = np.sort(pick.choice(data.val, size=min(cfg.n_fidelity, len(data.val)), replace=False))
+    val_rows, fid_rows = validation_rows(data, cfg, seed)
     if task == "inverse":  # normalisation fitted on the training materials only
         model.set_normalisation(np.stack([lattice_target(store.cells[m])[0] for m in data.train_materials]))
     place(model, dev)
@@ -395,6 +461,11 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
         run.mkdir(parents=True, exist_ok=True)
         with atomic_write(meta_path) as fh:
             json.dump(meta, fh, indent=2)
+    if not (run / "reference_fidelity.json").is_file():
+        refs = {"sample_ids": [store.recipes.sample_id(int(r)) for r in fid_rows],
+                "baselines": reference_fidelity(store, task, fid_rows)}
+        with atomic_write(run / "reference_fidelity.json") as fh:
+            json.dump(refs, fh, indent=2)
     set_progress = getattr(model, "set_progress", None)
     model.train()
     t_start = time.perf_counter()
