@@ -325,6 +325,16 @@ def _markdown(results: dict[str, Any], meta: dict[str, Any], models: list[str]) 
             n = " / ".join(f"{rec[s]['n']}/{rec[s]['n_failed']}" for s in isplits if s in rec)
             lines.append(f"| {INVERSE_REFERENCE.get(m, m)} | " + " | ".join(cells) + f" | {n} | "
                          f"{_g(run.get('train_samples_per_s'))} | {_g(rec.get(isplits[0], {}).get('samples_per_s'))} |")
+        for s in isplits:
+            cand = [(m, results["inverse"][m][s]) for m in models if s in results["inverse"].get(m, {})]
+            refs = {n: results["inverse"].get(n, {}).get(s) for n in INVERSE_REFERENCE}
+            if cand and all(refs.values()):
+                m, rec = max(cand, key=lambda x: (x[1]["joint_accuracy_paper"]["mean"],
+                                                   -x[1]["lattice_rmse_paper"]["mean"]))
+                lines += ["", f"Best learned task-2 model on {s}: **{m}**, joint accuracy (paper) "
+                              f"{_ci(rec, 'joint_accuracy_paper')}, lattice RMSE {_ci(rec, 'lattice_rmse_paper')}; "
+                              + "; ".join(f"{INVERSE_REFERENCE[n]} {_ci(refs[n], 'joint_accuracy_paper')}"
+                                          for n in INVERSE_REFERENCE) + "."]
     return "\n".join(lines) + "\n"
 
 
