@@ -95,7 +95,7 @@ def run_trial(cell, target, radius: float, noise: float, rng: np.random.Generato
         return Trial(cell.material_id, radius, noise, part.n_atoms, False, False, False, False,
                      np.inf, np.inf, 0.0, time.perf_counter() - t0, f"error: {exc}")
     dt = time.perf_counter() - t0
-    got = np.array(out.lattice_params)
+    got = out.lattice.as_array()
     want = np.array(target.lattice_params)
     dl = np.abs(got[:3] - want[:3])
     da = np.abs(got[3:] - want[3:])

@@ -45,6 +45,8 @@ __all__ = [
     "composition_distance",
     "matched_sq_distances",
     "matched_atom_count",
+    "maximum_matching",
+    "tolerance_matching",
     "forward_metric_info",
     "forward_metrics",
     "forward_failure",
@@ -184,7 +186,7 @@ PRIMARY: dict[str, Metric] = {"forward": Metric.F1_0_1, "inverse": Metric.JOINT_
 
 def f1_name(kind: str, tol_angstrom: float) -> str:
     """Name of the ``kind`` (``f1``, ``precision``, ``recall``) metric at a tolerance (Å)."""
-    return f"{kind}@{tol_angstrom:g}"
+    return f"{kind}@{_tol_tag(tol_angstrom)}"
 
 
 @dataclass(frozen=True)
@@ -560,17 +562,49 @@ def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstro
     return d
 
 
-def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
-    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> np.ndarray:
+    """A maximum bipartite matching on the given (pred i, ref j) edges: (n_pred,) int64, the
+    reference partner of each predicted atom or -1 (scipy's Hopcroft-Karp)."""
     if len(pairs_i) == 0:
-        return 0
+        return np.full(n_pred, -1, dtype=np.int64)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
     graph = csr_matrix((np.ones(len(pairs_i), dtype=np.int8), (pairs_i, pairs_j)),
                        shape=(n_pred, n_ref))
-    match = maximum_bipartite_matching(graph, perm_type="column")
-    return int(np.count_nonzero(match >= 0))
+    return np.asarray(maximum_bipartite_matching(graph, perm_type="column"), dtype=np.int64)
+
+
+def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
+    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+    return int(np.count_nonzero(maximum_matching(pairs_i, pairs_j, n_pred, n_ref) >= 0))
+
+
+def tolerance_matching(pred_numbers: np.ndarray, pred_positions_angstrom: np.ndarray,
+                       ref_numbers: np.ndarray, ref_positions_angstrom: np.ndarray, *,
+                       tolerance_angstrom: float) -> np.ndarray:
+    """Which atoms the atom precision / recall / F1 at ``tolerance_angstrom`` count as matched.
+
+    A maximum one-to-one matching of same-element (pred, ref) pairs closer than the
+    tolerance (strictly below), element by element, as in :func:`forward_metrics`. Returns
+    (n_pred,) int64: the index of each predicted atom's reference partner, or -1. The number
+    of partners is that metric's matched count M.
+    """
+    zp = np.asarray(pred_numbers, dtype=np.int64)
+    xp = np.asarray(pred_positions_angstrom, dtype=np.float64).reshape(len(zp), 3)
+    zg = np.asarray(ref_numbers, dtype=np.int64)
+    xg = np.asarray(ref_positions_angstrom, dtype=np.float64).reshape(len(zg), 3)
+    out = np.full(len(zp), -1, dtype=np.int64)
+    for z in np.intersect1d(np.unique(zp), np.unique(zg)):
+        ip = np.flatnonzero(zp == z)
+        ig = np.flatnonzero(zg == z)
+        pairs = _tree(xp[ip]).sparse_distance_matrix(_tree(xg[ig]), float(tolerance_angstrom),
+                                                     output_type="ndarray")
+        sel = pairs["v"] < tolerance_angstrom
+        match = maximum_matching(pairs["i"][sel], pairs["j"][sel], len(ip), len(ig))
+        ok = match >= 0
+        out[ip[ok]] = ig[match[ok]]
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -640,7 +674,7 @@ def forward_metric_info(tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANG
     for tol in tolerances_angstrom:
         for kind in ("f1", "precision", "recall"):
             name = f1_name(kind, tol)
-            out.append(Metric(name).info if name in Metric._value2member_map_
+            out.append(Metric(name).info if name in Metric._value2member_map_  # type: ignore[call-arg]
                        else MetricInfo(name, "1", "higher", "0"))
     out += [m.info for m in Metric if m.task == "forward" and "@" not in m.value]
     return {m.name: m for m in out}

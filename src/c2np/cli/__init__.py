@@ -19,6 +19,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.identify",
     "c2np.cli.models",
     "c2np.cli.catalog",
+    "c2np.cli.report",
+    "c2np.cli.submissions",
 )
 
 

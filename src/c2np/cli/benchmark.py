@@ -63,7 +63,8 @@ def benchmark_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
-    """Run baselines + models found under OUT/predictions; write leaderboard and plots."""
+    """Write the baselines as submissions under OUT/submissions, score every submission there
+    (yours too) and write the leaderboard, plots and the report (OUT/report/index.html)."""
     from c2np.benchmark import run_benchmark, summary_json
 
     log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}"))
@@ -76,6 +77,7 @@ def benchmark_cmd(
         return
     _print_leaderboard(summary)
     console().print(f"leaderboard: {summary.leaderboard_md}  ({summary.seconds:.0f} s)")
+    console().print(f"report:      {summary.report_index}")
 
 
 @handle_errors
@@ -111,6 +113,7 @@ def demo_cmd(
     con.print(f"\n[bold green]done[/] in {time.perf_counter() - t0:.0f} s. Wrote:")
     con.print(f"  dataset      {store_path}")
     con.print(f"  leaderboard  {summary.leaderboard_md} (+ .json)")
+    con.print(f"  report       {summary.report_index} (offline HTML, open in a browser)")
     con.print(f"  results      {out / 'results'} ({len(summary.results)} JSON files)")
     con.print(f"  plots        {out / 'plots'} ({len(summary.plots)} PNG files)")
-    con.print(f"  predictions  {out / 'predictions'}")
+    con.print(f"  submissions  {out / 'submissions'} (model.yml + prediction files per baseline)")

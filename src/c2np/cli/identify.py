@@ -53,10 +53,9 @@ def identify_cmd(
     table.add_column("value")
     table.add_row("space group", f"{result.international} (No. {result.spacegroup}), "
                                  f"{result.crystal_system}")
-    table.add_row("a, b, c (Å)", f"{result.a_angstrom:.4f}  {result.b_angstrom:.4f}  "
-                                f"{result.c_angstrom:.4f}")
-    table.add_row("alpha, beta, gamma (°)", f"{result.alpha_deg:.3f}  {result.beta_deg:.3f}  "
-                                           f"{result.gamma_deg:.3f}")
+    lat = result.lattice
+    table.add_row("a, b, c (Å)", f"{lat.a_angstrom:.4f}  {lat.b_angstrom:.4f}  {lat.c_angstrom:.4f}")
+    table.add_row("alpha, beta, gamma (°)", f"{lat.alpha_deg:.3f}  {lat.beta_deg:.3f}  {lat.gamma_deg:.3f}")
     table.add_row("confidence", f"{result.confidence:.3f}")
     table.add_row("tolerance (Å)", f"{result.symprec_angstrom:g}")
     table.add_row("atoms on sites", f"{result.diagnostics['explained_fraction']:.3f} "

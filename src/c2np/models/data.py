@@ -22,7 +22,7 @@ from c2np.carving import carve, rotate_positions
 from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
-from c2np.splits import RecipeTable, build_recipes, get_protocol, sample_id
+from c2np.splits import RecipeTable, build_recipes, get_protocol
 from c2np.tasks import example_rows, inverse_target
 
 __all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "condition_from_query", "select_rows",
@@ -89,9 +89,7 @@ class InMemoryDataset:
 
     def sample_id(self, row: int) -> str:
         """Sample id of ``row``."""
-        rec = self.recipes
-        return sample_id(rec.materials[rec.material_index[row]], rec.radius_angstrom[row],
-                         rec.rotation_index[row])
+        return self.recipes.sample_id(row)
 
 
 @dataclass(frozen=True, eq=False)

@@ -28,8 +28,8 @@ from c2np.errors import C2NPInputError
 from c2np.models import display_name
 from c2np.fileio import atomic_write
 
-__all__ = ["read_run_log", "read_references", "write_diagnostic", "loss_fidelity_table", "FIDELITY",
-           "TABLE_COLUMNS", "REFERENCE_LABELS"]
+__all__ = ["read_run_log", "read_log_csv", "read_references", "write_diagnostic", "loss_fidelity_table",
+           "FIDELITY", "TABLE_COLUMNS", "REFERENCE_LABELS"]
 
 #: per task: (log column, label)
 FIDELITY = {"forward": ("val_f1@0.5", "atom F1 @ 0.5 Å (validation samples)"),
@@ -50,13 +50,26 @@ def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
         raise C2NPInputError(f"{run}: not a trained run folder (needs config.json and log.csv)")
     try:
         meta = json.loads(meta_path.read_text())
-        with open(log_path, newline="") as fh:
-            rows = [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(fh)]
     except (ValueError, json.JSONDecodeError) as exc:
-        raise C2NPInputError(f"{run}: unreadable run log ({exc})") from exc
+        raise C2NPInputError(f"{meta_path}: unreadable run metadata ({exc})") from exc
     if meta.get("task") not in FIDELITY:
         raise C2NPInputError(f"{meta_path}: unknown task {meta.get('task')!r}")
-    return meta, rows
+    return meta, read_log_csv(log_path)
+
+
+def read_log_csv(path: str | Path) -> list[dict[str, float]]:
+    """The rows of a training ``log.csv`` (one per epoch; empty cells left out). A cell that
+    is not a number raises :class:`C2NPInputError` naming the file and line."""
+    p = Path(path)
+    rows = []
+    with open(p, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for r in reader:
+            try:
+                rows.append({k: float(v) for k, v in r.items() if k and v not in ("", None)})
+            except (TypeError, ValueError) as exc:
+                raise C2NPInputError(f"{p}: line {reader.line_num}: not a number ({exc})") from None
+    return rows
 
 
 def read_references(run_dir: str | Path) -> tuple[tuple[str, ...], dict[str, dict[str, float]]]:
