@@ -49,36 +49,35 @@ def _heapify(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray) -> int:
 
 
 @_jit
-def _pop(hkey: np.ndarray, hval: np.ndarray, size: int) -> int:
-    """Remove the top entry; returns the new size."""
-    size -= 1
-    hkey[0] = hkey[size]
-    hval[0] = hval[size]
-    _sift_down(hkey, hval, 0, size)
-    return size
+def _fix_top(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray) -> None:
+    """Correct stale keys at the top until the top key is its column's price: keys only
+    lag behind rising prices, so the top is then the cheapest column."""
+    n = hkey.shape[0]
+    while hkey[0] != p[hval[0]]:
+        hkey[0] = p[hval[0]]
+        _sift_down(hkey, hval, 0, n)
 
 
 @_jit
-def _drop_stale(hkey: np.ndarray, hval: np.ndarray, size: int, p: np.ndarray) -> int:
-    """Pop entries whose key is no longer their column's price; returns the new size."""
-    while size > 0 and hkey[0] != p[hval[0]]:
-        size = _pop(hkey, hval, size)
-    return size
-
-
-@_jit
-def _push(hkey: np.ndarray, hval: np.ndarray, size: int, key: np.int64, val: np.int64) -> int:
-    pos = size
-    hkey[pos] = key
-    hval[pos] = val
-    while pos > 0:
-        par = (pos - 1) // 2
-        if hkey[par] <= hkey[pos]:
-            break
-        hkey[pos], hkey[par] = hkey[par], hkey[pos]
-        hval[pos], hval[par] = hval[par], hval[pos]
-        pos = par
-    return size + 1
+def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):  # type: ignore[no-untyped-def]
+    """(cheapest column, its price, the second smallest price) from the lazy heap; the
+    cheapest stays on top."""
+    n = hkey.shape[0]
+    _fix_top(hkey, hval, p)
+    j1 = hval[0]
+    w1 = hkey[0]
+    if n == 1:
+        return j1, w1, w1
+    # the second cheapest is the smaller valid child; fix both children subtrees' tops
+    best = _INF
+    for c in (1, 2):
+        if c < n:
+            while hkey[c] != p[hval[c]]:
+                hkey[c] = p[hval[c]]
+                _sift_down(hkey, hval, c, n)
+            if hkey[c] < best:
+                best = hkey[c]
+    return j1, w1, best
 
 
 @_jit
@@ -132,9 +131,8 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 owner[j] = -2
     best = np.full(n_rows, -1, dtype=np.int64)
     queue = np.empty(max(n_rows, 1), dtype=np.int64)
-    cap = 4 * n_cols + 16
-    hkey = np.empty(cap, dtype=np.int64)
-    hval = np.empty(cap, dtype=np.int64)
+    hkey = np.empty(n_cols, dtype=np.int64)  # one entry per column; keys may be stale (low)
+    hval = np.empty(n_cols, dtype=np.int64)
     bids = 0
     eps = max(eps0, 1)
     phase_bids = np.zeros(64, dtype=np.int64)
@@ -167,8 +165,6 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 obj[i] = -1
                 queue[count] = i
                 count += 1
-        released = count
-        phase_start = bids
         free_dummy = n_dummy
         pmin = p.min()
         for j in range(n_cols):
@@ -177,7 +173,8 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                     free_dummy -= 1
                 else:
                     owner[j] = -1
-        hsize = _heapify(hkey, hval, p) if n_dummy > 0 else 0
+        if n_dummy > 0:
+            _heapify(hkey, hval, p)
         while count > 0 or free_dummy > 0:
             if count > 0:
                 i = queue[head]
@@ -202,12 +199,10 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 owner[j1] = i
                 obj[i] = j1
             else:  # a dummy row takes the cheapest column
-                hsize = _drop_stale(hkey, hval, hsize, p)
-                j1 = hval[0]
-                w1 = hkey[0]
-                hsize = _drop_stale(hkey, hval, _pop(hkey, hval, hsize), p)
-                w2 = hkey[0] if hsize > 0 else w1
+                j1, w1, w2 = _two_cheapest(hkey, hval, p)
                 p[j1] += w2 - w1 + eps
+                hkey[0] = p[j1]  # j1 is the top entry: correct its key in place
+                _sift_down(hkey, hval, 0, n_cols)
                 prev = owner[j1]
                 owner[j1] = -2
                 free_dummy -= 1
@@ -217,21 +212,18 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 count += 1
             elif prev == -2:
                 free_dummy += 1
-            if n_dummy > 0:
-                if hsize + 1 >= cap:
-                    hsize = _heapify(hkey, hval, p)
-                else:
-                    hsize = _push(hkey, hval, hsize, p[j1], j1)
             bids += 1
             if bids >= max_bids or p[j1] > _PRICE_LIMIT:
                 return best, p, 1, bids, phase_bids
-        best[:] = obj
+        settled = True
+        for i in range(n_rows):
+            if best[i] != obj[i]:
+                settled = False
+                best[i] = obj[i]
         if eps <= eps_final:
             phase_bids[min(n_phase, 63)] = bids
             return best, p, 0, bids, phase_bids
-        # little competition left: the prices have settled, refine faster
-        quiet = bids - phase_start <= (5 * released) // 4 + n_dummy
-        eps = max(eps_final, eps // (factor ** 3 if quiet else factor))
+        eps = max(eps_final, eps // factor)
 
 
 # ----------------------------------------------------------------------------------------
@@ -548,11 +540,11 @@ def _home_cell(q0: float, q1: float, q2: float, origin: np.ndarray, h: float,
 
 
 @_jit
-def radius_pairs(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                  origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
                  r2: float):  # type: ignore[no-untyped-def]
     """All (query i, point j) with ``|q_i − p_j|² < r2``, as CSR by query ``(indptr,
-    indices)``. The grid's cell side ``h`` must be >= sqrt(r2): the 27 cells around a
+    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's cell side ``h`` must be >= sqrt(r2): the 27 cells around a
     query's home cell hold every partner (queries outside the grid are clamped to it,
     which keeps that true)."""
     m = queries.shape[0]
@@ -577,13 +569,12 @@ def radius_pairs(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                     for dc in range(max(c - 1, 0), min(c + 1, nz - 1) + 1):
                         cell = (da * ny + db) * nz + dc
                         for t in range(cell_start[cell], cell_start[cell + 1]):
-                            j = order[t]
-                            d0 = points[j, 0] - q0
-                            d1 = points[j, 1] - q1
-                            d2 = points[j, 2] - q2
+                            d0 = sp[t, 0] - q0
+                            d1 = sp[t, 1] - q1
+                            d2 = sp[t, 2] - q2
                             if d0 * d0 + d1 * d1 + d2 * d2 < r2:
                                 if sweep == 1:
-                                    indices[t_out + n_found] = j
+                                    indices[t_out + n_found] = order[t]
                                 n_found += 1
             if sweep == 0:
                 indptr[i + 1] = n_found
@@ -591,25 +582,27 @@ def radius_pairs(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
 
 
 @_jit
-def cell_min_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray
-                     ) -> np.ndarray:
-    """Smallest weight per cell (``inf`` for empty cells)."""
+def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray):  # type: ignore[no-untyped-def]
+    """Weights in cell order and the smallest weight per cell (``inf`` when empty)."""
     ncell = cell_start.shape[0] - 1
+    sw = np.empty(order.shape[0])
     cw = np.full(ncell, np.inf)
     for c in range(ncell):
         for t in range(cell_start[c], cell_start[c + 1]):
             w = weights[order[t]]
+            sw[t] = w
             if w < cw[c]:
                 cw[c] = w
-    return cw
+    return sw, cw
 
 
 @_jit
-def offset_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
-               origin: np.ndarray, h: float, dims: np.ndarray, weights: np.ndarray,
+def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+               origin: np.ndarray, h: float, dims: np.ndarray, sw: np.ndarray,
                cw: np.ndarray, offsets: np.ndarray, off_d2: np.ndarray,
                queries: np.ndarray, k: int, bound: np.ndarray):  # type: ignore[no-untyped-def]
-    """Like :func:`grid_knn` (the k smallest ``|q − p_j|² + w_j`` below ``bound``), visiting
+    """Like :func:`grid_knn` (the k smallest ``|q − p_j|² + w_j`` below ``bound``; ``sp``,
+    ``sw``: points and weights in cell order, ``cw``: smallest weight per cell), visiting
     the home cell plus ``offsets`` (n_off, 3), sorted by ``off_d2``, the smallest squared
     distance between a point of the home cell and a point of the offset cell. Returns
     ``(values, index, complete)``; ``complete[i]`` is False when the list ran out before
@@ -645,11 +638,10 @@ def offset_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
             if off_d2[o] + cw[cell] >= kth:
                 continue
             for t in range(cell_start[cell], cell_start[cell + 1]):
-                j = order[t]
-                d0 = points[j, 0] - q0
-                d1 = points[j, 1] - q1
-                d2 = points[j, 2] - q2
-                v = d0 * d0 + d1 * d1 + d2 * d2 + weights[j]
+                d0 = sp[t, 0] - q0
+                d1 = sp[t, 1] - q1
+                d2 = sp[t, 2] - q2
+                v = d0 * d0 + d1 * d1 + d2 * d2 + sw[t]
                 if v < kth:
                     s = min(filled, k - 1)
                     while s > 0 and vals[qi, s - 1] > v:
@@ -657,7 +649,7 @@ def offset_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                         idx[qi, s] = idx[qi, s - 1]
                         s -= 1
                     vals[qi, s] = v
-                    idx[qi, s] = j
+                    idx[qi, s] = order[t]
                     if filled < k:
                         filled += 1
                     if filled == k:

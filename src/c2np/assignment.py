@@ -37,7 +37,7 @@ DENSE_MAX_ENTRIES = 250_000
 GRAPH_K = 6  # nearest neighbours per point, both ways, in the first graph
 ADD_K = 8  # lifted neighbours examined per violating point in a certificate round
 MAX_ROUNDS = 6  # certificate rounds (graph re-solves) before the bound is reported as is
-BIDS_PER_POINT = 400  # auction work budget per point of the balanced problem
+BIDS_PER_POINT = 100  # auction work budget per point of the balanced problem
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer edge cost handed to the auction
 _EXACT_RTOL = 1e-9
 _DEBUG = False
@@ -49,7 +49,7 @@ EPS_FINAL_RTOL = 1e-10
 EPS_FACTOR = 8
 EPS0_COLD = 1.0
 EPS0_WARM = 1e-2
-WARM_EPS_FACTOR = 64.0
+EPS_MID = 1e-3
 ROUGH_FIRST = False
 RAISE_PASSES = 0
 EPS_ROUGH = 1e-2
@@ -161,14 +161,20 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     eps_final = 0.25 * _EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
     med = float(np.median(graph.cost_angstrom2))
     prices = np.zeros(nl, dtype=np.int64)
-    rounds = 0
-    eps_hi = EPS0_COLD * med
     assign = np.full(ns, -1, dtype=np.int64)
-    while rounds < max_rounds and budget > 0:
-        rounds += 1
+    eps_mid = max(EPS_MID * med, eps_final)
+    rounds = 0
+    # stage 1 (cold, coarse): the prices settle at eps_mid; pairs outside the graph that
+    # undercut it are added before the fine phases, so that these run once
+    eps0 = EPS0_COLD * max(float(np.mean(d1 * d1)), 64.0 * eps_mid)
+    stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
+    for eps_hi, eps_lo, final in stages:
+        if budget <= 0:
+            break
         t0 = time.process_time()
-        assign, prices, status, used = _solve(kern, graph, prices, assign, eps_hi,
-                                              eps_final, budget)
+        assign, prices, status, used = _solve(kern, graph, prices, assign, eps_hi, eps_lo,
+                                              budget)
+
         t_solve = time.process_time() - t0
         budget -= used
         if assign[0] >= 0:
@@ -181,19 +187,19 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         t_lb = time.process_time() - t0
         best_lb = max(best_lb, lb)
+        rounds += final
         if _DEBUG:
-            print(f"  round {rounds}: edges {len(graph.indices)} status {status} bids {used} "
+            print(f"  stage final={final}: edges {len(graph.indices)} status {status} bids {used} "
                   f"ub {best_ub:.6f} lb {lb:.6f} tol {tol:.3g} "
                   f"solve {t_solve*1e3:.1f} ms bound {t_lb*1e3:.1f} ms undercut {len(undercut)}")
-        if best_ub - best_lb <= tol or status != 0 or len(undercut) == 0:
+        if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
-        _, jk = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
-                         bound=u_graph[undercut])
-        ok = jk >= 0
-        graph = graph.with_edges(small, large, np.repeat(undercut, jk.shape[1])[ok.reshape(-1)],
-                                 jk[ok])
-        # the prices must move by about the largest undercut
-        eps_hi = max(WARM_EPS_FACTOR * eps_final, float(np.max(u_graph[undercut] - u_all[undercut])))
+        if len(undercut):
+            _, jk = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
+                             bound=u_graph[undercut])
+            ok = jk >= 0
+            graph = graph.with_edges(small, large,
+                                     np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
@@ -226,6 +232,7 @@ class _Grid:
     with the neighbour offsets of the offset-list queries."""
 
     points: np.ndarray
+    sorted_points: np.ndarray  # in cell order
     order: np.ndarray
     cell_start: np.ndarray
     origin: np.ndarray
@@ -247,8 +254,9 @@ class _Grid:
         # the occupied fraction of the box: refine once from a first grid's occupancy
         dims = np.floor(ext / h).astype(np.int64) + 1
         if int(np.prod(dims)) <= 8 * len(x) + 64:
-            cells = np.unique(((np.floor((x - lo) / h).astype(np.int64)) * [dims[1] * dims[2], dims[2], 1]).sum(axis=1))
-            h = max((per_cell * len(cells) * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
+            cid = (np.floor((x - lo) / h).astype(np.int64) * [dims[1] * dims[2], dims[2], 1]).sum(axis=1)
+            occupied = int(np.count_nonzero(np.bincount(cid, minlength=int(np.prod(dims)))))
+            h = max((per_cell * occupied * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
         h = max(h, float(ext.max()) / 1024.0)
         dims = np.floor(ext / h).astype(np.int64) + 1
         while int(np.prod(dims)) > 8 * len(x) + 64:
@@ -261,14 +269,14 @@ class _Grid:
         gap = np.maximum(np.abs(off) - 1, 0) * h
         d2 = np.maximum(np.sqrt((gap ** 2).sum(axis=1)) - slack, 0.0) ** 2
         o = np.lexsort((np.abs(off).sum(axis=1), d2))
-        return cls(x, order, start, lo, h, dims, slack, np.ascontiguousarray(off[o]),
-                   np.ascontiguousarray(d2[o]))
+        return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
+                   np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
 
     def radius_graph(self, queries: np.ndarray, *, max_edges: int
                      ) -> tuple[np.ndarray, np.ndarray]:
         """CSR (by query) of the pairs closer than the cell side × 0.999."""
         r = 0.999 * self.h
-        return _kernels().radius_pairs(self.points, self.order, self.cell_start, self.origin,
+        return _kernels().radius_pairs(self.sorted_points, self.order, self.cell_start, self.origin,
                                        self.h, self.dims,
                                        np.ascontiguousarray(queries, dtype=np.float64), r * r)
 
@@ -280,9 +288,9 @@ class _Grid:
         q = np.ascontiguousarray(queries, dtype=np.float64)
         w = np.zeros(len(self.points)) if weights is None else np.ascontiguousarray(weights)
         b = np.full(len(q), np.inf) if bound is None else np.ascontiguousarray(bound, dtype=np.float64)
-        cw = kern.cell_min_weights(self.order, self.cell_start, w)
-        vals, idx, complete = kern.offset_knn(self.points, self.order, self.cell_start,
-                                              self.origin, self.h, self.dims, w, cw,
+        sw, cw = kern.cell_weights(self.order, self.cell_start, w)
+        vals, idx, complete = kern.offset_knn(self.sorted_points, self.order, self.cell_start,
+                                              self.origin, self.h, self.dims, sw, cw,
                                               self.offsets, self.off_d2, q, int(k), b)
         redo = np.flatnonzero(~complete)
         if len(redo):
