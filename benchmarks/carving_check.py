@@ -46,7 +46,7 @@ def key(nums, pos):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    from conftest import crystal_zoo
+    from helpers import crystal_zoo
 
     from c2np.carving import carve
 

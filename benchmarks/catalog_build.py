@@ -74,11 +74,11 @@ def rebuild(ids: list[str], threads: int) -> None:
     """Re-relax ``ids`` now with FIRE and BFGS; print times and ratios."""
     import torch
 
-    from c2np.catalog import _load_potential, relax_material
+    from c2np.catalog import load_potential, relax_material
 
     torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    _load_potential("chgnet")
+    load_potential("chgnet")
     print(f"\npotential load: {time.perf_counter() - t0:.2f} s (once per process)")
     print(f"{'material':10s} {'FIRE s':>8s} {'BFGS s':>8s} {'BFGS/FIRE':>10s} {'chosen F/B':>16s} "
           f"{'dE meV/atom':>12s}")

@@ -361,7 +361,7 @@ def bench_quality(repeats: int, radius: float = 30.0) -> list[dict]:
 
 def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 2,
                      old: bool = False) -> list[dict]:
-    """``evaluate_forward`` end to end (extxyz file -> results) on the ID and OOD eval
+    """``ForwardTask.evaluate`` end to end (extxyz file -> results) on the ID and OOD eval
     subsets (paper protocol) for the analytic carve and the random ball, with ``workers``
     processes: wall time and CPU time of this process and its workers. ``old``: also with
     the previous matched-RMSD method."""
@@ -371,9 +371,10 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
     from rich.table import Table
 
     import c2np.metrics as metrics
-    from c2np.baselines import analytic_carve, forward_queries, random_ball
-    from c2np.evaluation import evaluate_forward, select_rows, write_forward_predictions
+    from c2np.baselines import analytic_carve, predict, random_ball
+    from c2np.predictions import write_forward_predictions
     from c2np.store import DatasetStore, build_store
+    from c2np.tasks import ForwardTask
 
     if catalog:  # the shipped catalog (all of it when n_materials >= its size)
         from c2np.catalog import load_catalog
@@ -398,10 +399,9 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
         files = {}
         for model, make in (("analytic carve", analytic_carve), ("random ball", random_ball)):
             for split in ("id", "ood"):
-                rows = select_rows(store.recipes, split, "eval")
-                files[(model, split)] = (len(rows), write_forward_predictions(
-                    Path(tmp) / f"{model.replace(' ', '_')}_{split}.extxyz",
-                    make(store, forward_queries(store, rows))))
+                task = ForwardTask(store, split, "eval")
+                files[(model, split)] = (task, write_forward_predictions(
+                    Path(tmp) / f"{model.replace(' ', '_')}_{split}.extxyz", predict(task, make)))
         table = Table(title=f"evaluate_forward end to end, {n_materials} material(s), paper protocol, "
                             f"ID + OOD eval subsets, {workers} worker(s) (build: {t_build:.1f} s)")
         for col in ("predictions", "matched RMSD", "samples", "wall s", "CPU s (all processes)",
@@ -416,12 +416,12 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
                     n = n_exact_fail = 0
                     gap = 0.0
                     for split in ("id", "ood"):
-                        n_rows, pred_path = files[(model, split)]
+                        task, pred_path = files[(model, split)]
                         t, c = time.perf_counter(), cpu()
-                        res = evaluate_forward(store, pred_path, split, progress=False, workers=workers)
+                        res = task.evaluate(pred_path, progress=False, workers=workers)
                         wall += time.perf_counter() - t
                         cpu_s += cpu() - c
-                        n += n_rows
+                        n += len(task)
                         assert res.n_failed == 0
                         d = res.to_dict() if hasattr(res, "to_dict") else res.data
                         n_exact_fail += int(d.get("matched_rmsd_uncertified", 0))

@@ -64,7 +64,7 @@ def main() -> None:
             rows = np.flatnonzero((table.material_index == mi) & (table.radius_angstrom == radius)
                                   & np.isin(table.rotation_index, rotations))[:len(rotations)]
             st = targets[material]
-            want = (st.a_angstrom, st.b_angstrom, st.c_angstrom, st.alpha_deg, st.beta_deg, st.gamma_deg)
+            want = st.lattice_params
             for row in rows:
                 particle = carve(by_id[material], radius, quaternion=table.quaternion[row]).particle
                 numbers, positions = particle.numbers, particle.positions_angstrom

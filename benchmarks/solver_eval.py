@@ -9,7 +9,7 @@
 Every particle is carved with a random centre and rotation, then its atoms are shuffled and
 translated. A solver error counts as a failure (never dropped). Crystals: the perovskite
 catalog (``c2np.catalog.load_catalog``) when it is importable, else (or with
-``--crystals prototypes``) the textbook prototypes of :mod:`c2np.prototypes`; ``--cells``
+``--crystals prototypes``) the textbook prototypes of :mod:`c2np.catalog.textbook`; ``--cells``
 takes a folder/zip of CIFs instead. The timing target (100 ms at R = 30) is shown as the
 ratio of the measured median to it.
 
@@ -54,8 +54,8 @@ class Trial:
 
 def load_crystals(kind: str, cells_path: str | None) -> tuple[str, list]:
     """(description, list of UnitCell)."""
+    from c2np.catalog.textbook import prototype_cell, prototype_names
     from c2np.cells import read_cells
-    from c2np.prototypes import prototype_cell, prototype_names
 
     if cells_path:
         return f"CIFs from {cells_path}", read_cells(cells_path)
@@ -70,7 +70,7 @@ def load_crystals(kind: str, cells_path: str | None) -> tuple[str, list]:
         except ImportError:
             if kind == "catalog":
                 raise SystemExit("c2np.catalog is not importable")
-    return "textbook prototypes (c2np.prototypes)", [prototype_cell(n) for n in prototype_names()]
+    return "textbook prototypes (c2np.catalog.textbook)", [prototype_cell(n) for n in prototype_names()]
 
 
 def run_trial(cell, target, radius: float, noise: float, rng: np.random.Generator) -> Trial:
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from c2np.cells import standardize
-    from c2np.particle_io import atomic_write
+    from c2np.fileio import atomic_write
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--crystals", choices=["auto", "catalog", "prototypes"], default="auto")

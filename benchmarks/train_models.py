@@ -91,12 +91,12 @@ def main() -> None:
 
     import torch
 
-    from c2np.baselines import (analytic_carve, composition_lookup, forward_queries, majority_class,
-                                random_ball)
+    from c2np.baselines import CompositionLookup, MajorityClass, analytic_carve, random_ball
     from c2np.carving import carve
     from c2np.models.config import get_config
     from c2np.models.scoring import atom_f1
-    from c2np.evaluation import select_rows as eval_rows
+    from c2np.tasks import ForwardTask, InverseTask, opaque_sample_id
+    from c2np.tasks import select_rows as eval_rows
     from c2np.models.data import Condition, demo_cells
     from c2np.models.diagnostic import write_diagnostic
     from c2np.models.training import load_run, predict, train
@@ -139,24 +139,29 @@ def main() -> None:
     # reference baselines
     for split in splits:
         rows = eval_rows(store.recipes, split, "eval", per_group=cfg.eval_per_group)
-        q = forward_queries(store, rows)
+        wanted = {store.recipes.sample_id(int(r)): k for k, r in enumerate(rows)}
+        q = [x for x in ForwardTask(store, split, "full").queries() if x.sample_id in wanted]
         for name, fn in (("analytic carve (ceiling)", analytic_carve), ("random ball (floor)", random_ball)):
             if "forward" not in tasks:
                 break
             t0 = time.perf_counter()
-            preds = fn(store, q)
+            preds = {x.sample_id: fn(x) for x in q}
             dt = time.perf_counter() - t0
             path = work / f"baseline_{fn.__name__}_{split}.extxyz"
             write_extxyz(path, [(preds[x.sample_id], {"sample_id": x.sample_id}) for x in q])
             results.append({"model": name, "task": "forward", "split": split, **_score_forward(store, path),
                             "sample_per_s": len(q) / max(dt, 1e-9)})
-        for name, fn in (("majority class", majority_class), ("composition lookup", composition_lookup)):
-            if "inverse" not in tasks:
-                break
-            preds = fn(store, rows)
-            lat = np.array([[p.a, p.b, p.c, p.alpha, p.beta, p.gamma] for p in preds])
-            results.append({"model": name, "task": "inverse", "split": split,
-                            **_score_inverse(store, rows, lat, np.array([p.spacegroup for p in preds]))})
+        if "inverse" in tasks:
+            inv = InverseTask(store, split, "full")
+            opaque = {opaque_sample_id(store.fingerprint, sid): k for sid, k in wanted.items()}
+            inv_queries = [(opaque[x.sample_id], x) for x in inv.queries() if x.sample_id in opaque]
+            for name, fit in (("majority class", MajorityClass.fit), ("composition lookup", CompositionLookup.fit)):
+                model = fit(inv)
+                preds_inv = {k: model(x) for k, x in inv_queries}
+                lat = np.array([preds_inv[k].parameters.as_array() for k in range(len(rows))])
+                results.append({"model": name, "task": "inverse", "split": split,
+                                **_score_inverse(store, rows, lat,
+                                                 np.array([preds_inv[k].spacegroup for k in range(len(rows))]))})
 
     runs = []
     for task in tasks:

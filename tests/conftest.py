@@ -1,11 +1,10 @@
-"""Shared test fixtures: small crystals built in code, temp dirs for caches."""
+"""Test fixtures (temp dirs for caches, small crystals); helpers live in ``helpers.py``."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("MPLCONFIGDIR", tempfile.mkdtemp(prefix="c2np-mpl-"))
@@ -14,33 +13,7 @@ os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="c2np-numba-"))
 
 from c2np.cells import UnitCell  # noqa: E402
 
-
-def perovskite(a: float = 4.02, ids: str = "KMgH3", A: int = 19, B: int = 12) -> UnitCell:
-    """Cubic ABH3 with B at the origin."""
-    return UnitCell(ids, np.eye(3) * a, [A, B, 1, 1, 1],
-                    [[0.5, 0.5, 0.5], [0, 0, 0], [0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]])
-
-
-def crystal_zoo() -> dict[str, UnitCell]:
-    """Cells of each crystal family used by the carving tests."""
-    from ase.build import bulk
-    from ase.spacegroup import crystal
-
-    zoo = {
-        "cubic": perovskite(),
-        "tetragonal": UnitCell.from_ase(crystal(["Ti", "O"], [(0, 0, 0), (0.3, 0.3, 0)], spacegroup=136,
-                                                cellpar=[4.59, 4.59, 2.96, 90, 90, 90]), "TiO2"),
-        "orthorhombic": UnitCell.from_ase(crystal(["Na", "Mg", "H", "H"],
-                                                  [(0.0456, 0.25, 0.989), (0, 0, 0.5), (0.471, 0.25, 0.087),
-                                                   (0.302, 0.055, 0.703)], spacegroup=62,
-                                                  cellpar=[5.46, 7.70, 5.41, 90, 90, 90]), "NaMgH3"),
-        "hexagonal": UnitCell.from_ase(bulk("Mg", "hcp", a=3.21, c=5.21), "Mg"),
-        "trigonal": UnitCell.from_ase(crystal(["Bi"], [(0, 0, 0.2339)], spacegroup=166,
-                                              cellpar=[4.546, 4.546, 11.86, 90, 90, 120]), "Bi"),
-        "monoclinic": UnitCell("mono", [[5.1, 0, 0], [0, 5.2, 0], [-1.2, 0, 5.3]], [8, 22, 8],
-                               [[0.1, 0.2, 0.3], [0.45, 0.25, 0.5], [0.7, 0.6, 0.15]]),
-    }
-    return zoo
+from helpers import crystal_zoo, perovskite  # noqa: E402
 
 
 @pytest.fixture

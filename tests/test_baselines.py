@@ -1,15 +1,18 @@
+"""Baselines through the task API: task-1 baselines take ForwardQuery, task-2 baselines
+InverseQuery, fitted baselines see the task's training examples only."""
+
 import numpy as np
 import pytest
 
-from c2np.baselines import (analytic_carve, composition_lookup, forward_queries, majority_class, memorisation,
-                            random_ball, training_materials)
-from c2np.cells import standardize
+from c2np.baselines import (CompositionLookup, MajorityClass, Memorisation, analytic_carve,
+                            crystallographic_solver, predict, random_ball)
 from c2np.store import DatasetStore, build_store
+from c2np.tasks import ForwardTask, InverseTask, inverse_target
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory, ) -> DatasetStore:
-    from conftest import crystal_zoo, perovskite
+def store(tmp_path_factory) -> DatasetStore:
+    from helpers import crystal_zoo, perovskite
 
     zoo = crystal_zoo()
     path = build_store([perovskite(), zoo["orthorhombic"], zoo["hexagonal"]],
@@ -18,70 +21,69 @@ def store(tmp_path_factory, ) -> DatasetStore:
     return DatasetStore.open(path)
 
 
-def test_queries_never_carry_the_target(store: DatasetStore) -> None:
-    q = forward_queries(store, [0])[0]
-    assert set(vars(q)) == {"sample_id", "cell", "radius_angstrom", "quaternion", "centre_frac"}
-
-
 def test_analytic_carve_reproduces_store(store: DatasetStore) -> None:
-    rows = store.rows("ood")[:5]
-    preds = analytic_carve(store, forward_queries(store, rows))
-    for row in rows:
+    task = ForwardTask(store, "ood")
+    preds = predict(task, analytic_carve)
+    for row in store.rows("ood")[:5]:
         s = store.sample(int(row))
+        if s.sample_id not in preds:
+            continue
         p = preds[s.sample_id]
         assert np.array_equal(p.numbers, s.particle.numbers)
         assert np.abs(p.positions_angstrom - s.particle.positions_angstrom).max() < 1e-5
+    assert task.evaluate(preds, n_resamples=20).overall["f1@0.1"]["mean"] == 1.0
 
 
 def test_random_ball_density_composition_seeded(store: DatasetStore) -> None:
-    rows = store.rows("id", material="KMgH3")[:3]
-    qs = forward_queries(store, rows)
-    a = random_ball(store, qs, seed=1)
-    b = random_ball(store, qs, seed=1)
-    c = random_ball(store, qs, seed=2)
+    qs = [q for q in ForwardTask(store, "id").queries() if q.cell.material_id == "KMgH3"][:3]
     for q in qs:
-        p = a[q.sample_id]
-        assert np.array_equal(p.positions_angstrom, b[q.sample_id].positions_angstrom)
-        assert not np.array_equal(p.positions_angstrom, c[q.sample_id].positions_angstrom)
+        p = random_ball(q, seed=1)
+        assert np.array_equal(p.positions_angstrom, random_ball(q, seed=1).positions_angstrom)
+        assert not np.array_equal(p.positions_angstrom, random_ball(q, seed=2).positions_angstrom)
         expected = q.cell.number_density_per_angstrom3 * 4 / 3 * np.pi * q.radius_angstrom ** 3
         assert abs(p.n_atoms - expected) <= 0.5
         assert np.linalg.norm(p.positions_angstrom, axis=1).max() <= q.radius_angstrom
-        frac_h = np.mean(p.numbers == 1)
-        assert abs(frac_h - 0.6) < 0.01
+        assert abs(np.mean(p.numbers == 1) - 0.6) < 0.01
 
 
 def test_memorisation_crops_larger_and_keeps_smaller(store: DatasetStore) -> None:
+    task = ForwardTask(store, "ood", "full")
+    mem = Memorisation.fit(task)
+    assert sorted(mem.table["KMgH3"]) == [8, 9, 28]  # the train radii of this store
+    by_id = {q.sample_id: q for q in task.queries()}
     # R=6 (ood): nearest train radius 8 -> cropped to 6 == exact carve
     row = int(store.rows("ood", material="KMgH3", radius=6)[3])
-    q = forward_queries(store, [row])[0]
-    p = memorisation(store, [q])[q.sample_id]
+    p = mem(by_id[store.recipes.sample_id(row)])
     assert p.n_atoms == store.particle(row).n_atoms
+    assert np.abs(np.sort(np.linalg.norm(p.positions_angstrom, axis=1))
+                  - np.sort(np.linalg.norm(store.particle(row).positions_angstrom, axis=1))).max() < 1e-5
     # R=29 (ood): nearest train radius 28 -> returned as is, fewer atoms than the target
     row = int(store.rows("ood", material="KMgH3", radius=29)[3])
-    q = forward_queries(store, [row])[0]
-    p = memorisation(store, [q])[q.sample_id]
+    p = mem(by_id[store.recipes.sample_id(row)])
     assert p.n_atoms == store.base_particle("KMgH3", 28).n_atoms < store.particle(row).n_atoms
 
 
 def test_inverse_memorisation_floors(store: DatasetStore) -> None:
-    rows = list(store.rows("id")[:40])
-    maj = majority_class(store, rows)
-    assert len({p.spacegroup for p in maj}) == 1
-    look = composition_lookup(store, rows)
-    ids = store.recipes.sample_ids()
-    for p, r in zip(look, rows):
-        mat = ids[r].split("/")[0]
-        assert p.spacegroup == standardize(store.cells[mat]).spacegroup
-    assert set(training_materials(store)) == {"KMgH3", "NaMgH3", "Mg"}
+    task = InverseTask(store, "id")
+    maj = predict(task, MajorityClass.fit(task))
+    assert len({p.spacegroup for p in maj.values()}) == 1
+    look = predict(task, CompositionLookup.fit(task))
+    res = task.evaluate(look, n_resamples=20)
+    assert res.overall["spacegroup_accuracy"]["mean"] == 1.0  # every material is in train
+    mats = {t for _, t in task.training_examples(rotations_per_group=1)}
+    assert {m.spacegroup for m in mats} == {inverse_target(c).spacegroup for c in store.cells.values()}
 
 
 def test_solver_baseline_recovers_lattice(store: DatasetStore) -> None:
-    from c2np.baselines import crystallographic_solver
-
-    rows = [int(store.rows("ood", material="KMgH3", radius=29)[2]), int(store.rows("id", material="Mg")[1])]
-    preds = crystallographic_solver(store, rows)
-    assert len(preds) == 2
-    for p, r in zip(preds, rows):
-        target = standardize(store.cells[store.sample(r).material])
-        assert p.spacegroup == target.spacegroup
-        assert abs(p.a - target.a_angstrom) < 0.05 and abs(p.c - target.c_angstrom) < 0.05
+    task = InverseTask(store, "ood")
+    queries = {q.sample_id: q for q in task.queries()}
+    picked = [q for q in queries.values()
+              if q.particle.n_atoms == store.base_particle("KMgH3", 29).n_atoms][:1]
+    picked += [q for q in queries.values() if set(np.unique(q.particle.numbers)) == {12}][:1]
+    assert len(picked) == 2
+    for q, mat in zip(picked, ("KMgH3", "Mg")):
+        p = crystallographic_solver(q)
+        target = inverse_target(store.cells[mat])
+        assert p is not None and p.spacegroup == target.spacegroup
+        assert abs(p.parameters.a_angstrom - target.parameters.a_angstrom) < 0.05
+        assert abs(p.parameters.c_angstrom - target.parameters.c_angstrom) < 0.05

@@ -11,7 +11,7 @@ from c2np.store import build_store
 
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory) -> Path:
-    from conftest import crystal_zoo, perovskite
+    from helpers import crystal_zoo, perovskite
 
     return build_store([perovskite(), crystal_zoo()["hexagonal"]], tmp_path_factory.mktemp("bm") / "ds.h5",
                        radii_angstrom=[6, 8, 10], progress=False)

@@ -83,7 +83,7 @@ radii = st.floats(min_value=2.0, max_value=12.0)
 @settings(max_examples=25, deadline=None)
 @given(r1=radii, r2=radii)
 def test_count_monotone_in_radius(r1: float, r2: float) -> None:
-    from conftest import crystal_zoo
+    from helpers import crystal_zoo
 
     cell = crystal_zoo()["orthorhombic"]
     lo, hi = sorted((r1, r2))
@@ -96,7 +96,7 @@ quats = st.lists(st.floats(-1, 1), min_size=4, max_size=4).filter(lambda v: np.l
 @settings(max_examples=20, deadline=None)
 @given(q=quats, radius=st.floats(4.0, 10.0))
 def test_rigid_rotation_of_cell_rotates_particle(q: list, radius: float) -> None:
-    from conftest import crystal_zoo
+    from helpers import crystal_zoo
 
     cell = crystal_zoo()["monoclinic"]
     m = Rotation.from_quat(np.asarray(q) / np.linalg.norm(q)).as_matrix()
@@ -111,7 +111,7 @@ def test_rigid_rotation_of_cell_rotates_particle(q: list, radius: float) -> None
 @settings(max_examples=20, deadline=None)
 @given(q=quats, radius=st.floats(4.0, 10.0))
 def test_quaternion_rotates_base_particle(q: list, radius: float) -> None:
-    from conftest import perovskite
+    from helpers import perovskite
 
     quat = np.asarray(q) / np.linalg.norm(q)
     base = carve(perovskite(), radius).particle

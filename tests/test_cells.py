@@ -38,7 +38,7 @@ def test_read_cif_and_standardize(tmp_path: Path) -> None:
     assert cell.material_id == "KMgH3" and cell.n_atoms == 5 and cell.formula == "KMgH3"
     std = standardize(cell)
     assert std.spacegroup == 221 and std.crystal_system == "cubic" and std.bravais == "cP"
-    assert std.a_angstrom == pytest.approx(4.02) and std.library == "spglib" and std.library_version
+    assert std.parameters.a_angstrom == pytest.approx(4.02) and std.library == "spglib" and std.library_version
 
 
 def test_partial_occupancy_rejected(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from c2np.carving import Particle  # noqa: E402
+from c2np.particle import Particle  # noqa: E402
 from c2np.cells import write_cif  # noqa: E402
 from c2np.errors import C2NPInputError  # noqa: E402
 from c2np.models import MODEL_NAMES  # noqa: E402
@@ -236,7 +236,7 @@ def test_cli_train_predict_and_diagnostic(ds, tmp_path):
     res = runner.invoke(app, ["predict", "--run", str(tmp_path / "forward"), "--cells", str(cells), "--radii",
                               "6,8", "--split", "ood", "--out", str(tmp_path / "p.extxyz")])
     assert res.exit_code == 0, res.output
-    from c2np.evaluation import select_rows as eval_rows
+    from c2np.tasks import select_rows as eval_rows
 
     assert len(read_frames(tmp_path / "p.extxyz")) == len(eval_rows(ds.recipes, "ood", "eval"))
     res = runner.invoke(app, ["predict", "--run", str(tmp_path / "inverse"), "--cells", str(cells), "--radii",
@@ -256,8 +256,14 @@ def test_cli_train_predict_and_diagnostic(ds, tmp_path):
 
 def test_real_store_and_harness_score_predictions(tmp_path):
     """Train on the HDF5 store, predict the harness's eval subset, score with c2np.evaluation."""
-    from c2np.evaluation import evaluate_forward, evaluate_inverse
-    from c2np.evaluation import select_rows as eval_rows
+    from c2np.tasks import ForwardTask, InverseTask
+    from c2np.tasks import select_rows as eval_rows
+
+    def evaluate_forward(store, path, split, subset, **kw):
+        return ForwardTask(store, split, subset).evaluate(path, **kw)
+
+    def evaluate_inverse(store, path, split, subset, **kw):
+        return InverseTask(store, split, subset).evaluate(path, **kw)
     from c2np.models.training import predict, train
     from c2np.store import DatasetStore, build_store
 

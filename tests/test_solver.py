@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.cells import read_cif, standardize
 from c2np.errors import C2NPInputError
 from c2np.particle_io import write_extxyz
-from c2np.prototypes import PROTOTYPES, prototype_cell
+from c2np.catalog.textbook import TEXTBOOK_PROTOTYPES, prototype_cell
 from c2np.solver import SolverResult, solve, solve_particle
 
 LENGTH_TOL = 0.05  # Å
@@ -44,7 +45,7 @@ def _assert_matches(result: SolverResult, name: str, *, length_tol: float = LENG
 
 
 @pytest.mark.parametrize("radius", [6.0, 7.0, 12.5])
-@pytest.mark.parametrize("name", [p.name for p in PROTOTYPES])
+@pytest.mark.parametrize("name", [p.name for p in TEXTBOOK_PROTOTYPES])
 def test_recovers_every_family_from_random_particles(name: str, radius: float) -> None:
     rng = np.random.default_rng([zlib.crc32(name.encode()), int(radius * 10)])
     numbers, positions = _random_particle(name, radius, rng)
@@ -55,7 +56,7 @@ def test_recovers_every_family_from_random_particles(name: str, radius: float) -
 
 
 def test_families_cover_five_crystal_systems() -> None:
-    systems = {standardize(prototype_cell(p.name)).crystal_system for p in PROTOTYPES}
+    systems = {standardize(prototype_cell(p.name)).crystal_system for p in TEXTBOOK_PROTOTYPES}
     assert {"cubic", "tetragonal", "orthorhombic", "hexagonal", "trigonal"} <= systems
 
 

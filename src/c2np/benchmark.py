@@ -16,21 +16,23 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, forward_queries
+from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
+from c2np.metrics import HEADLINE, PRIMARY, Metric
+from c2np.particle import Particle
+from c2np.predictions import (iter_forward_predictions, read_inverse_predictions, write_forward_predictions,
+                              write_inverse_predictions)
 from c2np.report import (LeaderboardRow, normalise, plot_confusion, plot_id_vs_ood, plot_metric_vs_radius,
                          plot_particles, write_leaderboard)
 from c2np.splits import get_protocol
 from c2np.store import DatasetStore
+from c2np.tasks import ForwardTask, InverseTask, inverse_target, opaque_sample_id, open_task, select_rows
 
-__all__ = ["BenchmarkSummary", "run_benchmark", "HEADLINE", "discover_predictions"]
+__all__ = ["BenchmarkSummary", "run_benchmark", "discover_predictions"]
 
-HEADLINE = {
-    "forward": ["f1@0.1", "f1@0.5", "count_error", "chamfer", "matched_rmsd", "hull_volume_rel_error",
-                "pair_distance_error"],
-    "inverse": ["spacegroup_accuracy", "joint_accuracy_paper", "joint_accuracy_strict", "length_rmse",
-                "angle_rmse", "lattice_rmse_perm_invariant"],
-}
+#: Per-radius plots: the primary metric of each task and one more.
+_RADIUS_PLOTS = {"forward": (PRIMARY["forward"], Metric.CHAMFER),
+                 "inverse": (PRIMARY["inverse"], Metric.SPACEGROUP_ACCURACY)}
 _EXT = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
 
 
@@ -92,9 +94,6 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     ``workers`` processes score task-1 samples (results do not depend on it)."""
     import time
 
-    from c2np.evaluation import (evaluate_task, select_rows, write_forward_predictions,
-                                 write_inverse_predictions)
-
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
     out = Path(out_dir)
@@ -119,86 +118,78 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     if store.recipes.heldout_materials and "heldout" not in all_splits and "inverse" in tasks:
         all_splits.append("heldout")  # strict protocol: task 2 on held-out materials
     for split in all_splits:
-        sel = select_rows(store.recipes, split, subset)
-        if len(sel) == 0:
-            raise C2NPInputError(f"{store.path}: split {split!r} has no samples")
         split_tasks = ["inverse"] if split == "heldout" else list(tasks)
-        if "forward" in split_tasks:
-            queries = forward_queries(store, sel)
-            for name in fwd:
-                say(f"task 1 · {split} · {name}: predicting {len(queries)} particles")
-                preds = FORWARD_BASELINES[name](store, queries)
-                write_forward_predictions(pred_dir / "forward" / name / f"{split}.extxyz", preds)
-        if "inverse" in split_tasks:
-            for name in inv:
-                say(f"task 2 · {split} · {name}: predicting {len(sel)} lattices")
-                preds_inv = INVERSE_BASELINES[name](store, sel)
-                write_inverse_predictions(pred_dir / "inverse" / name / f"{split}.csv",
-                                          [p.as_row() for p in preds_inv])
-        for task in split_tasks:
-            for model, path in discover_predictions(pred_dir, task, split).items():
-                say(f"evaluating {task} · {split} · {model}")
-                res = evaluate_task(task, store, path, split, subset, model=model, seed=seed,
-                                    n_resamples=n_resamples, progress=progress, workers=workers)
-                rpath = res.write(res_dir / f"{model}__{task}__{store.protocol}__{split}.json")
+        for task_name in split_tasks:
+            task = open_task(task_name, store, split, subset)
+            if isinstance(task, ForwardTask):
+                for name in fwd:
+                    say(f"task 1 · {split} · {name}: predicting {len(task)} particles")
+                    preds = predict(task, FORWARD_BASELINES[name](task))
+                    write_forward_predictions(pred_dir / "forward" / name / f"{split}.extxyz", preds)
+            else:
+                for name in inv:
+                    say(f"task 2 · {split} · {name}: predicting {len(task)} lattices")
+                    preds_inv = predict(task, INVERSE_BASELINES[name](task))
+                    write_inverse_predictions(pred_dir / "inverse" / name / f"{split}.csv", preds_inv)
+            for model, path in discover_predictions(pred_dir, task_name, split).items():
+                say(f"evaluating {task_name} · {split} · {model}")
+                if isinstance(task, ForwardTask):
+                    res = task.evaluate(path, model=model, seed=seed, n_resamples=n_resamples,
+                                        progress=progress, workers=workers)
+                else:
+                    res = task.evaluate(path, model=model, seed=seed, n_resamples=n_resamples,
+                                        progress=progress)
+                rpath = res.write(res_dir / f"{model}__{task_name}__{store.protocol}__{split}.json")
                 results_files.append(rpath)
                 rows.append(_row_from_results(res.data, rpath))
                 pr = res.data["metrics"]["per_radius"]
-                metric = "f1@0.1" if task == "forward" else "joint_accuracy_paper"
-                per_radius.setdefault((task, metric), {}).setdefault(model, {}).update(
-                    {int(r): v[metric]["mean"] for r, v in pr.items()})
-                if task == "forward":
-                    per_radius.setdefault((task, "chamfer"), {}).setdefault(model, {}).update(
-                        {int(r): v["chamfer"]["mean"] for r, v in pr.items()})
-                else:
-                    per_radius.setdefault((task, "spacegroup_accuracy"), {}).setdefault(model, {}).update(
-                        {int(r): v["spacegroup_accuracy"]["mean"] for r, v in pr.items()})
+                for metric in _RADIUS_PLOTS[task_name]:
+                    per_radius.setdefault((task_name, metric.value), {}).setdefault(model, {}).update(
+                        {int(r): v[metric.value]["mean"] for r, v in pr.items()})
+                if isinstance(task, InverseTask):
                     inverse_preds[(model, split)] = path
 
     rows = normalise(rows)
     plots = _plots(store, protocol, rows, per_radius, inverse_preds, out / "plots", splits, subset)
-    paths = write_leaderboard(rows, out, headline=HEADLINE, extra={
+    headline = {task: [m.value for m in names] for task, names in HEADLINE.items()}
+    paths = write_leaderboard(rows, out, headline=headline, extra={
         "store": str(store.path), "fingerprint": store.fingerprint, "protocol": store.protocol,
-        "subset": subset, "splits": ",".join(splits)})
-    with open(paths["markdown"], "a", encoding="utf-8") as fh:  # plots section, after the atomic write
-        fh.write("\n## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots) + "\n")
+        "subset": subset, "splits": ",".join(splits)},
+        footer="## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots))
     return BenchmarkSummary(out, paths["markdown"], paths["json"], tuple(results_files), tuple(plots),
                             tuple(rows), time.perf_counter() - t_start)
 
 
-_LABELS = {"f1@0.1": "atom F1 at 0.1 Å", "chamfer": "mean Chamfer distance (Å)",
-           "joint_accuracy_paper": "joint accuracy (paper tolerance)",
-           "spacegroup_accuracy": "space-group accuracy"}
+_LABELS = {Metric.F1_0_1.value: "atom F1 at 0.1 Å", Metric.CHAMFER.value: "mean Chamfer distance (Å)",
+           Metric.JOINT_ACCURACY_PAPER.value: "joint accuracy (paper tolerance)",
+           Metric.SPACEGROUP_ACCURACY.value: "space-group accuracy"}
 
 
 def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
            per_radius: dict[tuple[str, str], dict[str, dict[int, float]]],
            inverse_preds: dict[tuple[str, str], Path], plot_dir: Path,
            splits: Sequence[str], subset: str) -> list[Path]:
-    from c2np.evaluation import inverse_target, read_inverse_predictions, select_rows
-
     plots: list[Path] = []
     for (task, metric), series in per_radius.items():
         plots.append(plot_metric_vs_radius(series, _LABELS.get(metric, metric), protocol,
                                            plot_dir / f"{task}_{metric.replace('@', '_at_')}_vs_radius.png"))
-    for task, metric in (("forward", "f1@0.1"), ("inverse", "joint_accuracy_paper")):
+    for task, metric in PRIMARY.items():
         vals: dict[str, dict[str, float]] = {}
         for r in rows:
-            if r.task == task and r.split in ("id", "ood") and r.metrics.get(metric) is not None:
-                vals.setdefault(r.model, {})[r.split] = float(r.metrics[metric])
+            if r.task == task and r.split in ("id", "ood") and r.metrics.get(metric.value) is not None:
+                vals.setdefault(r.model, {})[r.split] = float(r.metrics[metric.value])
         if vals:
-            plots.append(plot_id_vs_ood(vals, _LABELS[metric], plot_dir / f"{task}_id_vs_ood.png"))
+            plots.append(plot_id_vs_ood(vals, _LABELS[metric.value], plot_dir / f"{task}_id_vs_ood.png"))
     # confusion matrix of the solver (or the first inverse model) on the last split
     for (model, split), path in sorted(inverse_preds.items(), key=lambda kv: (kv[0][0] != "solver", kv[0][1] != "ood")):
         preds = read_inverse_predictions(path)
         sel = select_rows(store.recipes, split, subset)
-        ids = store.recipes.sample_ids()
-        targets = {m: inverse_target(c).spacegroup for m, c in store.cells.items()}
+        t = store.recipes
         true_sg, pred_sg = [], []
         for r in sel:
-            sid = ids[r]
-            true_sg.append(targets[sid.split("/")[0]])
-            p = preds.get(sid)
+            sid = t.sample_id(int(r))
+            true_sg.append(inverse_target(store.cells[t.materials[int(t.material_index[r])]]).spacegroup)
+            p = preds.get(sid, preds.get(opaque_sample_id(store.fingerprint, sid)))
             pred_sg.append(int(p.spacegroup) if p is not None and np.isfinite(p.spacegroup) else None)
         plots.append(plot_confusion(true_sg, pred_sg, plot_dir / f"inverse_confusion_{model}_{split}.png",
                                     title=f"space-group confusion: {model}, {split}"))
@@ -209,10 +200,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
     sel = select_rows(store.recipes, split, subset)
     if len(sel) and fwd_dir.is_dir():
         row = int(sel[np.argmax(store.recipes.radius_angstrom[sel])])
-        sid = store.recipes.sample_ids()[row]
-        from c2np.evaluation import iter_forward_predictions
-        from c2np.carving import Particle
-
+        sid = store.recipes.sample_id(row)
         for model in ("memorisation", "random-ball"):
             f = fwd_dir / model / f"{split}.extxyz"
             if not f.is_file():

@@ -13,9 +13,9 @@ from scipy.spatial.transform import Rotation
 
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
+from c2np.particle import Particle
 
 __all__ = [
-    "Particle",
     "CarveResult",
     "carve",
     "rotate_positions",
@@ -30,47 +30,6 @@ __all__ = [
 INCLUSION_TOL_ANGSTROM = 1e-6
 PAPER_SUPERCELL = 20
 IDENTITY_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
-
-
-@dataclass(frozen=True, eq=False)
-class Particle:
-    """A finite set of atoms in its centred frame (the sphere centre is the origin).
-
-    Attributes:
-        numbers: (n,) int64 atomic numbers.
-        positions_angstrom: (n, 3) float64 Cartesian positions in Å.
-    """
-
-    numbers: np.ndarray
-    positions_angstrom: np.ndarray
-
-    def __post_init__(self) -> None:
-        nums = np.array(self.numbers, dtype=np.int64, copy=True).reshape(-1)
-        pos = np.array(self.positions_angstrom, dtype=np.float64, copy=True)
-        if pos.size == 0:
-            pos = pos.reshape(0, 3)
-        if pos.ndim != 2 or pos.shape[1] != 3:
-            raise C2NPInputError(f"particle positions must have shape (n, 3), got {pos.shape}")
-        if len(nums) != len(pos):
-            raise C2NPInputError(f"particle has {len(nums)} species but {len(pos)} positions")
-        nums.setflags(write=False)
-        pos.setflags(write=False)
-        object.__setattr__(self, "numbers", nums)
-        object.__setattr__(self, "positions_angstrom", pos)
-
-    @property
-    def n_atoms(self) -> int:
-        """Number of atoms."""
-        return int(len(self.numbers))
-
-    def to_ase(self, info: dict | None = None):  # type: ignore[no-untyped-def]
-        """As a non-periodic :class:`ase.Atoms`."""
-        from ase import Atoms
-
-        atoms = Atoms(numbers=self.numbers, positions=self.positions_angstrom, pbc=False)
-        if info:
-            atoms.info.update(info)
-        return atoms
 
 
 @dataclass(frozen=True, eq=False)

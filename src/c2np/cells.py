@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_path
+from c2np.lattice import LatticeParameters
 
 __all__ = [
     "UnitCell",
@@ -175,15 +177,10 @@ class UnitCell:
 
 
 def lattice_parameters(lattice_angstrom: np.ndarray) -> tuple[float, float, float, float, float, float]:
-    """(a, b, c, alpha, beta, gamma) in Å and degrees of a (3, 3) row-vector lattice."""
-    lat = np.asarray(lattice_angstrom, dtype=float)
-    a, b, c = (float(np.linalg.norm(v)) for v in lat)
-
-    def ang(u: np.ndarray, v: np.ndarray) -> float:
-        cosang = float(np.dot(u, v) / (np.linalg.norm(u) * np.linalg.norm(v)))
-        return float(np.degrees(np.arccos(np.clip(cosang, -1.0, 1.0))))
-
-    return (a, b, c, ang(lat[1], lat[2]), ang(lat[0], lat[2]), ang(lat[0], lat[1]))
+    """(a, b, c, alpha, beta, gamma) in Å and degrees of a (3, 3) row-vector lattice: the
+    tuple of :meth:`c2np.lattice.LatticeParameters.from_lattice` (kept as a tuple for
+    ``solver.py`` until it takes the record)."""
+    return tuple(float(v) for v in LatticeParameters.from_lattice(lattice_angstrom).as_array())  # type: ignore[return-value]
 
 
 # --- CIF ---------------------------------------------------------------------------------
@@ -284,8 +281,6 @@ def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
     """Write a CIF atomically (temp file in the same folder, then rename)."""
     from ase.io import write
 
-    from c2np.particle_io import atomic_path
-
     p = Path(path)
     with atomic_path(p) as tmp:
         write(tmp, cell.to_ase(), format="cif")
@@ -348,8 +343,7 @@ class StandardCell:
         international: Hermann-Mauguin short symbol.
         crystal_system: e.g. ``cubic``.
         bravais: Pearson-style Bravais lattice, e.g. ``cP``.
-        a_angstrom, b_angstrom, c_angstrom: conventional lattice lengths (Å).
-        alpha_deg, beta_deg, gamma_deg: conventional angles (degrees).
+        parameters: conventional lattice parameters a, b, c (Å), alpha, beta, gamma (degrees).
         lattice_angstrom: (3, 3) conventional lattice rows.
         numbers, frac_coords: conventional basis.
         symprec_angstrom: tolerance used.
@@ -360,12 +354,7 @@ class StandardCell:
     international: str
     crystal_system: str
     bravais: str
-    a_angstrom: float
-    b_angstrom: float
-    c_angstrom: float
-    alpha_deg: float
-    beta_deg: float
-    gamma_deg: float
+    parameters: LatticeParameters
     lattice_angstrom: tuple[tuple[float, float, float], ...] = field(repr=False)
     numbers: tuple[int, ...] = field(repr=False)
     frac_coords: tuple[tuple[float, float, float], ...] = field(repr=False)
@@ -375,9 +364,8 @@ class StandardCell:
 
     @property
     def lattice_params(self) -> tuple[float, float, float, float, float, float]:
-        """(a, b, c, alpha, beta, gamma)."""
-        return (self.a_angstrom, self.b_angstrom, self.c_angstrom,
-                self.alpha_deg, self.beta_deg, self.gamma_deg)
+        """(a, b, c, alpha, beta, gamma) of :attr:`parameters` as a tuple."""
+        return tuple(float(v) for v in self.parameters.as_array())  # type: ignore[return-value]
 
     def to_unit_cell(self, material_id: str) -> UnitCell:
         """The conventional cell as a :class:`UnitCell`."""
@@ -388,6 +376,7 @@ class StandardCell:
         from dataclasses import asdict
 
         d = asdict(self)
+        d.update(d.pop("parameters"))  # flat a_angstrom ... gamma_deg, as before
         d["lattice_angstrom"] = [list(r) for r in self.lattice_angstrom]
         d["frac_coords"] = [list(r) for r in self.frac_coords]
         d["numbers"] = list(self.numbers)
@@ -417,14 +406,13 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         raise C2NPInputError(f"{name}: spglib found no symmetry at symprec {symprec_angstrom} Å "
                              f"({spglib.get_error_message()})")
     lat = np.asarray(ds.std_lattice, dtype=float)
-    a, b, c, al, be, ga = lattice_parameters(lat)
     number = int(ds.number)
     return StandardCell(
         spacegroup=number,
         international=str(ds.international),
         crystal_system=crystal_system(number),
         bravais=bravais_lattice(number),
-        a_angstrom=a, b_angstrom=b, c_angstrom=c, alpha_deg=al, beta_deg=be, gamma_deg=ga,
+        parameters=LatticeParameters.from_lattice(lat),
         lattice_angstrom=tuple(tuple(float(x) for x in row) for row in lat),
         numbers=tuple(int(z) for z in ds.std_types),
         frac_coords=tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions)),

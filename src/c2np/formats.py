@@ -6,21 +6,21 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle, canonical_order, carve
+from c2np.carving import canonical_order, carve
+from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
-from c2np.particle_io import write_extxyz
+from c2np.fileio import atomic_directory
+from c2np.particle_io import read_particle, write_extxyz
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, write_store
 
-__all__ = ["export_extxyz", "export_original", "import_original", "read_plain_xyz"]
+__all__ = ["export_extxyz", "export_original", "import_original"]
 
 
 def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any:
@@ -70,9 +70,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         for mid in store.materials:
             write_cif(store.cells[mid], tmp / "cifs" / f"{mid}.cif")
         made: set[Path] = set()
@@ -85,46 +83,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
             comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
                        f"radius_angstrom={s.radius_angstrom}")
             (folder / f"rot_{s.rotation_index}.xyz").write_text(_plain_xyz(s.particle, comment))
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-def read_plain_xyz(path: Path) -> Particle:
-    """Read a plain XYZ file (count line, comment line, ``El x y z`` lines) with errors that
-    name the file and line."""
-    from ase.data import atomic_numbers
-
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise C2NPInputError(f"{path}: cannot read ({exc})") from exc
-    if not lines:
-        raise C2NPInputError(f"{path}: empty XYZ file")
-    try:
-        n = int(lines[0].split()[0])
-    except (ValueError, IndexError):
-        raise C2NPInputError(f"{path}: line 1: expected the atom count, got {lines[0][:40]!r}") from None
-    if len(lines) < n + 2:
-        raise C2NPInputError(f"{path}: expected {n} atom lines, found {max(len(lines) - 2, 0)}")
-    nums = np.zeros(n, dtype=np.int64)
-    pos = np.zeros((n, 3))
-    for i in range(n):
-        parts = lines[i + 2].split()
-        if len(parts) < 4 or parts[0] not in atomic_numbers:
-            raise C2NPInputError(f"{path}: line {i + 3}: expected 'Element x y z', got {lines[i + 2][:60]!r}")
-        try:
-            pos[i] = [float(v) for v in parts[1:4]]
-        except ValueError:
-            raise C2NPInputError(f"{path}: line {i + 3}: unparseable coordinates {lines[i + 2][:60]!r}") from None
-        nums[i] = atomic_numbers[parts[0]]
-    if not np.all(np.isfinite(pos)):
-        raise C2NPInputError(f"{path}: non-finite coordinates")
-    return Particle(nums, pos)
 
 
 _XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>\d+)\.xyz$")
@@ -181,7 +140,7 @@ def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[st
         iterator = tqdm(pairs, desc="importing particles", unit="particle")
     for mi, r in iterator:
         mat = table.materials[mi]
-        part = read_plain_xyz(files[(mat, r)])
+        part = read_particle(files[(mat, r)])
         pos, shift_residual = _recentre(by_id[mat], part.positions_angstrom)
         order = canonical_order(part.numbers, pos)
         nums, pos = part.numbers[order], pos[order].astype(np.float32).astype(np.float64)

@@ -19,17 +19,23 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Sequence
 
 import numpy as np
 
 from c2np.assignment import AssignmentResult, min_sq_assignment
+from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
 
 __all__ = [
     "F1_TOLERANCES_ANGSTROM",
     "RDF_R_MAX_ANGSTROM",
     "RDF_N_BINS",
     "MetricInfo",
+    "Metric",
+    "HEADLINE",
+    "PRIMARY",
+    "f1_name",
     "ReferenceSummary",
     "Scores",
     "pair_distance_counts",
@@ -78,6 +84,106 @@ class MetricInfo:
     better: str
     penalty: str
     paper: bool = False
+
+
+class Metric(str, Enum):
+    """Every aggregated metric of both tasks: its name in score dicts and results files
+    (the member's value), its unit, which direction is better and how a failure is scored.
+
+    Task-1 precision / recall / F1 exist at any tolerance (:func:`f1_name`); the members are
+    those at the default tolerances 0.1 Å and 0.5 Å.
+    """
+
+    def __new__(cls, name: str, task: str, unit: str, better: str, penalty: str,
+                paper: bool = False) -> "Metric":
+        obj = str.__new__(cls, name)
+        obj._value_ = name
+        obj.task = task
+        obj.unit = unit
+        obj.better = better
+        obj.penalty = penalty
+        obj.paper = paper
+        return obj
+
+    task: str
+    unit: str
+    better: str
+    penalty: str
+    paper: bool
+
+    # task 1 (forward)
+    F1_0_1 = ("f1@0.1", "forward", "1", "higher", "0")
+    PRECISION_0_1 = ("precision@0.1", "forward", "1", "higher", "0")
+    RECALL_0_1 = ("recall@0.1", "forward", "1", "higher", "0")
+    F1_0_5 = ("f1@0.5", "forward", "1", "higher", "0")
+    PRECISION_0_5 = ("precision@0.5", "forward", "1", "higher", "0")
+    RECALL_0_5 = ("recall@0.5", "forward", "1", "higher", "0")
+    COUNT_ERROR = ("count_error", "forward", "1", "lower", "1 (the value of predicting no atoms)")
+    COMPOSITION_DISTANCE = ("composition_distance", "forward", "1", "lower", "1 (its maximum)")
+    HAUSDORFF = ("hausdorff", "forward", "Å", "lower", "2R (the sphere diameter)")
+    CHAMFER = ("chamfer", "forward", "Å", "lower", "2R")
+    MATCHED_RMSD = ("matched_rmsd", "forward", "Å", "lower", "2R")
+    HULL_VOLUME_REL_ERROR = ("hull_volume_rel_error", "forward", "1", "lower",
+                             "1 (the value of a zero volume)")
+    VOLUME_RATIO = ("volume_ratio", "forward", "1", "closer to the reference", "0 (zero volume)")
+    PAIR_DISTANCE_ERROR = ("pair_distance_error", "forward", "1", "lower", "1 (its maximum)")
+    PAPER_RMSD = ("paper_rmsd", "forward", "Å", "lower", "2R/√3", True)
+    PAPER_HAUSDORFF = ("paper_hausdorff", "forward", "Å", "lower", "2R", True)
+    PAPER_ABS_DELTA_HULL_VOLUME = ("paper_abs_delta_hull_volume", "forward", "Å³", "lower",
+                                   "V_hull(G)", True)
+    PAPER_RDF_ENERGY = ("paper_rdf_energy", "forward", "1/Å²", "lower",
+                        "1/Δ² + Σ h_G² (its upper bound)", True)
+    # task 2 (inverse)
+    SPACEGROUP_ACCURACY = ("spacegroup_accuracy", "inverse", "1", "higher", "0")
+    CRYSTAL_SYSTEM_ACCURACY = ("crystal_system_accuracy", "inverse", "1", "higher", "0")
+    BRAVAIS_ACCURACY = ("bravais_accuracy", "inverse", "1", "higher", "0")
+    JOINT_ACCURACY_PAPER = ("joint_accuracy_paper", "inverse", "1", "higher", "0", True)
+    JOINT_ACCURACY_STRICT = ("joint_accuracy_strict", "inverse", "1", "higher", "0")
+    LENGTH_RMSE = ("length_rmse", "inverse", "Å", "lower", "error of predicting 0 Å for every length")
+    ANGLE_RMSE = ("angle_rmse", "inverse", "°", "lower", "max(θ, 180° − θ) per angle (its maximum)")
+    LATTICE_RMSE_PAPER = ("lattice_rmse_paper", "inverse", "mixed (Å, °)", "lower",
+                          "from the parameter penalties", True)
+    LATTICE_RMSE_PERM_INVARIANT = ("lattice_rmse_perm_invariant", "inverse", "mixed (Å, °)", "lower",
+                                   "from the parameter penalties")
+    ABS_ERROR_A = ("abs_error_a", "inverse", "Å", "lower", "target length")
+    ABS_ERROR_B = ("abs_error_b", "inverse", "Å", "lower", "target length")
+    ABS_ERROR_C = ("abs_error_c", "inverse", "Å", "lower", "target length")
+    ABS_ERROR_ALPHA = ("abs_error_alpha", "inverse", "°", "lower", "max(θ, 180° − θ)")
+    ABS_ERROR_BETA = ("abs_error_beta", "inverse", "°", "lower", "max(θ, 180° − θ)")
+    ABS_ERROR_GAMMA = ("abs_error_gamma", "inverse", "°", "lower", "max(θ, 180° − θ)")
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    __hash__ = str.__hash__  # a member and its name string are the same dict key
+
+    @property
+    def higher_is_better(self) -> bool | None:
+        """True / False for higher / lower is better; None for ``volume_ratio`` (closer to
+        the reference)."""
+        return {"higher": True, "lower": False}.get(self.better)
+
+    @property
+    def info(self) -> MetricInfo:
+        """The member as a :class:`MetricInfo` record."""
+        return MetricInfo(self.value, self.unit, self.better, self.penalty, self.paper)
+
+
+#: The headline metrics of each task, in display order: the columns of the leaderboard and
+#: of ``c2np evaluate``'s table. ``PRIMARY`` is the one number a task is ranked by.
+HEADLINE: dict[str, tuple[Metric, ...]] = {
+    "forward": (Metric.F1_0_1, Metric.F1_0_5, Metric.COUNT_ERROR, Metric.CHAMFER,
+                Metric.MATCHED_RMSD, Metric.HAUSDORFF, Metric.HULL_VOLUME_REL_ERROR,
+                Metric.PAIR_DISTANCE_ERROR),
+    "inverse": (Metric.SPACEGROUP_ACCURACY, Metric.JOINT_ACCURACY_PAPER, Metric.JOINT_ACCURACY_STRICT,
+                Metric.LENGTH_RMSE, Metric.ANGLE_RMSE, Metric.LATTICE_RMSE_PERM_INVARIANT),
+}
+PRIMARY: dict[str, Metric] = {"forward": Metric.F1_0_1, "inverse": Metric.JOINT_ACCURACY_PAPER}
+
+
+def f1_name(kind: str, tol_angstrom: float) -> str:
+    """Name of the ``kind`` (``f1``, ``precision``, ``recall``) metric at a tolerance (Å)."""
+    return f"{kind}@{_tol_tag(tol_angstrom)}"
 
 
 @dataclass(frozen=True)
@@ -414,28 +520,15 @@ def _tol_tag(tol: float) -> str:
 
 def forward_metric_info(tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM
                         ) -> dict[str, MetricInfo]:
-    """The aggregated task-1 metrics, in display order."""
+    """The aggregated task-1 metrics, in display order (:class:`Metric`; precision / recall
+    / F1 at each of ``tolerances_angstrom``)."""
     out: list[MetricInfo] = []
     for tol in tolerances_angstrom:
-        t = _tol_tag(tol)
-        out += [MetricInfo(f"f1@{t}", "1", "higher", "0"),
-                MetricInfo(f"precision@{t}", "1", "higher", "0"),
-                MetricInfo(f"recall@{t}", "1", "higher", "0")]
-    out += [
-        MetricInfo("count_error", "1", "lower", "1 (the value of predicting no atoms)"),
-        MetricInfo("composition_distance", "1", "lower", "1 (its maximum)"),
-        MetricInfo("hausdorff", "Å", "lower", "2R (the sphere diameter)"),
-        MetricInfo("chamfer", "Å", "lower", "2R"),
-        MetricInfo("matched_rmsd", "Å", "lower", "2R"),
-        MetricInfo("hull_volume_rel_error", "1", "lower", "1 (the value of a zero volume)"),
-        MetricInfo("volume_ratio", "1", "closer to the reference", "0 (zero volume)"),
-        MetricInfo("pair_distance_error", "1", "lower", "1 (its maximum)"),
-        MetricInfo("paper_rmsd", "Å", "lower", "2R/√3", paper=True),
-        MetricInfo("paper_hausdorff", "Å", "lower", "2R", paper=True),
-        MetricInfo("paper_abs_delta_hull_volume", "Å³", "lower", "V_hull(G)", paper=True),
-        MetricInfo("paper_rdf_energy", "1/Å²", "lower", "1/Δ² + Σ h_G² (its upper bound)",
-                   paper=True),
-    ]
+        for kind in ("f1", "precision", "recall"):
+            name = f1_name(kind, tol)
+            out.append(Metric(name).info if name in Metric._value2member_map_  # type: ignore[call-arg]
+                       else MetricInfo(name, "1", "higher", "0"))
+    out += [m.info for m in Metric if m.task == "forward" and "@" not in m.value]
     return {m.name: m for m in out}
 
 
@@ -611,49 +704,36 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
 # ----------------------------------------------------------------------------------------
 # Task 2
 # ----------------------------------------------------------------------------------------
-_PARAMS = ("a", "b", "c", "alpha", "beta", "gamma")
+_PARAMS = LATTICE_PARAMETER_NAMES
 _AXIS_PERMUTATIONS = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
 
 
 @dataclass(frozen=True)
 class InverseTarget:
-    """Task-2 target of a material: standardized conventional lattice parameters (Å, °) and
-    space group."""
+    """Task-2 target of a material: the standardized conventional cell's lattice parameters
+    and space group (built by :func:`c2np.tasks.inverse_target`).
 
-    a_angstrom: float
-    b_angstrom: float
-    c_angstrom: float
-    alpha_deg: float
-    beta_deg: float
-    gamma_deg: float
+    Attributes:
+        parameters: a, b, c (Å), alpha, beta, gamma (degrees).
+        spacegroup: international number 1..230.
+    """
+
+    parameters: LatticeParameters
     spacegroup: int
 
     @property
     def params(self) -> np.ndarray:
         """(6,) a, b, c, alpha, beta, gamma."""
-        return np.array([self.a_angstrom, self.b_angstrom, self.c_angstrom,
-                         self.alpha_deg, self.beta_deg, self.gamma_deg])
+        return self.parameters.as_array()
+
+    def to_dict(self) -> dict[str, float | int]:
+        """JSON form: ``a_angstrom`` ... ``gamma_deg`` and ``spacegroup``."""
+        return {**vars(self.parameters), "spacegroup": int(self.spacegroup)}
 
 
 def inverse_metric_info() -> dict[str, MetricInfo]:
-    """The aggregated task-2 metrics, in display order."""
-    out = [
-        MetricInfo("spacegroup_accuracy", "1", "higher", "0"),
-        MetricInfo("crystal_system_accuracy", "1", "higher", "0"),
-        MetricInfo("bravais_accuracy", "1", "higher", "0"),
-        MetricInfo("joint_accuracy_paper", "1", "higher", "0", paper=True),
-        MetricInfo("joint_accuracy_strict", "1", "higher", "0"),
-        MetricInfo("length_rmse", "Å", "lower", "error of predicting 0 Å for every length"),
-        MetricInfo("angle_rmse", "°", "lower", "max(θ, 180° − θ) per angle (its maximum)"),
-        MetricInfo("lattice_rmse_paper", "mixed (Å, °)", "lower", "from the parameter penalties",
-                   paper=True),
-        MetricInfo("lattice_rmse_perm_invariant", "mixed (Å, °)", "lower",
-                   "from the parameter penalties"),
-    ]
-    out += [MetricInfo(f"abs_error_{p}", "Å" if i < 3 else "°", "lower",
-                       "target length" if i < 3 else "max(θ, 180° − θ)")
-            for i, p in enumerate(_PARAMS)]
-    return {m.name: m for m in out}
+    """The aggregated task-2 metrics, in display order (:class:`Metric`)."""
+    return {m.value: m.info for m in Metric if m.task == "inverse"}
 
 
 def permutation_invariant_lattice_rmse(pred: np.ndarray, target: np.ndarray) -> float:

@@ -1,56 +1,30 @@
 """Reading and writing particles as XYZ / extended XYZ (and clusters from CIF).
 
-Writes are atomic: a temp file in the target folder, renamed at the end, so an
-interrupted write never leaves a half-written file in place of a good one.
+:func:`iter_xyz_frames` is the one XYZ parser of the package: prediction files
+(:mod:`c2np.predictions`), ``c2np identify``, the original layout import and the tests read
+through it.
+
+Writes are atomic (:mod:`c2np.fileio`): an interrupted write never leaves a half-written
+file in place of a good one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
+from c2np.fileio import atomic_write
 
-__all__ = ["atomic_path", "atomic_write", "write_extxyz", "format_extxyz_frame", "iter_extxyz", "read_particle",
-           "read_frames"]
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """Yield a temp file path beside ``path`` for a writer that takes a file name (HDF5,
-    ASE); the temp file replaces ``path`` only if the block succeeds, else it is removed."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "w") -> Iterator[TextIO]:
-    """Open a temp file beside ``path``; rename it onto ``path`` only if the block succeeds."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh  # type: ignore[misc]
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+__all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "iter_xyz_frames",
+           "XyzFrame", "read_particle", "read_frames"]
 
 
 def _info_value(value: Any) -> str:
@@ -94,33 +68,157 @@ def write_extxyz(path: str | os.PathLike[str],
     return Path(path)
 
 
-def iter_extxyz(path: str | os.PathLike[str]) -> Iterator[tuple[int, Particle, dict[str, Any]]]:
-    """Yield (frame_index, particle, info) from an (ext)XYZ file.
+@dataclass(frozen=True, eq=False)
+class XyzFrame:
+    """One frame of an (ext)XYZ file as read, before any check of its content.
 
-    Any unreadable frame raises :class:`C2NPInputError` naming the file and the frame.
+    Attributes:
+        index: frame number (0-based).
+        line: 1-based line of the frame's atom-count line.
+        info: key=value pairs of the comment line (ASE's extxyz parsing of values).
+        numbers: (n,) int64 atomic numbers.
+        positions_angstrom: (n, 3) float64 Cartesian positions (may be non-finite).
     """
-    from ase.io import iread
 
+    index: int
+    line: int
+    info: dict[str, Any]
+    numbers: np.ndarray
+    positions_angstrom: np.ndarray
+
+
+def _symbol_table() -> dict[str, int]:
+    from ase.data import atomic_numbers
+
+    return {s: z for s, z in atomic_numbers.items() if 1 <= z <= 118}
+
+
+def _parse_properties(spec: str) -> tuple[int, int, int]:
+    """(species column, first position column, number of columns) of an extxyz Properties."""
+    parts = spec.split(":")
+    if len(parts) % 3:
+        raise ValueError(f"malformed Properties {spec!r}")
+    col = 0
+    species = pos = -1
+    for name, kind, count in zip(parts[0::3], parts[1::3], parts[2::3]):
+        n = int(count)
+        if name == "species" and kind == "S" and n == 1:
+            species = col
+        if name == "pos" and kind == "R" and n == 3:
+            pos = col
+        col += n
+    if species < 0 or pos < 0:
+        raise ValueError(f"Properties {spec!r} lacks species:S:1 or pos:R:3")
+    return species, pos, col
+
+
+def _parse_comment(text: str, where: str, *, strict: bool) -> dict[str, Any]:
+    from ase.io.extxyz import key_val_str_to_dict
+
+    try:
+        return dict(key_val_str_to_dict(text))
+    except Exception as exc:  # ASE raises several types on malformed key=value text
+        if strict:
+            raise C2NPInputError(f"{where}: unreadable comment line ({type(exc).__name__}: {exc})") from exc
+        return {"comment": text}
+
+
+def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True) -> Iterator[XyzFrame]:
+    """Yield every frame of an XYZ / extended-XYZ file (the one XYZ parser of c2np).
+
+    The count line, a comment line (extxyz ``key=value`` pairs; ``Properties`` chooses the
+    species and position columns, default ``species:S:1:pos:R:3``) and ``n`` atom lines per
+    frame; blank lines between frames are skipped. Positions may be non-finite (the caller
+    decides). Anything else unreadable raises :class:`C2NPInputError` naming the file, the
+    frame and the line. ``strict_comment=False`` keeps a comment that is not key=value text
+    as ``info["comment"]`` (plain XYZ files) instead of failing.
+    """
     p = Path(path)
     if not p.is_file():
         raise C2NPInputError(f"{p}: no such file")
+    symbols = _symbol_table()
     frame = 0
-    it = iread(str(p), index=":", format="extxyz")
-    while True:
-        try:
-            atoms = next(it)
-        except StopIteration:
-            break
-        except Exception as exc:  # ASE raises many types on malformed input
-            raise C2NPInputError(f"{p}: frame {frame}: cannot parse ({type(exc).__name__}: {exc})") from exc
-        pos = np.asarray(atoms.positions, dtype=float)
-        if not np.all(np.isfinite(pos)):
-            bad = int(np.flatnonzero(~np.all(np.isfinite(pos), axis=1))[0])
-            raise C2NPInputError(f"{p}: frame {frame}: atom {bad} has a non-finite position")
-        yield frame, Particle(atoms.numbers, pos), dict(atoms.info)
-        frame += 1
+    line_no = 0
+    with open(p, "r", encoding="utf-8", errors="strict") as fh:
+        while True:
+            try:
+                head = fh.readline()
+            except UnicodeDecodeError as exc:
+                raise C2NPInputError(f"{p}: frame {frame}: not UTF-8 text ({exc})") from exc
+            line_no += 1
+            if head == "":
+                break
+            if head.strip() == "":
+                continue  # blank lines between frames
+            where = f"{p}: frame {frame} (line {line_no})"
+            try:
+                n = int(head.strip())
+            except ValueError:
+                raise C2NPInputError(f"{where}: expected an atom count, got {head.strip()[:40]!r}") from None
+            if n < 0:
+                raise C2NPInputError(f"{where}: negative atom count {n}")
+            count_line = line_no
+            try:
+                comment = fh.readline()
+            except UnicodeDecodeError as exc:
+                raise C2NPInputError(f"{where}: not UTF-8 text ({exc})") from exc
+            line_no += 1
+            if comment == "":
+                raise C2NPInputError(f"{where}: file ends before the comment line")
+            where = f"{p}: frame {frame} (line {line_no})"
+            info = _parse_comment(comment.strip(), where, strict=strict_comment)
+            try:
+                s_col, p_col, n_col = _parse_properties(str(info.get("Properties", "species:S:1:pos:R:3")))
+            except ValueError as exc:
+                raise C2NPInputError(f"{where}: {exc}") from exc
+            first = line_no + 1
+            try:
+                lines = list(islice(fh, n))
+            except UnicodeDecodeError as exc:
+                raise C2NPInputError(f"{p}: frame {frame} (line {first}): not UTF-8 text ({exc})") from exc
+            line_no += len(lines)
+            if len(lines) < n:
+                raise C2NPInputError(f"{p}: frame {frame} (line {first}): expected {n} atom lines, "
+                                     f"the file ends after {len(lines)}")
+            tokens = "".join(lines).split()
+            if len(tokens) != n * n_col:
+                for k, ln in enumerate(lines):
+                    if len(ln.split()) != n_col:
+                        raise C2NPInputError(f"{p}: frame {frame} (line {first + k}): expected "
+                                             f"{n_col} columns, got {len(ln.split())}")
+            species = tokens[s_col::n_col]
+            try:
+                numbers = np.fromiter((symbols[s] for s in species), dtype=np.int64, count=n)
+            except KeyError:
+                k = next(i for i, s in enumerate(species) if s not in symbols)
+                raise C2NPInputError(f"{p}: frame {frame} (line {first + k}): unknown element "
+                                     f"{species[k]!r}") from None
+            try:
+                pos = np.array([tokens[p_col + c::n_col] for c in range(3)], dtype=np.float64).T
+            except ValueError:
+                for k, ln in enumerate(lines):
+                    try:
+                        [float(v) for v in ln.split()[p_col:p_col + 3]]
+                    except ValueError:
+                        raise C2NPInputError(f"{p}: frame {frame} (line {first + k}): position is "
+                                             f"not a number: {ln.strip()[:60]!r}") from None
+                raise
+            yield XyzFrame(frame, count_line, info, numbers, pos.reshape(n, 3))
+            frame += 1
     if frame == 0:
         raise C2NPInputError(f"{p}: no frames (empty or not an XYZ file)")
+
+
+def iter_extxyz(path: str | os.PathLike[str], *, strict_comment: bool = True
+                ) -> Iterator[tuple[int, Particle, dict[str, Any]]]:
+    """Yield (frame_index, particle, info) from an (ext)XYZ file (:func:`iter_xyz_frames`);
+    a non-finite position raises :class:`C2NPInputError` naming the file and the frame."""
+    for fr in iter_xyz_frames(path, strict_comment=strict_comment):
+        finite = np.all(np.isfinite(fr.positions_angstrom), axis=1)
+        if not np.all(finite):
+            raise C2NPInputError(f"{Path(path)}: frame {fr.index} (line {fr.line}): atom "
+                                 f"{int(np.flatnonzero(~finite)[0])} has a non-finite position")
+        yield fr.index, Particle(fr.numbers, fr.positions_angstrom), fr.info
 
 
 def read_frames(path: str | os.PathLike[str]) -> list[tuple[Particle, dict[str, Any]]]:
@@ -139,7 +237,7 @@ def read_particle(path: str | os.PathLike[str]) -> Particle:
         cell = read_cif(p)
         return Particle(cell.numbers, cell.cart_coords_angstrom)
     if suffix in (".xyz", ".extxyz"):
-        for _, part, _ in iter_extxyz(p):
+        for _, part, _ in iter_extxyz(p, strict_comment=False):
             if part.n_atoms == 0:
                 raise C2NPInputError(f"{p}: frame 0 has no atoms")
             return part

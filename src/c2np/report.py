@@ -18,12 +18,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle
-from c2np.particle_io import atomic_write
+from c2np.particle import Particle
+from c2np.fileio import atomic_path, atomic_write
 from c2np.splits import Protocol
 
 __all__ = ["LeaderboardRow", "normalise", "write_leaderboard", "plot_metric_vs_radius",
-           "plot_id_vs_ood", "plot_confusion", "plot_particles", "FORWARD_FLOOR", "FORWARD_CEILING",
+           "plot_id_vs_ood", "plot_confusion", "plot_particles", "plot_results", "new_figure",
+           "save_figure", "FORWARD_FLOOR", "FORWARD_CEILING",
            "INVERSE_FLOOR"]
 
 FORWARD_FLOOR = "random-ball"
@@ -94,11 +95,12 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 
 def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike[str], *,
-                      headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None) -> dict[str, Path]:
+                      headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None,
+                      footer: str = "") -> dict[str, Path]:
     """Write ``leaderboard.md`` and ``leaderboard.json`` (atomically) into ``out_dir``.
 
     ``headline`` maps a task to the metric names shown as Markdown columns (all metrics are
-    in the JSON). Returns the written paths.
+    in the JSON); ``footer`` is Markdown appended after the tables. Returns the written paths.
     """
     out = Path(out_dir)
     rows = normalise(rows)
@@ -120,6 +122,8 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         for r in sorted(trows, key=lambda x: (x.split, x.model)):
             cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
             lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
+    if footer:
+        lines += ["", footer]
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
     with atomic_write(md) as fh:
@@ -130,21 +134,28 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
     return {"markdown": md, "json": js}
 
 
-def _mpl() -> Any:
-    import matplotlib
+def new_figure(**kwargs: Any) -> Any:
+    """A :class:`matplotlib.figure.Figure` that belongs to no pyplot state machine (the
+    caller's matplotlib backend is never changed)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    return Figure(**kwargs)
 
-    return plt
+
+def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> Path:
+    """Write ``fig`` to ``path`` atomically; the format follows the suffix (default PNG)."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=p.suffix.lstrip(".").lower() or "png")
+    return p
 
 
 def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_label: str,
                           protocol: Protocol, path: str | os.PathLike[str], *, title: str = "") -> Path:
     """Line plot of a metric against R (Å), one line per model, with ID radii shaded blue,
     OOD radii red and train radii as grey ticks."""
-    plt = _mpl()
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig = new_figure(figsize=(7.5, 4.2))
+    ax = fig.subplots()
     for r in protocol.ood_radii_angstrom:
         ax.axvspan(r - 0.5, r + 0.5, color="tab:red", alpha=0.12, lw=0)
     for r in protocol.id_radii_angstrom:
@@ -159,27 +170,16 @@ def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_l
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _save(fig, path)
-
-
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
-    plt = _mpl()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.stem}.tmp{p.suffix}")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, p)
-    return p
+    return save_figure(fig, path)
 
 
 def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
                    path: str | os.PathLike[str]) -> Path:
     """Grouped bars: one group per model, one bar per split (ID, OOD)."""
-    plt = _mpl()
     models = sorted(values)
     splits = [s for s in ("id", "ood") if any(s in values[m] for m in models)]
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * len(models) + 2), 3.8))
+    fig = new_figure(figsize=(max(5.0, 1.2 * len(models) + 2), 3.8))
+    ax = fig.subplots()
     width = 0.8 / max(len(splits), 1)
     colors = {"id": "tab:blue", "ood": "tab:red"}
     x = np.arange(len(models))
@@ -193,14 +193,13 @@ def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: str | os.PathLike[str], *,
                    title: str = "space-group confusion") -> Path:
     """Confusion matrix over the space groups that occur (rows true, columns predicted; a
     missing prediction is the column 'fail')."""
-    plt = _mpl()
     labels_true = sorted(set(int(t) for t in true_sg))
     labels_pred = sorted(set(labels_true) | {int(p) for p in pred_sg if p is not None})
     cols = [str(s) for s in labels_pred] + ["fail"]
@@ -208,7 +207,8 @@ def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: 
     for t, p in zip(true_sg, pred_sg):
         j = len(cols) - 1 if p is None else labels_pred.index(int(p))
         mat[labels_true.index(int(t)), j] += 1
-    fig, ax = plt.subplots(figsize=(1.0 + 0.45 * len(cols), 1.2 + 0.45 * len(labels_true)))
+    fig = new_figure(figsize=(1.0 + 0.45 * len(cols), 1.2 + 0.45 * len(labels_true)))
+    ax = fig.subplots()
     ax.imshow(mat, cmap="Blues")
     for i in range(mat.shape[0]):
         for j in range(mat.shape[1]):
@@ -223,7 +223,7 @@ def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: 
     ax.set_ylabel("true space group")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str], *, title: str = "",
@@ -231,11 +231,12 @@ def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str],
     """A predicted particle against the true one: (left) the central slab |z| < slab, true atoms
     as open circles and predicted atoms as dots, coloured by element, with the true extent
     drawn as a circle; (right) atom count within distance r of the centre, both particles."""
-    plt = _mpl()
     from ase.data import chemical_symbols
     from ase.data.colors import jmol_colors
+    from matplotlib.patches import Circle
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6), gridspec_kw={"width_ratios": [1.1, 1]})
+    fig = new_figure(figsize=(10, 4.6))
+    (ax, ax2) = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1]})
     for part, style in ((true, "true"), (pred, "pred")):
         if part.n_atoms == 0:
             continue
@@ -249,7 +250,7 @@ def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str],
             else:
                 ax.scatter(p[:, 0], p[:, 1], s=8, color=color, label=f"{chemical_symbols[int(z)]} predicted")
     r_true = float(np.linalg.norm(true.positions_angstrom, axis=1).max()) if true.n_atoms else 1.0
-    ax.add_patch(plt.Circle((0, 0), r_true, fill=False, ls="--", color="0.4", lw=0.8))
+    ax.add_patch(Circle((0, 0), r_true, fill=False, ls="--", color="0.4", lw=0.8))
     ax.set_aspect("equal")
     ax.set_xlabel("x (Å)")
     ax.set_ylabel("y (Å)")
@@ -265,4 +266,39 @@ def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str],
     ax2.grid(alpha=0.3)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
+
+
+def plot_results(data: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """PNG of a results document: headline metrics per radius with 95 % intervals (left)
+    and the per-sample distribution of the main distance/error metric (right)."""
+    forward = data["task"] == "forward"
+    names = ["f1@0.1", "f1@0.5"] if forward else ["spacegroup_accuracy", "joint_accuracy_paper",
+                                                  "joint_accuracy_strict"]
+    dist_name = "matched_rmsd" if forward else "lattice_rmse_perm_invariant"
+    per_r = data["metrics"]["per_radius"]
+    radii = sorted(per_r, key=int)
+    fig = new_figure(figsize=(10, 4))
+    ax1, ax2 = fig.subplots(1, 2)
+    for n in names:
+        mean = np.array([per_r[r][n]["mean"] for r in radii])
+        lo = np.array([per_r[r][n]["ci95"][0] for r in radii])
+        hi = np.array([per_r[r][n]["ci95"][1] for r in radii])
+        ax1.errorbar([int(r) for r in radii], mean, yerr=[mean - lo, hi - mean], marker="o",
+                     capsize=3, label=n)
+    ax1.set_xlabel("R (Å)")
+    ax1.set_ylabel("failure-penalised mean, 95 % CI")
+    ax1.set_ylim(-0.02, 1.02)
+    ax1.legend()
+    ax1.set_title(f"{data['model']} · {data['task']} · {data['split']} ({data['subset']})")
+    vals = np.array(data["samples"][dist_name], dtype=float)
+    ok = np.array(data["samples"]["ok"], dtype=bool)
+    if ok.any():
+        ax2.hist(vals[ok], bins=40, color="tab:blue", label="successes")
+    ax2.set_xlabel(f"{dist_name} ({data['metric_info'][dist_name]['unit']})")
+    ax2.set_ylabel("samples")
+    ax2.set_title(f"{int((~ok).sum())} failed of {len(ok)} (not shown: failure value)")
+    if ok.any():
+        ax2.legend()
+    fig.tight_layout()
+    return save_figure(fig, path)

@@ -121,6 +121,11 @@ class RecipeTable:
     def __len__(self) -> int:
         return int(len(self.material_index))
 
+    def sample_id(self, row: int) -> str:
+        """The id of sample ``row`` (:func:`sample_id`)."""
+        return sample_id(self.materials[int(self.material_index[row])], int(self.radius_angstrom[row]),
+                         int(self.rotation_index[row]))
+
     def sample_ids(self) -> list[str]:
         """Every sample id, in table order."""
         return [sample_id(self.materials[m], r, k)
@@ -155,8 +160,7 @@ class RecipeTable:
         idx = range(len(self)) if rows is None else rows
         names = self.split_names()
         return [{
-            "sample_id": sample_id(self.materials[self.material_index[i]], self.radius_angstrom[i],
-                                   self.rotation_index[i]),
+            "sample_id": self.sample_id(i),
             "material": self.materials[self.material_index[i]],
             "radius_angstrom": int(self.radius_angstrom[i]),
             "rotation_index": int(self.rotation_index[i]),

@@ -31,10 +31,12 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from c2np import __version__
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
-from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol, sample_id
+from c2np.fileio import atomic_path
+from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
            "write_store", "fingerprint", "carve_base_particles", "verify_store", "VerifyReport",
@@ -176,8 +178,6 @@ def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fp = fingerprint(cells, table, base)
-    from c2np.particle_io import atomic_path
-
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
@@ -408,7 +408,7 @@ class DatasetStore:
         """The full :class:`Sample` of ``row``."""
         t = self.recipes
         mat = t.materials[int(t.material_index[row])]
-        return Sample(row=int(row), sample_id=sample_id(mat, t.radius_angstrom[row], t.rotation_index[row]),
+        return Sample(row=int(row), sample_id=t.sample_id(int(row)),
                       material=mat, radius_angstrom=int(t.radius_angstrom[row]),
                       rotation_index=int(t.rotation_index[row]), quaternion=t.quaternion[row].copy(),
                       split=SPLITS[int(t.split[row])], particle=self.particle(row))

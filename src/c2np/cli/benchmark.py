@@ -25,7 +25,7 @@ def _split_list(text: str) -> list[str]:
 def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
     from rich.table import Table
 
-    from c2np.benchmark import HEADLINE
+    from c2np.metrics import HEADLINE
 
     con = console()
     for task, title in (("forward", "Task 1: unit cell + R -> particle"),
@@ -33,7 +33,7 @@ def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
         rows = [r for r in summary.rows if r.task == task]
         if not rows:
             continue
-        names = HEADLINE[task][:5]
+        names = [m.value for m in HEADLINE[task][:5]]
         t = Table(title=title, title_justify="left")
         t.add_column("model")
         t.add_column("split")

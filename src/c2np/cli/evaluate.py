@@ -34,7 +34,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     headline metrics per radius."""
     from rich.table import Table
 
-    from c2np.evaluation import FORWARD_HEADLINE, INVERSE_HEADLINE
+    from c2np.metrics import HEADLINE
 
     con = console()
     overall = data["metrics"]["overall"]
@@ -50,8 +50,7 @@ def print_results_table(data: dict[str, Any]) -> None:
         t1.add_row(name, _num(summ["mean"]), "-" if ci is None else f"{ci[0]:.4g} – {ci[1]:.4g}",
                    _num(summ["mean_successes"]), unit)
     con.print(t1)
-    names = FORWARD_HEADLINE if data["task"] == "forward" else INVERSE_HEADLINE
-    names = tuple(n for n in names if n in overall)
+    names = tuple(m.value for m in HEADLINE[data["task"]] if m.value in overall)
     t2 = Table(title="per radius (failure-penalised means)")
     t2.add_column("R (Å)", justify="right")
     t2.add_column("n", justify="right")
@@ -88,7 +87,7 @@ def evaluate_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
-    from c2np.evaluation import EVAL_SPLITS, SUBSETS, evaluate_task
+    from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
         raise C2NPInputError(f"--task must be one of {list(TASKS)}, got {task!r}")
@@ -111,7 +110,7 @@ def evaluate_cmd(
     print_results_table(res.data)
     console().print(f"results -> {out}")
     if plot is not None:
-        from c2np.evaluation import plot_results
+        from c2np.report import plot_results
 
         plot_results(res.data, plot)
         console().print(f"plot -> {plot}")

@@ -33,7 +33,7 @@ from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 from torch import Tensor, nn
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
 

@@ -18,10 +18,12 @@ from typing import Any, Protocol as TypingProtocol, Sequence
 
 import numpy as np
 
-from c2np.carving import Particle, carve, rotate_positions
-from c2np.cells import UnitCell, standardize
+from c2np.carving import carve, rotate_positions
+from c2np.particle import Particle
+from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
-from c2np.splits import RecipeTable, build_recipes, sample_id
+from c2np.splits import RecipeTable, build_recipes
+from c2np.tasks import inverse_target
 
 __all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "select_rows",
            "lattice_target", "demo_cells", "MAX_SPECIES_SLOTS", "species_slots"]
@@ -68,9 +70,7 @@ class InMemoryDataset:
 
     def sample_id(self, row: int) -> str:
         """Sample id of ``row``."""
-        rec = self.recipes
-        return sample_id(rec.materials[rec.material_index[row]], rec.radius_angstrom[row],
-                         rec.rotation_index[row])
+        return self.recipes.sample_id(row)
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,9 +98,7 @@ def condition_for_row(store: Any, row: int) -> Condition:
 
 def row_sample_id(store: Any, row: int) -> str:
     """Sample id of a recipe row of any store-like object."""
-    rec = store.recipes
-    return sample_id(rec.materials[int(rec.material_index[row])], int(rec.radius_angstrom[row]),
-                     int(rec.rotation_index[row]))
+    return store.recipes.sample_id(int(row))
 
 
 def species_slots(cell: UnitCell) -> np.ndarray:
@@ -136,19 +134,11 @@ def select_rows(store: Any, split: str, *, max_radius_angstrom: float | None = N
     return rows
 
 
-_STD_CACHE: dict[tuple, tuple[np.ndarray, int]] = {}
-
-
 def lattice_target(cell: UnitCell) -> tuple[np.ndarray, int]:
-    """Task-2 target of a cell: (6,) (a, b, c Å, alpha, beta, gamma deg) of the standardized
-    conventional cell and its space-group number (spglib, symprec 1e-3 Å)."""
-    key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
-           cell.numbers.tobytes())
-    if key not in _STD_CACHE:
-        std = standardize(cell)
-        _STD_CACHE[key] = (np.array(std.lattice_params, dtype=np.float64), int(std.spacegroup))
-    params, sg = _STD_CACHE[key]
-    return params.copy(), sg
+    """Task-2 target of a cell as arrays: (6,) a, b, c (Å), alpha, beta, gamma (deg) and the
+    space-group number of :func:`c2np.tasks.inverse_target` (the one definition)."""
+    target = inverse_target(cell)
+    return target.params, int(target.spacegroup)
 
 
 def demo_cells() -> list[UnitCell]:

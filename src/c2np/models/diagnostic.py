@@ -1,6 +1,6 @@
 """The paper's diagnostic: training loss next to geometric fidelity, per model.
 
-Reads run folders (``config.json`` + ``log.csv``) and writes a plot (matplotlib, Agg) with,
+Reads run folders (``config.json`` + ``log.csv``) and writes a plot (a matplotlib Figure, PNG) with,
 per task, the training/validation loss per epoch beside the fidelity per epoch (task 1: atom
 F1 at 0.5 Å of sampled validation particles; task 2: validation lattice RMSE), and a table
 (Markdown + CSV) with the final values and the rank correlation between loss and fidelity
@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.particle_io import atomic_write
+from c2np.fileio import atomic_path, atomic_write
 
 __all__ = ["read_run_log", "write_diagnostic", "loss_fidelity_table"]
 
@@ -74,10 +74,7 @@ def loss_fidelity_table(runs: Sequence[str | Path]) -> list[dict[str, object]]:
 def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
                      name: str = "model_diagnostic") -> list[Path]:
     """Write ``{name}.png``, ``{name}.md`` and ``{name}.csv`` into ``out_dir``; returns the paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     if not runs:
         raise C2NPInputError("no run folders given")
@@ -85,7 +82,8 @@ def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     logs = [read_run_log(r) for r in runs]
     tasks = [t for t in ("forward", "inverse") if any(m["task"] == t for m, _ in logs)]
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(11, 4 * len(tasks)), squeeze=False)
+    fig = Figure(figsize=(11, 4 * len(tasks)))
+    axes = fig.subplots(len(tasks), 2, squeeze=False)
     for i, task in enumerate(tasks):
         key, label = FIDELITY[task]
         ax_l, ax_f = axes[i]
@@ -105,8 +103,8 @@ def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
         ax_f.legend(fontsize=8)
     fig.tight_layout()
     png = out / f"{name}.png"
-    fig.savefig(png, dpi=110)
-    plt.close(fig)
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
 
     table = loss_fidelity_table(runs)
     cols = ["model", "task", "config", "epochs", "steps", "train_loss", "val_loss", "fidelity_metric",

@@ -45,7 +45,8 @@ import torch.nn.functional as F
 from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
-from c2np.carving import Particle, carve
+from c2np.carving import carve
+from c2np.particle import Particle
 from c2np.models.backbone import (EGNN, MLP, N_FRAME_FEATURES, N_Z, AdaLNBlock, ConditionBatch,
                                   Conditioner, CountHead, collate_conditions, collate_particles,
                                   frame_features, from_padded, sinusoidal_embedding, to_padded)

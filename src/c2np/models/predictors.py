@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.models.backbone import (EGNN, MLP, N_Z, AdaLNBlock, collate_particles, gaussian_rbf,
                                   scatter_mean, to_padded)
 from c2np.models.config import ModelConfig

@@ -12,7 +12,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_bipartite_matching
 from scipy.spatial import cKDTree
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 
 __all__ = ["atom_f1", "chamfer_angstrom", "lattice_errors", "count_error"]
 

@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from c2np.carving import Particle
+from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import condition_for_row, lattice_target, row_sample_id, select_rows
 from c2np.models.scoring import atom_f1, chamfer_angstrom, count_error, lattice_errors
-from c2np.particle_io import atomic_write
+from c2np.fileio import atomic_write
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS"]
 
@@ -272,7 +272,7 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     """Write predictions of a trained run for ``split`` (task 1: extxyz with
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``).
 
-    The rows are exactly those ``c2np evaluate`` scores (``c2np.evaluation.select_rows``):
+    The rows are exactly those ``c2np evaluate`` scores (``c2np.tasks.select_rows``):
     ``subset`` 'eval' = the harness's fixed, seeded rotations per (material, R) (``per_group``
     of them, default the harness's 8), 'full' = every row. Splits: train, val, id, ood, test
     (id + ood), heldout. Returns a summary with the number of samples and the throughput.
@@ -280,8 +280,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     import torch
     from tqdm import tqdm
 
-    from c2np.evaluation import EVAL_ROTATIONS_PER_GROUP
-    from c2np.evaluation import select_rows as eval_rows
+    from c2np.tasks import EVAL_ROTATIONS_PER_GROUP
+    from c2np.tasks import select_rows as eval_rows
 
     model, meta = load_run(run_dir)
     cfg = model.cfg

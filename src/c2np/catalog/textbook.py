@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
 
-__all__ = ["Prototype", "PROTOTYPES", "prototype_cell", "prototype_names"]
+__all__ = ["Prototype", "TEXTBOOK_PROTOTYPES", "prototype_cell", "prototype_names"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def _hex(a: float, c: float) -> tuple[float, float, float, float, float, float]:
     return (a, a, c, 90.0, 90.0, 120.0)
 
 
-PROTOTYPES: tuple[Prototype, ...] = (
+TEXTBOOK_PROTOTYPES: tuple[Prototype, ...] = (
     Prototype("Cu-fcc", 225, ("Cu",), ((0, 0, 0),), _cub(3.615)),
     Prototype("Fe-bcc", 229, ("Fe",), ((0, 0, 0),), _cub(2.866)),
     Prototype("Mg-hcp", 194, ("Mg",), ((1 / 3, 2 / 3, 0.25),), _hex(3.209, 5.211)),
@@ -77,14 +77,14 @@ PROTOTYPES: tuple[Prototype, ...] = (
 
 def prototype_names() -> list[str]:
     """Names of the built-in prototypes."""
-    return [p.name for p in PROTOTYPES]
+    return [p.name for p in TEXTBOOK_PROTOTYPES]
 
 
 def prototype_cell(name: str) -> UnitCell:
     """The conventional :class:`UnitCell` of a built-in prototype (ASE's frame)."""
     from ase.spacegroup import crystal
 
-    for proto in PROTOTYPES:
+    for proto in TEXTBOOK_PROTOTYPES:
         if proto.name == name:
             atoms = crystal(list(proto.symbols), basis=[list(b) for b in proto.basis_frac],
                             spacegroup=proto.spacegroup, cellpar=list(proto.cellpar),

@@ -1,0 +1,290 @@
+"""Build orchestration of the catalog: resumable, several processes, one ``catalog.json``.
+
+:func:`build_catalog` relaxes compositions (:mod:`c2np.catalog.relaxation`) into an output
+folder: ``{ID}.cif`` (standardized conventional cell) per material and ``catalog.json``
+(provenance of every material, built or failed) rewritten after each one, atomically and
+under a file lock in the output folder so that several processes can share the folder. The
+shipped catalog (``c2np/data/catalog``) is exactly what it writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from c2np.catalog.hydrides import composition, material_ids, tolerance_factor
+from c2np.catalog.prototypes import PROTOTYPE_SPACEGROUP, PROTOTYPES
+from c2np.catalog.records import SCHEMA_VERSION, CatalogEntry, parse_catalog_document
+from c2np.catalog.relaxation import (
+    ENERGY_TIE_EV_PER_ATOM,
+    MAX_VOLUME_RATIO,
+    MIN_DISTANCE_ANGSTROM,
+    POTENTIALS,
+    load_potential,
+    relax_material,
+)
+from c2np.cells import write_cif
+from c2np.errors import C2NPInputError
+from c2np.fileio import write_text
+
+__all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
+
+#: Name of the lock file a build keeps in its output folder (hidden; never shipped).
+LOCK_NAME = ".catalog.json.lock"
+
+
+def _read_catalog_json(path: Path) -> dict[str, Any]:
+    return parse_catalog_document(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: float,
+                      started: str) -> dict[str, Any]:
+    entries = sorted(entries, key=lambda e: e.material_id)
+    done = {e.material_id for e in entries}
+    ok = [e.to_dict() for e in entries if e.status == "ok"]
+    failed = [e.to_dict() for e in entries if e.status != "ok"]
+    not_built = [{"material_id": m, "reason": "not built (build not run or interrupted)"}
+                 for m in material_ids() if m not in done]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "description": "c2np perovskite hydride catalog: ABH3 relaxed with a universal potential",
+        "potential": potential,
+        "fmax_ev_per_angstrom": fmax,
+        "prototypes": {p: PROTOTYPE_SPACEGROUP[p] for p in PROTOTYPES},
+        "energy_tie_ev_per_atom": ENERGY_TIE_EV_PER_ATOM,
+        "min_distance_angstrom": MIN_DISTANCE_ANGSTROM,
+        "max_volume_ratio": MAX_VOLUME_RATIO,
+        "build_started_utc": started,
+        "n_materials": len(ok),
+        "n_failures": len(failed),
+        "n_not_built": len(not_built),
+        "materials": ok,
+        "failures": failed,
+        "not_built": not_built,
+    }
+
+
+def _done_entries(out: Path, *, potential: str, fmax: float, prototypes: Sequence[str] | None,
+                  started: str) -> tuple[dict[str, CatalogEntry], str]:
+    """Entries already recorded in ``out/catalog.json`` that a build can keep (all of them
+    when ``prototypes`` is None)."""
+    cat_path = out / "catalog.json"
+    done: dict[str, CatalogEntry] = {}
+    if not cat_path.exists():
+        return done, started
+    data = _read_catalog_json(cat_path)
+    if data.get("materials") or data.get("failures"):
+        if data.get("potential") != potential or float(data.get("fmax_ev_per_angstrom", -1)) != fmax:
+            raise C2NPInputError(
+                f"{cat_path}: holds a build with potential {data.get('potential')!r} and fmax "
+                f"{data.get('fmax_ev_per_angstrom')}; use another --out for potential {potential!r}, "
+                f"fmax {fmax}")
+    started = str(data.get("build_started_utc", started))
+    for rec in list(data["materials"]) + list(data["failures"]):
+        entry = CatalogEntry.from_dict(rec)
+        if prototypes is None:
+            done[entry.material_id] = entry
+            continue
+        if entry.status == "ok" and not (out / f"{entry.material_id}.cif").exists():
+            continue  # CIF lost: rebuild it
+        if entry.prototypes and tuple(p.prototype for p in entry.prototypes) != tuple(prototypes):
+            continue  # built from other prototypes: redo
+        done[entry.material_id] = entry
+    return done, started
+
+
+class build_lock:
+    """Exclusive lock (``fcntl.flock``) around reading and rewriting ``catalog.json``, so
+    that several build processes can share one output folder.
+
+    The lock file is ``out/.catalog.json.lock`` (in the folder it guards, so nobody else
+    can plant it), opened with ``O_NOFOLLOW`` (a symlink there is refused, never followed),
+    created with mode 0o666 less the umask, and it must be a regular file. It stays after
+    the build: removing a lock file others may be waiting on would let two holders in.
+    """
+
+    def __init__(self, out: Path) -> None:
+        self.path = Path(out) / LOCK_NAME
+        self.fd: int | None = None
+
+    def __enter__(self) -> build_lock:
+        import fcntl
+
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, flags, 0o666)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise C2NPInputError(f"{self.path}: the catalog lock file is a symlink; refusing "
+                                     f"to follow it (remove it)") from exc
+            raise C2NPInputError(f"{self.path}: cannot open the catalog lock file "
+                                 f"({exc.strerror})") from exc
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise C2NPInputError(f"{self.path}: the catalog lock file is not a regular file "
+                                 f"(remove it)")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
+                  only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
+                  *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
+                  optimizer: str = "FIRE", num_threads: int | None = 1,
+                  workers: int = 1) -> list[CatalogEntry]:
+    """Relax the catalog (or the ids in ``only``) into ``out_dir``; resumable.
+
+    Writes ``{ID}.cif`` (standardized conventional cell) per material and rewrites
+    ``catalog.json`` after each material, each atomically. Materials already recorded in
+    ``out_dir/catalog.json`` (as built or failed, with the same potential and fmax) are
+    skipped. A failing material is recorded with its reason and the build goes on.
+    Several processes may build into the same folder at once (e.g. with ``only`` lists in
+    different orders): ``catalog.json`` is re-read and merged under a file lock.
+    ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
+    ``workers > 1`` relaxes that many materials at once in spawned processes (each with
+    ``num_threads`` torch threads), sharing the folder as above.
+    Returns the entries of this call's materials, done now or before.
+    """
+    out = Path(out_dir)
+    ids = material_ids() if only is None else list(dict.fromkeys(only))
+    valid = set(material_ids())
+    unknown = [m for m in ids if m not in valid]
+    if unknown:
+        raise C2NPInputError(f"unknown catalog ids {unknown}; valid ids: {', '.join(material_ids())}")
+    if potential not in POTENTIALS:
+        raise C2NPInputError(f"unknown potential {potential!r}; valid: {', '.join(POTENTIALS)}")
+    if not fmax > 0:
+        raise C2NPInputError(f"fmax must be > 0 eV/Å, got {fmax}")
+    out.mkdir(parents=True, exist_ok=True)
+    cat_path = out / "catalog.json"
+    done: dict[str, CatalogEntry] = {}
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with build_lock(out):
+        done, started = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
+                                      started=started)
+    todo = [m for m in ids if m not in done]
+    if workers < 1:
+        raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    if workers > 1 and len(todo) > 1:
+        return _build_in_processes(out, ids, todo, workers, started, progress=progress,
+                                   potential=potential, fmax=fmax, prototypes=tuple(prototypes),
+                                   max_steps=max_steps, optimizer=optimizer, num_threads=num_threads)
+    if todo:
+        import torch
+
+        if num_threads is not None:
+            torch.set_num_threads(int(num_threads))
+        load_potential(potential)
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo) * len(prototypes), desc="catalog", unit="relax")
+    try:
+        for mid in todo:
+            with build_lock(out):  # another process sharing the folder may have done it
+                others, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
+                                          started=started)
+            if mid in others:
+                done[mid] = others[mid]
+                if bar is not None:
+                    bar.update(len(prototypes))
+                continue
+            if bar is not None:
+                bar.set_postfix_str(mid)
+            try:
+                entry, cell = relax_material(mid, potential=potential, prototypes=prototypes,
+                                             fmax_ev_per_angstrom=fmax,
+                                             max_steps=max_steps, optimizer=optimizer,
+                                             on_prototype_done=(lambda _r: bar.update(1)) if bar else None)
+            except Exception as exc:  # recorded as a failure; the build goes on
+                comp = composition(mid)
+                entry = CatalogEntry(mid, mid, comp.a_site, comp.b_site, "failed",
+                                     f"{type(exc).__name__}: {exc}", None, {}, None, None, None, None,
+                                     None, None, None, None, None, tolerance_factor(comp), potential, "",
+                                     fmax, optimizer.upper(), max_steps, "", 0.0, ())
+                cell = None
+            if cell is not None:
+                write_cif(cell, out / f"{mid}.cif")
+            done[mid] = entry
+            with build_lock(out):  # merge with what other processes recorded meanwhile
+                merged, _ = _done_entries(out, potential=potential, fmax=fmax, prototypes=None,
+                                          started=started)
+                merged[mid] = entry
+                write_text(cat_path, json.dumps(_catalog_document(
+                    merged.values(), potential=potential, fmax=fmax, started=started), indent=1) + "\n")
+    finally:
+        if bar is not None:
+            bar.close()
+    if not cat_path.exists():
+        write_text(cat_path, json.dumps(_catalog_document(done.values(), potential=potential,
+                                                                  fmax=fmax, started=started), indent=1) + "\n")
+    return [done[m] for m in ids]
+
+
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
+    """Worker of :func:`_build_in_processes`: build one material into the shared folder."""
+    out, mid, kwargs = job
+    build_catalog(out, only=[mid], progress=False, workers=1, **kwargs)
+    return mid
+
+
+def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int, started: str,
+                        *, progress: bool, **kwargs: Any) -> list[CatalogEntry]:
+    """:func:`build_catalog` of ``todo`` over ``workers`` spawned processes, one material
+    per task; every worker merges its result into ``out/catalog.json`` under the lock."""
+    import multiprocessing as mp
+
+    cat_path = out / "catalog.json"
+    with build_lock(out):  # one build start time for every worker
+        if not cat_path.exists():
+            write_text(cat_path, json.dumps(_catalog_document(
+                [], potential=kwargs["potential"], fmax=kwargs["fmax"], started=started), indent=1) + "\n")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"catalog ({workers} workers)", unit="material")
+    jobs = [(str(out), mid, kwargs) for mid in todo]
+    # Spawned workers read these at import: without them each worker's BLAS/OpenMP pools
+    # start one thread per CPU, and N workers oversubscribe the machine (measured: 2
+    # workers on 2 cores ran at about half speed).
+    threads = str(kwargs.get("num_threads") or 1)
+    saved = {k: os.environ.get(k) for k in _THREAD_ENV}
+    os.environ.update({k: threads for k in _THREAD_ENV})
+    try:
+        with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
+            for mid in pool.imap_unordered(_build_one, jobs, chunksize=1):
+                if bar is not None:
+                    bar.set_postfix_str(mid)
+                    bar.update(1)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        if bar is not None:
+            bar.close()
+    with build_lock(out):
+        done, _ = _done_entries(out, potential=kwargs["potential"], fmax=kwargs["fmax"],
+                                prototypes=None, started=started)
+    return [done[m] for m in ids]

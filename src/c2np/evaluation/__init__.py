@@ -1,0 +1,15 @@
+"""The evaluation harness (SPEC §6-8): predictions in, trustworthy numbers out.
+
+One module per concept:
+
+* :mod:`c2np.evaluation.harness` — the scoring loop over the evaluated rows (task 1 in
+  worker processes), the failure rule, and the assembly of a results document;
+* :mod:`c2np.evaluation.aggregate` — failure-penalised means, seeded bootstrap intervals,
+  per-radius / per-material / per-split groups;
+* :mod:`c2np.evaluation.results` — the :class:`~c2np.evaluation.results.Results` record,
+  its schema and its content hash.
+
+Which rows are evaluated, what a model sees (queries) and what it is scored against (the
+task-2 target) live in :mod:`c2np.tasks`; prediction files in :mod:`c2np.predictions`.
+See docs/evaluation.md for every rule.
+"""

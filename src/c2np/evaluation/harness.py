@@ -1,0 +1,364 @@
+"""The scoring loop: predictions against the reference of every evaluated row, with the
+failure rule, in worker processes for task 1, assembled into a :class:`Results` record.
+
+The harness is told which rows to score, how sample ids map to rows and (task 2) the
+target of each material by :mod:`c2np.tasks`; it reads the reference particles from the
+store and never decides what a model may see. Ids of the store outside the evaluated rows
+are ignored (counted); unknown ids, two entries for one sample, and unreadable files raise
+:class:`C2NPInputError`; an evaluated sample without a usable prediction is a failure,
+scored at every metric's penalty value (SPEC §8, §10).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from c2np.errors import C2NPInputError
+from c2np.evaluation.aggregate import aggregate, aggregate_groups
+from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
+from c2np.fileio import file_sha256
+from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
+                          Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
+                          inverse_metric_info, inverse_metrics)
+from c2np.particle import Particle
+from c2np.predictions import (forward_format, inverse_values, iter_forward_predictions,
+                              read_inverse_predictions)
+from c2np.splits import SPLITS, RecipeTable
+
+__all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH"]
+
+#: Task-1 samples sent to a worker process at a time.
+BATCH = 32
+
+
+class EvalStore(Protocol):
+    """What the harness needs from a dataset store (``c2np.store.DatasetStore`` has it)."""
+
+    @property
+    def recipes(self) -> RecipeTable:
+        """The recipe table."""
+
+    @property
+    def cells(self) -> Mapping[str, Any]:
+        """Material id -> unit cell."""
+
+    @property
+    def fingerprint(self) -> str:
+        """The dataset fingerprint (recorded in results; keys the opaque task-2 ids)."""
+
+    def particle(self, row: int) -> Particle:
+        """The reference particle of sample ``row`` (rotated, centred)."""
+
+    def base_particle(self, material: str, radius_angstrom: int) -> Particle:
+        """The unrotated (material, R) particle."""
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", disable=not enabled, file=sys.stderr)
+
+
+class _Resolver:
+    """Maps each entry of a predictions source to its evaluated position, enforcing the id
+    rules (unknown id, duplicate sample, outside the evaluated rows)."""
+
+    def __init__(self, rows: np.ndarray, id_index: Mapping[str, int], label: str) -> None:
+        self.wanted = {int(r): k for k, r in enumerate(rows)}
+        self.id_index = id_index
+        self.label = label
+        self.seen: dict[int, str] = {}
+        self.n_entries = 0
+        self.n_ignored = 0
+
+    def position(self, place: str, sid: str) -> int | None:
+        """Position of ``sid`` among the evaluated rows; None when it is outside them."""
+        row = self.id_index.get(sid)
+        if row is None:
+            raise C2NPInputError(f"{self.label}: {place}: unknown sample id {sid!r} (not in the store)")
+        if row in self.seen:
+            raise C2NPInputError(f"{self.label}: {place}: duplicate sample id {sid!r} (first at "
+                                 f"{self.seen[row]})")
+        self.seen[row] = place
+        self.n_entries += 1
+        k = self.wanted.get(row)
+        if k is None:
+            self.n_ignored += 1
+        return k
+
+
+# --- task 1 ------------------------------------------------------------------------------
+class _ForwardScorer:
+    """Scores one task-1 sample against the store; caches reference summaries per
+    (material, R)."""
+
+    def __init__(self, store: EvalStore, tolerances_angstrom: tuple[float, ...]) -> None:
+        self.store = store
+        self.tol = tolerances_angstrom
+        self.summaries: dict[tuple[int, int], ReferenceSummary] = {}
+
+    def summary(self, row: int) -> ReferenceSummary:
+        t = self.store.recipes
+        key = (int(t.material_index[row]), int(t.radius_angstrom[row]))
+        if key not in self.summaries:
+            base = self.store.base_particle(t.materials[key[0]], key[1])
+            self.summaries[key] = ReferenceSummary.from_particle(
+                base.numbers, base.positions_angstrom, radius_angstrom=float(key[1]))
+        return self.summaries[key]
+
+    def score(self, row: int, numbers: np.ndarray, positions: np.ndarray) -> Scores:
+        ref = self.store.particle(int(row))
+        return forward_metrics(numbers, positions, ref.numbers, ref.positions_angstrom,
+                               reference=self.summary(int(row)), tolerances_angstrom=self.tol)
+
+
+_POOL_SCORER: _ForwardScorer | None = None
+
+
+def _pool_init(scorer: _ForwardScorer) -> None:
+    global _POOL_SCORER
+    _POOL_SCORER = scorer
+
+
+def _pool_score(task: tuple[int, int, np.ndarray, np.ndarray]) -> tuple[int, Scores]:
+    k, row, numbers, positions = task
+    assert _POOL_SCORER is not None
+    return k, _POOL_SCORER.score(row, numbers, positions)
+
+
+def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
+    """A process pool whose workers inherit ``scorer`` by fork (None for 1 worker or where
+    fork is unavailable)."""
+    import multiprocessing as mp
+
+    if workers < 1:
+        raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    if workers == 1 or "fork" not in mp.get_all_start_methods():
+        return None
+    return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))
+
+
+def score_forward(store: EvalStore, rows: np.ndarray,
+                  predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
+                  id_index: Mapping[str, int], split: str, subset: str,
+                  subset_definition: Mapping[str, Any], model: str = "model",
+                  tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
+                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
+                  workers: int = 1) -> Results:
+    """Score task-1 predictions (a file or ``{sample_id: Particle}``) on store ``rows``.
+
+    ``id_index`` maps every accepted sample id to its store row. ``workers > 1`` scores
+    samples in that many forked processes (batches of :data:`BATCH`; the file is read and
+    validated in this process). Results do not depend on ``workers``."""
+    t0 = time.perf_counter()
+    if len(rows) == 0:
+        raise C2NPInputError(f"split {split!r} has no samples in this store")
+    tol = tuple(float(x) for x in tolerances_angstrom)
+    scorer = _ForwardScorer(store, tol)
+    if isinstance(predictions, Mapping):
+        meta: dict[str, Any] = {"path": None, "sha256": None, "format": "in-memory"}
+        source: Iterable[tuple[str, str, Any, Any]] = (
+            (f"entry {k}", sid, part.numbers, part.positions_angstrom)
+            for k, (sid, part) in enumerate(predictions.items()))
+        label = "predictions"
+    else:
+        p = Path(predictions)
+        if not p.is_file():
+            raise C2NPInputError(f"{p}: no such predictions file")
+        meta = {"path": str(p), "sha256": file_sha256(p), "format": forward_format(p)}
+        source = iter_forward_predictions(p)
+        label = str(p)
+    resolve = _Resolver(rows, id_index, label)
+    scores: list[Scores | None] = [None] * len(rows)
+    pool = _fork_pool(scorer, workers)
+    batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+    bar = _progress(len(rows), "evaluate forward", progress)
+
+    def run_batch() -> None:
+        done = pool.map(_pool_score, batch) if pool is not None else [
+            (k, scorer.score(row, z, x)) for k, row, z, x in batch]
+        for k, sc in done:
+            scores[k] = sc
+        bar.update(len(batch))
+        batch.clear()
+
+    try:
+        for place, sid, numbers, positions in source:
+            k = resolve.position(place, sid)
+            if k is None:
+                continue
+            batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
+            if len(batch) >= (BATCH if pool is not None else 1):
+                run_batch()
+        if batch:
+            run_batch()
+        for k, row in enumerate(rows):
+            if scores[k] is None:
+                scores[k] = forward_failure("missing prediction", scorer.summary(int(row)),
+                                            tolerances_angstrom=tol)
+                bar.update(1)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
+    done_scores = [s for s in scores if s is not None]
+    bounds = matched_rmsd_bounds(store, rows, done_scores)
+    meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
+    return assemble(task="forward", model=model, store=store, split=split, subset=subset,
+                    subset_definition=subset_definition, rows=rows, scores=done_scores,
+                    info=forward_metric_info(tol), predictions_meta=meta,
+                    tolerances={"f1_tolerances_angstrom": list(tol),
+                                "pair_distance_r_max_angstrom": 10.0, "pair_distance_bins": 128,
+                                "matching": "same element, distance strictly below tolerance"},
+                    n_resamples=n_resamples, seed=seed,
+                    extra={"matched_rmsd_uncertified": len(bounds),
+                           "matched_rmsd_max_gap_angstrom": max((b["gap_angstrom"] for b in bounds), default=0.0),
+                           "matched_rmsd_bounds": bounds,
+                           "headline": PRIMARY["forward"].value},
+                    seconds=time.perf_counter() - t0)
+
+
+def matched_rmsd_bounds(store: EvalStore, rows: np.ndarray, scores: Sequence[Scores]
+                        ) -> list[dict[str, Any]]:
+    """The successes whose matched RMSD is not certified optimal: ``sample_id``, the value
+    reported (that of a valid pairing, an upper bound), its certified lower bound and the
+    gap, in Å (docs/evaluation.md, "Matched RMSD")."""
+    t = store.recipes
+    out = []
+    for r, s in zip(rows, scores):
+        if s.ok and not s.details.get("matched_rmsd_certified", True):
+            out.append({"sample_id": t.sample_id(int(r)),
+                        "matched_rmsd_angstrom": float(s.values["matched_rmsd"]),
+                        "lower_bound_angstrom": float(s.details["matched_rmsd_lower_bound"]),
+                        "gap_angstrom": float(s.details["matched_rmsd_gap"])})
+    return out
+
+
+# --- task 2 ------------------------------------------------------------------------------
+def _inverse_source(predictions: str | os.PathLike[str] | Mapping[str, Any]
+                    ) -> tuple[dict[str, Any], str, list[tuple[str, str, np.ndarray, float]]]:
+    if isinstance(predictions, Mapping):
+        entries = []
+        for sid, value in predictions.items():
+            try:
+                params, sg = inverse_values(value)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise C2NPInputError(f"predictions: entry {sid!r}: needs numeric a, b, c, alpha, beta, "
+                                     f"gamma, spacegroup ({type(exc).__name__}: {exc})") from exc
+            entries.append((f"entry {sid!r}", str(sid), params, sg))
+        return {"path": None, "sha256": None, "format": "in-memory"}, "predictions", entries
+    p = Path(predictions)
+    raw = read_inverse_predictions(p)
+    entries = [(f"line {r.line}", sid, r.params, r.spacegroup) for sid, r in raw.items()]
+    return {"path": str(p), "sha256": file_sha256(p), "format": "csv"}, str(p), entries
+
+
+def score_inverse(store: EvalStore, rows: np.ndarray,
+                  predictions: str | os.PathLike[str] | Mapping[str, Any], *,
+                  id_index: Mapping[str, int], targets: Mapping[str, InverseTarget], split: str,
+                  subset: str, subset_definition: Mapping[str, Any], model: str = "model",
+                  length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                  length_rel_tol: float = 0.01, symprec_angstrom: float = 1e-3,
+                  n_resamples: int = 1000, seed: int = 0, progress: bool = False) -> Results:
+    """Score task-2 predictions (a CSV file, or ``{sample_id: prediction}`` in any form
+    :func:`c2np.predictions.inverse_values` takes) on store ``rows`` against ``targets``
+    (material -> :class:`InverseTarget`); id rules as :func:`score_forward`."""
+    t0 = time.perf_counter()
+    if len(rows) == 0:
+        raise C2NPInputError(f"split {split!r} has no samples in this store")
+    t = store.recipes
+    meta, label, entries = _inverse_source(predictions)
+    resolve = _Resolver(rows, id_index, label)
+    parsed: dict[int, tuple[np.ndarray, float]] = {}
+    for place, sid, params, sg in entries:
+        k = resolve.position(place, sid)
+        if k is not None:
+            parsed[k] = (params, sg)
+    scores: list[Scores] = []
+    used: dict[str, InverseTarget] = {}
+    with _progress(len(rows), "evaluate inverse", progress) as bar:
+        for k, row in enumerate(rows):
+            mat = t.materials[int(t.material_index[row])]
+            target = used.setdefault(mat, targets[mat])
+            if k not in parsed:
+                scores.append(inverse_failure("missing prediction", target))
+            else:
+                params, sg = parsed[k]
+                scores.append(inverse_metrics(params, sg, target, length_tol_angstrom=length_tol_angstrom,
+                                              angle_tol_deg=angle_tol_deg, length_rel_tol=length_rel_tol))
+            bar.update(1)
+    meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
+    return assemble(task="inverse", model=model, store=store, split=split, subset=subset,
+                    subset_definition=subset_definition, rows=rows, scores=scores,
+                    info=inverse_metric_info(), predictions_meta=meta,
+                    tolerances={"joint_paper": {"length_angstrom": length_tol_angstrom,
+                                                "angle_deg": angle_tol_deg},
+                                "joint_strict": {"length_relative": length_rel_tol,
+                                                 "angle_deg": angle_tol_deg},
+                                "target_symprec_angstrom": symprec_angstrom},
+                    n_resamples=n_resamples, seed=seed,
+                    extra={"headline": PRIMARY["inverse"].value,
+                           "targets": {m: v.to_dict() for m, v in used.items()}},
+                    seconds=time.perf_counter() - t0)
+
+
+# --- the results document ----------------------------------------------------------------
+def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str,
+             subset_definition: Mapping[str, Any], rows: np.ndarray, scores: list[Scores],
+             info: dict[str, MetricInfo], predictions_meta: dict[str, Any], tolerances: dict[str, Any],
+             n_resamples: int, seed: int, extra: dict[str, Any], seconds: float) -> Results:
+    """The results document of scored ``rows`` (one :class:`Scores` each, in row order):
+    aggregates overall / per radius / per material / per split, failures with reasons,
+    per-sample values, provenance (fingerprint, versions, tolerances, predictions hash)."""
+    t = store.recipes
+    names = list(info)
+    values = np.array([[s.values[n] for n in names] for s in scores],
+                      dtype=np.float64).reshape(len(scores), len(names))
+    ok = np.array([s.ok for s in scores], dtype=bool)
+    mats = np.asarray(t.materials, dtype=object)[t.material_index[rows]] if len(rows) else np.zeros(0, dtype=object)
+    radii = t.radius_angstrom[rows]
+    splits = np.asarray(SPLITS, dtype=object)[t.split[rows]] if len(rows) else np.zeros(0, dtype=object)
+    ids = [t.sample_id(int(r)) for r in rows]
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    metrics = {
+        "overall": aggregate(values, ok, names, key="overall", **kw),
+        "per_radius": aggregate_groups(values, ok, names, radii, "radius", **kw),
+        "per_material": aggregate_groups(values, ok, names, mats, "material", **kw),
+        "per_split": aggregate_groups(values, ok, names, splits, "split", **kw),
+    }
+    failed = [{"sample_id": ids[i], "reason": str(s.failure_reason)} for i, s in enumerate(scores) if not s.ok]
+    samples: dict[str, Any] = {"sample_id": ids, "ok": ok.tolist()}
+    for j, n in enumerate(names):
+        samples[n] = [float(x) for x in values[:, j]]
+    data = {
+        "schema": RESULTS_SCHEMA,
+        "task": task,
+        "model": model,
+        "protocol": t.protocol,
+        "split": split,
+        "subset": subset,
+        "subset_definition": dict(subset_definition),
+        "dataset": {"fingerprint": store.fingerprint, "n_materials": len(t.materials)},
+        "predictions": predictions_meta,
+        "n_samples": int(len(rows)),
+        "n_failed": int(np.sum(~ok)),
+        "failed_samples": failed,
+        "tolerances": tolerances,
+        "metric_info": {n: {"unit": m.unit, "better": m.better, "failure_penalty": m.penalty,
+                            "paper_compatible": m.paper} for n, m in info.items()},
+        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "confidence": 0.95,
+                      "method": "percentile"},
+        "metrics": metrics,
+        "samples": samples,
+        "versions": versions(),
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(seconds, 3),
+        **extra,
+    }
+    return Results(data)

@@ -1,0 +1,69 @@
+"""The results record: schema, provenance, and the content hash that refuses edited files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from c2np.baselines import analytic_carve, predict
+from c2np.errors import C2NPInputError
+from c2np.evaluation.results import HASH_KEY, RESULTS_SCHEMA, Results, canonical_json, content_sha256
+from c2np.store import DatasetStore
+from c2np.tasks import ForwardTask
+
+from helpers import two_perovskite_store
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[Results, DatasetStore]:
+    store = DatasetStore.open(two_perovskite_store(tmp_path_factory.mktemp("r") / "ds.h5"))
+    task = ForwardTask(store, "id")
+    return task.evaluate(predict(task, analytic_carve), model="carve", n_resamples=50), store
+
+
+def test_results_json_roundtrip(tmp_path: Path, results: tuple[Results, DatasetStore]) -> None:
+    res, store = results
+    back = Results.read(res.write(tmp_path / "r.json"))
+    d = back.data
+    assert d == res.data and back.sha256 == res.sha256 == content_sha256(d)
+    assert d["schema"] == RESULTS_SCHEMA == "c2np.results/2" and d["task"] == "forward" and d["model"] == "carve"
+    assert d["dataset"]["fingerprint"] == store.fingerprint and d["protocol"] == "paper"
+    assert {"numpy", "scipy", "c2np"} <= set(d["versions"])
+    assert d["tolerances"]["f1_tolerances_angstrom"] == [0.1, 0.5]
+    assert d["subset_definition"]["rotations_per_material_radius"] == 8
+    assert len(d["samples"]["sample_id"]) == d["n_samples"] == back.n_samples == 16
+
+
+def test_hash_is_over_canonical_json() -> None:
+    a = Results({"schema": RESULTS_SCHEMA, "x": 1.5, "y": [1, 2]})
+    b = Results({"y": [1, 2], "x": 1.5, "schema": RESULTS_SCHEMA})
+    assert a.sha256 == b.sha256  # key order does not matter
+    assert canonical_json(a.data) == '{"schema":"c2np.results/2","x":1.5,"y":[1,2]}'
+    assert Results({"schema": RESULTS_SCHEMA, "x": 1.5000001, "y": [1, 2]}).sha256 != a.sha256
+
+
+def test_read_refuses_edited_or_unhashed_files(tmp_path: Path, results: tuple[Results, DatasetStore]) -> None:
+    res, _ = results
+    path = res.write(tmp_path / "r.json")
+    data = json.loads(path.read_text())
+    data["metrics"]["overall"]["f1@0.1"]["mean"] = 0.99  # a hand-edited score
+    path.write_text(json.dumps(data))
+    with pytest.raises(C2NPInputError, match=r"r\.json: content does not match its content_sha256"):
+        Results.read(path)
+    del data[HASH_KEY]
+    path.write_text(json.dumps(data))
+    with pytest.raises(C2NPInputError, match="no content_sha256"):
+        Results.read(path)
+    data["schema"] = "c2np.results/1"
+    path.write_text(json.dumps(data))
+    with pytest.raises(C2NPInputError, match="schema 'c2np.results/1'"):
+        Results.read(path)
+    path.write_text("[1, 2]")
+    with pytest.raises(C2NPInputError, match="not a results document"):
+        Results.read(path)
+    changed = Results(dict(res.data))
+    changed.data["model"] = "other"
+    with pytest.raises(C2NPInputError, match="changed after it was built"):
+        changed.write(tmp_path / "c.json")
