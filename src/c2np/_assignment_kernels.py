@@ -614,6 +614,9 @@ def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
     vals = np.full((m, k), np.inf)
     idx = np.full((m, k), -1, dtype=np.int64)
     complete = np.ones(m, dtype=np.bool_)
+    reach = 0
+    for o in range(n_off):
+        reach = max(reach, abs(offsets[o, 0]), abs(offsets[o, 1]), abs(offsets[o, 2]))
     for qi in range(m):
         q0 = queries[qi, 0]
         q1 = queries[qi, 1]
@@ -654,8 +657,10 @@ def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                         filled += 1
                     if filled == k:
                         kth = min(kth, vals[qi, k - 1])
-        if not stopped:
-            complete[qi] = False
+        if not stopped and not (a - reach <= 0 and a + reach >= nx - 1 and b - reach <= 0
+                                and b + reach >= ny - 1 and c - reach <= 0
+                                and c + reach >= nz - 1):
+            complete[qi] = False  # cells beyond the offsets were not visited
     return vals, idx, complete
 
 

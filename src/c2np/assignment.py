@@ -50,6 +50,8 @@ EPS_FACTOR = 8
 EPS0_COLD = 1.0
 EPS0_WARM = 1e-2
 EPS_MID = 1e-3
+GIVE_UP_SHARE = 0.25  # more rows than this undercut after a fine stage: stop refining
+EXHAUSTIVE_CELL_VISITS = 400  # per point: ring searches allowed in a bound
 ROUGH_FIRST = False
 RAISE_PASSES = 0
 EPS_ROUGH = 1e-2
@@ -144,7 +146,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     indptr, indices = grid.radius_graph(small, max_edges=EDGES_PER_POINT * (ns + nl))
     lonely = np.flatnonzero(np.diff(indptr) < MIN_DEGREE)
     if len(lonely):
-        _, jk = grid.knn(small[lonely], min(MIN_DEGREE, nl))
+        _, jk, _ = grid.knn(small[lonely], min(MIN_DEGREE, nl))
         ok = jk >= 0
         indptr, indices = kern.csr_merge(indptr, indices, np.repeat(lonely, jk.shape[1])[ok.reshape(-1)],
                                          jk[ok], nl)
@@ -194,12 +196,19 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                   f"solve {t_solve*1e3:.1f} ms bound {t_lb*1e3:.1f} ms undercut {len(undercut)}")
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
+        if final and len(undercut) > GIVE_UP_SHARE * ns:
+            break  # the graph misses most of the optimum (a degenerate prediction): bound it
         if len(undercut):
-            _, jk = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
-                             bound=u_graph[undercut])
+            _, jk, _ = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
+                                bound=u_graph[undercut], exhaustive=False)
             ok = jk >= 0
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
+    if best_ub - best_lb > tol:
+        # every pairing uses n_s distinct points of the larger set, each at least its
+        # nearest-neighbour distance from the smaller set
+        m, _ = _tree(small).query(large, k=1)  # type: ignore[attr-defined]
+        best_lb = max(best_lb, math.fsum(np.partition(m * m, ns - 1)[:ns]) * (1.0 - 1e-12))
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
@@ -281,9 +290,13 @@ class _Grid:
                                        np.ascontiguousarray(queries, dtype=np.float64), r * r)
 
     def knn(self, queries: np.ndarray, k: int, weights: np.ndarray | None = None,
-            bound: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(m, k) smallest ``|q − p|² + w`` (w >= 0) below ``bound`` and their indices (-1
-        where fewer qualify): offset lists first, the ring search where they fall short."""
+            bound: np.ndarray | None = None, *, exhaustive: bool = True
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(m, k) smallest ``|q − p|² + w`` (w >= 0) below ``bound``, their indices (-1
+        where fewer qualify), and per query whether the search was complete: the offset
+        list first, then (``exhaustive``) a ring search where it fell short. Without it, a
+        query left incomplete has only been compared with the points within the offset
+        list's reach; every other point is at least ``reach_d2`` (Å²) away."""
         kern = _kernels()
         q = np.ascontiguousarray(queries, dtype=np.float64)
         w = np.zeros(len(self.points)) if weights is None else np.ascontiguousarray(weights)
@@ -293,11 +306,17 @@ class _Grid:
                                               self.origin, self.h, self.dims, sw, cw,
                                               self.offsets, self.off_d2, q, int(k), b)
         redo = np.flatnonzero(~complete)
-        if len(redo):
+        if exhaustive and len(redo):
             v2, i2 = kern.grid_knn(self.points, self.order, self.cell_start, self.origin,
                                    self.h, self.dims, w, q[redo], int(k), b[redo], self.slack)
             vals[redo], idx[redo] = v2, i2
-        return vals, idx
+            complete[redo] = True
+        return vals, idx, complete
+
+    @property
+    def reach_d2(self) -> float:
+        """Smallest squared distance from a point of a cell to a cell beyond the offsets."""
+        return max(float(np.abs(self.offsets).max()) * self.h - self.slack, 0.0) ** 2
 
 
 @dataclass(frozen=True)
@@ -346,11 +365,26 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
     over the graph's edges, and over all pairs where that is smaller (else ``inf``)."""
     w = graph.from_scaled(prices - prices.min())
     u_graph = _kernels().row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
-    v, _ = grid.knn(small, 1, weights=w, bound=u_graph)
+    v, _, complete = grid.knn(small, 1, weights=w, bound=u_graph, exhaustive=False)
+    redo = np.flatnonzero(~complete)
+    if 0 < len(redo) and len(redo) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * len(w):
+        v[redo], _, complete[redo] = grid.knn(small[redo], 1, weights=w, bound=u_graph[redo])
     u = np.minimum(u_graph, v[:, 0])
+    # rows searched only within the offsets' reach: what lies beyond costs >= reach²
+    # (w >= 0), and rows outside the grid (complete False, nothing searched) >= 0
+    part = ~complete
+    if part.any():
+        outside = _outside(small[part], grid)
+        u[part] = np.minimum(u[part], np.where(outside, 0.0, grid.reach_d2))
     lb = math.fsum(u) - math.fsum(w)  # with the shifted prices min w = 0
     lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
     return lb, w, u_graph, v[:, 0]
+
+
+def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
+    """(m,) True for points outside the grid's box."""
+    hi = grid.origin + grid.dims * grid.h
+    return np.any((points < grid.origin) | (points >= hi), axis=1)
 
 
 @functools.cache
