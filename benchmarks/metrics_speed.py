@@ -49,7 +49,7 @@ def original_metrics(xp: np.ndarray, xg: np.ndarray) -> dict[str, float]:
 # ----------------------------------------------------------------------------------------
 # The previous matched-RMSD assignment (before c2np.assignment), for the comparison only
 # ----------------------------------------------------------------------------------------
-def _old_assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
+def _old_assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: object,
                    d1: np.ndarray, j1: np.ndarray) -> tuple[float, int, bool]:
     """:func:`matched_sq_distances` given the smaller set's nearest neighbours (d1, j1)."""
     ns, nl = len(small), len(large)
@@ -72,7 +72,7 @@ def _old_assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object
         d = d.reshape(ns, k)
         j = j.reshape(ns, k)
         kl = min(k, ns)
-        dl, il = small_tree.query(large, k=kl)  # type: ignore[attr-defined]
+        _, il = small_tree.query(large, k=kl)  # type: ignore[attr-defined]
         rows = np.concatenate([np.repeat(np.arange(ns), k), il.reshape(-1)])
         cols = np.concatenate([j.reshape(-1), np.repeat(np.arange(nl), kl)])
         cost = _old_union_graph_cost(small, large, rows, cols)
@@ -181,8 +181,13 @@ def bench_particles(repeats: int, n_particles: int) -> None:
     from scipy.spatial.transform import Rotation
 
     from c2np.carving import carve
-    from c2np.metrics import (ReferenceSummary, forward_metrics, hull_volume_angstrom3,
-                              matched_sq_distances, pair_distance_counts)
+    from c2np.metrics import (
+        ReferenceSummary,
+        forward_metrics,
+        hull_volume_angstrom3,
+        matched_sq_distances,
+        pair_distance_counts,
+    )
 
     cell = perovskite()
     rng = np.random.default_rng(0)
@@ -239,7 +244,7 @@ def bench_particles(repeats: int, n_particles: int) -> None:
         for z in np.unique(zp):
             a, b = xp[zp == z], xg[g.numbers == z]
             ta, tb = cKDTree(a), cKDTree(b)
-            matched_sq_distances(a, b, pred_tree=ta, ref_tree=tb)  # noqa: F841
+            matched_sq_distances(a, b, pred_tree=ta, ref_tree=tb)
             ta.sparse_distance_matrix(tb, 0.5, output_type="ndarray")
 
     for name, fn in (("all-atom trees + NN both ways (Hausdorff, Chamfer)", nn),
@@ -301,7 +306,7 @@ def bench_quality(repeats: int, radius: float = 30.0) -> list[dict]:
     from rich.console import Console
     from rich.table import Table
 
-    import c2np.metrics as metrics
+    from c2np import metrics
     from c2np.metrics import ReferenceSummary, forward_metrics
 
     cell = perovskite()
@@ -326,10 +331,10 @@ def bench_quality(repeats: int, radius: float = 30.0) -> list[dict]:
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(repeats):  # interleaved, so that load changes hit every case alike
         for name, (zp, xp) in cases.items():
-            for key, fn in (("all new", lambda: run(zp, xp, False)),
-                            ("match new", lambda: matched_only(zp, xp, False)),
-                            ("all old", lambda: run(zp, xp, True)),
-                            ("match old", lambda: matched_only(zp, xp, True))):
+            for key, fn in (("all new", lambda zp=zp, xp=xp: run(zp, xp, False)),
+                            ("match new", lambda zp=zp, xp=xp: matched_only(zp, xp, False)),
+                            ("all old", lambda zp=zp, xp=xp: run(zp, xp, True)),
+                            ("match old", lambda zp=zp, xp=xp: matched_only(zp, xp, True))):
                 if key.endswith("old") and "collapsed" in name and _ > 0:
                     continue  # the old method is slow there; once is enough
                 t = time.process_time()
@@ -370,7 +375,7 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
     from rich.console import Console
     from rich.table import Table
 
-    import c2np.metrics as metrics
+    from c2np import metrics
     from c2np.baselines import analytic_carve, predict, random_ball
     from c2np.predictions import write_forward_predictions
     from c2np.store import DatasetStore, build_store

@@ -75,8 +75,7 @@ def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):  # type: i
             while hkey[c] != p[hval[c]]:
                 hkey[c] = p[hval[c]]
                 _sift_down(hkey, hval, c, n)
-            if hkey[c] < best:
-                best = hkey[c]
+            best = min(best, hkey[c])
     return j1, w1, best
 
 
@@ -135,11 +134,7 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
     hval = np.empty(n_cols, dtype=np.int64)
     bids = 0
     eps = max(eps0, 1)
-    phase_bids = np.zeros(64, dtype=np.int64)
-    n_phase = 0
     while True:
-        phase_bids[min(n_phase, 63)] = bids
-        n_phase += 1
         # keep what still meets eps-CS after removing each row's overpayment
         for i in range(n_rows):
             j0 = obj[i]
@@ -214,15 +209,10 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 free_dummy += 1
             bids += 1
             if bids >= max_bids or p[j1] > _PRICE_LIMIT:
-                return best, p, 1, bids, phase_bids
-        settled = True
-        for i in range(n_rows):
-            if best[i] != obj[i]:
-                settled = False
-                best[i] = obj[i]
+                return best, p, 1, bids
+        best[:] = obj
         if eps <= eps_final:
-            phase_bids[min(n_phase, 63)] = bids
-            return best, p, 0, bids, phase_bids
+            return best, p, 0, bids
         eps = max(eps_final, eps // factor)
 
 
@@ -280,8 +270,7 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
     for c in range(ncell):
         for t in range(cell_start[c], cell_start[c + 1]):
             w = weights[order[t]]
-            if w < cw[c]:
-                cw[c] = w
+            cw[c] = min(cw[c], w)
     vals = np.full((m, k), np.inf)
     idx = np.full((m, k), -1, dtype=np.int64)
     rmax = max(nx, max(ny, nz))
@@ -397,134 +386,6 @@ def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_
     return out
 
 
-@_jit
-def exact_potentials(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray,
-                     n_cols: int, assign: np.ndarray, prices: np.ndarray,
-                     max_updates: int):  # type: ignore[no-untyped-def]
-    """Lower ``prices`` until ``assign`` meets exact complementary slackness on the graph.
-
-    Conditions (min-cost, integer): every row i prefers its column,
-    ``c_i,a(i) + p_a(i) <= c_ij + p_j`` for its edges, and every unassigned column has the
-    smallest price. Label-correcting shortest paths from the given prices (which meet the
-    conditions within ε). Returns ``(prices, ok)``; ok is False when ``max_updates`` price
-    decreases were not enough (the assignment is then not optimal on the graph, or far
-    from it) and the input prices are returned unchanged.
-    """
-    n_rows = indptr.shape[0] - 1
-    p = prices.copy()
-    own = np.full(n_cols, -1, dtype=np.int64)
-    ca = np.zeros(n_rows, dtype=np.int64)  # cost of each row's own edge
-    for i in range(n_rows):
-        own[assign[i]] = i
-        for e in range(indptr[i], indptr[i + 1]):
-            if indices[e] == assign[i]:
-                ca[i] = cost[e]
-                break
-    # column -> edges (transpose) for the propagation
-    cnt = np.zeros(n_cols + 1, dtype=np.int64)
-    for e in range(indices.shape[0]):
-        cnt[indices[e] + 1] += 1
-    for j in range(n_cols):
-        cnt[j + 1] += cnt[j]
-    fill = cnt[:-1].copy()
-    erow = np.empty(indices.shape[0], dtype=np.int64)
-    ecost = np.empty(indices.shape[0], dtype=np.int64)
-    for i in range(n_rows):
-        for e in range(indptr[i], indptr[i + 1]):
-            j = indices[e]
-            erow[fill[j]] = i
-            ecost[fill[j]] = cost[e]
-            fill[j] += 1
-    free = np.flatnonzero(own < 0)
-    inq = np.zeros(n_cols, dtype=np.bool_)
-    queue = np.empty(n_cols, dtype=np.int64)
-    head = 0
-    count = 0
-    # first pass: every row, and the unassigned columns down to the smallest price
-    for i in range(n_rows):
-        j0 = assign[i]
-        lim = p[j0]
-        for e in range(indptr[i], indptr[i + 1]):
-            v = cost[e] + p[indices[e]] - ca[i]
-            if v < lim:
-                lim = v
-        if lim < p[j0]:
-            p[j0] = lim
-            if not inq[j0]:
-                inq[j0] = True
-                queue[(head + count) % n_cols] = j0
-                count += 1
-    pmin = p.min()
-    for j in free:
-        if p[j] > pmin:
-            p[j] = pmin
-            if not inq[j]:
-                inq[j] = True
-                queue[(head + count) % n_cols] = j
-                count += 1
-    updates = 0
-    while count > 0:
-        j = queue[head]
-        head = (head + 1) % n_cols
-        count -= 1
-        inq[j] = False
-        pj = p[j]
-        if pj < pmin:
-            pmin = pj
-            for d in free:
-                if p[d] > pmin:
-                    p[d] = pmin
-                    updates += 1
-                    if not inq[d]:
-                        inq[d] = True
-                        queue[(head + count) % n_cols] = d
-                        count += 1
-        for t in range(cnt[j], cnt[j + 1]):
-            i = erow[t]
-            j0 = assign[i]
-            if j0 == j:
-                continue
-            v = ecost[t] + pj - ca[i]
-            if v < p[j0]:
-                p[j0] = v
-                updates += 1
-                if not inq[j0]:
-                    inq[j0] = True
-                    queue[(head + count) % n_cols] = j0
-                    count += 1
-        if updates > max_updates:
-            return prices.copy(), False
-    return p, True
-
-
-@_jit
-def raise_prices(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray,
-                 assign: np.ndarray, prices: np.ndarray, passes: int) -> np.ndarray:
-    """Raise each assigned column's price until its row ties with its next best edge.
-
-    Keeps exact complementary slackness (a row's own column stays its best; other rows
-    only see dearer columns) and so the graph's dual value; far columns get dearer, which
-    tightens the bound over all pairs. ``passes`` in-place sweeps over the rows.
-    """
-    p = prices.copy()
-    n_rows = indptr.shape[0] - 1
-    for _ in range(passes):
-        for i in range(n_rows):
-            j0 = assign[i]
-            own = _INF
-            second = _INF
-            for e in range(indptr[i], indptr[i + 1]):
-                j = indices[e]
-                w = cost[e] + p[j]
-                if j == j0:
-                    own = w
-                elif w < second:
-                    second = w
-            if second < _INF and second > own:
-                p[j0] += second - own
-    return p
-
-
 # ----------------------------------------------------------------------------------------
 # Offset-list queries on a grid (home cell + a fixed list of neighbour offsets)
 # ----------------------------------------------------------------------------------------
@@ -591,8 +452,7 @@ def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray)
         for t in range(cell_start[c], cell_start[c + 1]):
             w = weights[order[t]]
             sw[t] = w
-            if w < cw[c]:
-                cw[c] = w
+            cw[c] = min(cw[c], w)
     return sw, cw
 
 
@@ -731,6 +591,5 @@ def row_minima(indptr: np.ndarray, values: np.ndarray) -> np.ndarray:
     out = np.full(n_rows, np.inf)
     for i in range(n_rows):
         for e in range(indptr[i], indptr[i + 1]):
-            if values[e] < out[i]:
-                out[i] = values[e]
+            out[i] = min(out[i], values[e])
     return out

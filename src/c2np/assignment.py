@@ -4,57 +4,45 @@ Used by the matched RMSD (SPEC §6): every point of the smaller set ``S`` (``(n_
 paired with a distinct point of the larger set ``L`` (``(n_l, 3)`` Å) so that
 ``Σ |s − l|²`` (Å²) is minimal. :func:`min_sq_assignment` returns the value of a valid
 pairing (an upper bound), a certified lower bound of the optimum, and whether the two
-meet (then the value is the optimum). Cost is bounded for any input: a prediction far
-from the reference costs about as much as a good one.
+meet (then the value is the optimum); its work is bounded for any input.
 
-Method (docs/evaluation.md, "Matched RMSD"):
+Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
 
 1. nearest neighbours of ``S`` all distinct: pairing each with its nearest is optimal;
 2. small sets (``n_s · n_l <= 250,000``): dense ``scipy.optimize.linear_sum_assignment``;
-3. otherwise a sparse candidate graph (k nearest neighbours both ways plus a pairing that
-   saturates ``S``), solved exactly on that graph by a compiled ε-scaling auction on
-   integer costs, then certified on *all* ``n_s · n_l`` pairs by LP duality: the auction's
-   prices ``p`` give the lower bound
-   ``LB = Σ_s min_l (|s − l|² + p_l) + (n_l − n_s) min_l p_l − Σ_l p_l``
-   (valid for any ``p``), each minimum found exactly with one 4-D KD-tree query on the
-   lifted points ``(l, sqrt(p_l − min p))``. Pairs that undercut the graph's best are added
-   and the graph re-solved (warm: the prices are kept) until the bound meets the value or
-   a work budget is spent; then the value and the bound are reported with their gap.
+3. otherwise the pairs closer than a radius (about 16 partners per point), solved by a
+   compiled ε-scaling auction (:mod:`c2np._assignment_kernels`) on integer costs, and
+   certified over *all* ``n_s · n_l`` pairs by LP duality: any column prices ``p`` give
+   the lower bound ``LB = Σ_s min_l (|s − l|² + p_l) + (n_l − n_s) min_l p_l − Σ_l p_l``,
+   each minimum found exactly by a grid search that prunes cells by their smallest price.
+   Pairs outside the graph that undercut a row's best are added (after the coarse
+   phases, and again after the fine ones, at most ``max_rounds`` times) until the bound
+   meets the value; otherwise both are reported with their gap.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["AssignmentResult", "min_sq_assignment"]
 
-DENSE_MAX_ENTRIES = 250_000
-GRAPH_K = 6  # nearest neighbours per point, both ways, in the first graph
-ADD_K = 8  # lifted neighbours examined per violating point in a certificate round
-MAX_ROUNDS = 6  # certificate rounds (graph re-solves) before the bound is reported as is
-BIDS_PER_POINT = 100  # auction work budget per point of the balanced problem
-_SCALED_COST_MAX = 2.0 ** 50  # largest integer edge cost handed to the auction
-_EXACT_RTOL = 1e-9
-_DEBUG = False
-GRAPH_K_REVERSE = 4
-GRAPH_DEGREE = 16.0
-EDGES_PER_POINT = 40
-MIN_DEGREE = 3
-EPS_FINAL_RTOL = 1e-10
-EPS_FACTOR = 8
-EPS0_COLD = 1.0
-EPS0_WARM = 1e-2
-EPS_MID = 1e-3
-GIVE_UP_SHARE = 0.25  # more rows than this undercut after a fine stage: stop refining
-EXHAUSTIVE_CELL_VISITS = 400  # per point: ring searches allowed in a bound
-ROUGH_FIRST = False
-RAISE_PASSES = 0
-EPS_ROUGH = 1e-2
+DENSE_MAX_ENTRIES = 250_000  # n_s · n_l up to which the dense solver is used
+GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
+MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
+ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
+MAX_ROUNDS = 4  # fine stages (each may add pairs and re-solve) before a bound is reported
+BIDS_PER_POINT = 100  # auction work budget per point of the larger set, all stages
+EPS0_COLD = 1.0  # first ε: this times the mean nearest-neighbour cost (Å²)
+EPS_MID = 1e-3  # end of the coarse stage: this times the median edge cost
+EPS_FACTOR = 8  # ε-scaling factor
+GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop refining
+EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
+EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
+_SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
 
 @dataclass(frozen=True)
@@ -65,13 +53,13 @@ class AssignmentResult:
         sum_sq_angstrom2: Σ |s − l|² of the pairing found (an upper bound of the optimum).
         lower_bound_angstrom2: a certified lower bound of the optimum (Å²).
         n_pairs: number of pairs (``min(n_s, n_l)``).
-        exact: True when the bound meets the value within the tolerance ``tolerance_angstrom2``
-            (the value is then the optimum up to it).
-        tolerance_angstrom2: rounding allowance of the exactness test: ``1e-9 (1 + value)``
-            plus the integer rounding of the costs handed to the auction (at most
-            ``(n_s + 2) · unit``, unit <= 2^-20 Å² in practice much smaller).
+        exact: True when the bound meets the value within ``tolerance_angstrom2`` (the value
+            is then the optimum up to it).
+        tolerance_angstrom2: allowance of the exactness test: ``1e-9 (1 + value)`` plus
+            the integer rounding of the costs handed to the auction (``(n_s + 2) · unit``,
+            unit a power of 2 Å² with the largest possible pair cost · (n_l + 1) <= 2^50).
         method: ``"nearest"``, ``"dense"`` or ``"auction"``.
-        rounds: certificate rounds (graph solves) used (0 for the first two methods).
+        rounds: fine stages run (0 for the first two methods).
     """
 
     sum_sq_angstrom2: float
@@ -88,14 +76,14 @@ class AssignmentResult:
         return max(0.0, self.sum_sq_angstrom2 - self.lower_bound_angstrom2)
 
 
-def _tree(points: np.ndarray) -> "object":
+def _tree(points: np.ndarray) -> object:
     from scipy.spatial import cKDTree
 
     return cKDTree(points, balanced_tree=False, compact_nodes=False)
 
 
 def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
-                      tree_a: "object | None" = None, tree_b: "object | None" = None,
+                      tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
                       max_rounds: int = MAX_ROUNDS,
                       bids_per_point: int = BIDS_PER_POINT) -> AssignmentResult:
@@ -139,18 +127,20 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                        max_rounds: int, bids_per_point: int) -> AssignmentResult:
-    """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not distinct)."""
+    """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
+    distinct; ``d1`` their distances)."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
-    indptr, indices = grid.radius_graph(small, max_edges=EDGES_PER_POINT * (ns + nl))
+    indptr, indices = grid.radius_graph(small)
     lonely = np.flatnonzero(np.diff(indptr) < MIN_DEGREE)
     if len(lonely):
         _, jk, _ = grid.knn(small[lonely], min(MIN_DEGREE, nl))
         ok = jk >= 0
-        indptr, indices = kern.csr_merge(indptr, indices, np.repeat(lonely, jk.shape[1])[ok.reshape(-1)],
-                                         jk[ok], nl)
+        indptr, indices = kern.csr_merge(indptr, indices,
+                                         np.repeat(lonely, jk.shape[1])[ok.reshape(-1)], jk[ok], nl)
     graph = _Graph.build(small, large, indptr, indices, _Graph.unit_for(small, large))
+    # a pairing of every row keeps the balanced problem feasible and is a first value
     fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl,
                                    np.ascontiguousarray(large[:, 0]),
                                    np.ascontiguousarray(small[:, 0]))
@@ -158,46 +148,37 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     graph = graph.with_edges(small, large, np.arange(ns), fallback)
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
-    tol = _EXACT_RTOL * (1.0 + best_ub)
+    tol = EXACT_RTOL * (1.0 + best_ub)
     budget = int(bids_per_point) * nl
-    eps_final = 0.25 * _EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
+    eps_final = 0.25 * EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
     med = float(np.median(graph.cost_angstrom2))
+    eps_mid = max(EPS_MID * med, eps_final)
+    eps0 = EPS0_COLD * max(float(np.mean(d1 * d1)), 64.0 * eps_mid)
     prices = np.zeros(nl, dtype=np.int64)
     assign = np.full(ns, -1, dtype=np.int64)
-    eps_mid = max(EPS_MID * med, eps_final)
     rounds = 0
-    # stage 1 (cold, coarse): the prices settle at eps_mid; pairs outside the graph that
-    # undercut it are added before the fine phases, so that these run once
-    eps0 = EPS0_COLD * max(float(np.mean(d1 * d1)), 64.0 * eps_mid)
+    # coarse stage (cold): prices settle at eps_mid, and pairs outside the graph that
+    # undercut it join before the fine phases, which then mostly run once
     stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
     for eps_hi, eps_lo, final in stages:
         if budget <= 0:
             break
-        t0 = time.process_time()
         assign, prices, status, used = _solve(kern, graph, prices, assign, eps_hi, eps_lo,
                                               budget)
-
-        t_solve = time.process_time() - t0
         budget -= used
         if assign[0] >= 0:
             best_ub = min(best_ub, _pair_sum(small, large, assign))
         else:
             assign = np.full(ns, -1, dtype=np.int64)
-        tol = _EXACT_RTOL * (1.0 + best_ub) + (ns + 2) * graph.unit
-        t0 = time.process_time()
+        tol = EXACT_RTOL * (1.0 + best_ub) + (ns + 2) * graph.unit
         lb, w, u_graph, u_all = _dual_bound(small, grid, prices, graph)
-        undercut = np.flatnonzero(u_all < u_graph - tol / ns)
-        t_lb = time.process_time() - t0
         best_lb = max(best_lb, lb)
         rounds += final
-        if _DEBUG:
-            print(f"  stage final={final}: edges {len(graph.indices)} status {status} bids {used} "
-                  f"ub {best_ub:.6f} lb {lb:.6f} tol {tol:.3g} "
-                  f"solve {t_solve*1e3:.1f} ms bound {t_lb*1e3:.1f} ms undercut {len(undercut)}")
+        undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
         if final and len(undercut) > GIVE_UP_SHARE * ns:
-            break  # the graph misses most of the optimum (a degenerate prediction): bound it
+            break  # the graph misses most of the optimum (a degenerate prediction)
         if len(undercut):
             _, jk, _ = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
                                 bound=u_graph[undercut], exhaustive=False)
@@ -214,7 +195,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
 
 
-def _solve(kern: "object", graph: "_Graph", prices: np.ndarray, init: np.ndarray,
+def _solve(kern: object, graph: _Graph, prices: np.ndarray, init: np.ndarray,
            eps_hi: float, eps_final: float, budget: int
            ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Auction on ``graph`` from integer ``prices`` and the assignment ``init`` (-1: none),
@@ -222,12 +203,8 @@ def _solve(kern: "object", graph: "_Graph", prices: np.ndarray, init: np.ndarray
     prices, status, bids)``."""
     e_fin = graph.eps_scaled(eps_final)
     e_hi = max(graph.eps_scaled(eps_hi), e_fin)
-    assign, p, status, bids, pb = kern.auction(graph.indptr, graph.indices, graph.cost,
-                                               graph.n_cols, prices - prices.min(), init,
-                                               e_hi, e_fin, EPS_FACTOR, budget)
-    if _DEBUG:
-        print("    phase bids", np.diff(pb[:np.flatnonzero(pb)[-1] + 1]).tolist() if pb.any() else [])
-    return assign, p, status, bids
+    return kern.auction(graph.indptr, graph.indices, graph.cost, graph.n_cols,
+                        prices - prices.min(), init, e_hi, e_fin, EPS_FACTOR, budget)
 
 
 def _pair_sum(small: np.ndarray, large: np.ndarray, cols: np.ndarray) -> float:
@@ -252,7 +229,7 @@ class _Grid:
     off_d2: np.ndarray
 
     @classmethod
-    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3) -> "_Grid":
+    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3) -> _Grid:
         """Cells of about ``per_cell`` points (from the occupied volume), side at least
         1/1024 of the extent, at most 8 n + 64 cells; offsets up to ``reach`` cells."""
         x = np.ascontiguousarray(points, dtype=np.float64)
@@ -281,9 +258,8 @@ class _Grid:
         return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
                    np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
 
-    def radius_graph(self, queries: np.ndarray, *, max_edges: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """CSR (by query) of the pairs closer than the cell side × 0.999."""
+    def radius_graph(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (by query) of the pairs closer than 0.999 × the cell side."""
         r = 0.999 * self.h
         return _kernels().radius_pairs(self.sorted_points, self.order, self.cell_start, self.origin,
                                        self.h, self.dims,
@@ -341,12 +317,12 @@ class _Graph:
 
     @classmethod
     def build(cls, small: np.ndarray, large: np.ndarray, indptr: np.ndarray,
-              indices: np.ndarray, unit: float) -> "_Graph":
+              indices: np.ndarray, unit: float) -> _Graph:
         w, cost = _kernels().edge_costs(small, large, indptr, indices, unit, len(large) + 1)
         return cls(indptr, indices, w, cost, unit, len(large))
 
     def with_edges(self, small: np.ndarray, large: np.ndarray, rows: np.ndarray,
-                   cols: np.ndarray) -> "_Graph":
+                   cols: np.ndarray) -> _Graph:
         ip, ix = _kernels().csr_merge(self.indptr, self.indices, rows.astype(np.int64),
                                       cols.astype(np.int64), self.n_cols)
         return _Graph.build(small, large, ip, ix, self.unit)
@@ -388,7 +364,7 @@ def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
 
 
 @functools.cache
-def _kernels() -> "object":
+def _kernels() -> object:
     """The compiled kernels (:mod:`c2np._assignment_kernels`, numba), imported on first use."""
     from c2np import _assignment_kernels
 
