@@ -28,7 +28,7 @@ from c2np.predictions import (iter_forward_predictions, read_inverse_predictions
                               write_inverse_predictions)
 from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, LeaderboardRow, plot_confusion, plot_id_vs_ood,
                          plot_metric_vs_radius, plot_particles, write_leaderboard)
-from c2np.splits import get_protocol
+from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows
 
@@ -151,6 +151,16 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
     out = Path(out_dir)
+    unknown_tasks = [t for t in tasks if t not in ("forward", "inverse")]
+    if unknown_tasks or not tasks:
+        raise C2NPInputError(f"--tasks: unknown task(s) {unknown_tasks or '(none given)'}; choose from "
+                             "forward, inverse")
+    unknown_splits = [s for s in splits if s not in SPLITS]
+    if unknown_splits or not splits:
+        raise C2NPInputError(f"--splits: unknown split(s) {unknown_splits or '(none given)'}; choose from "
+                             f"{', '.join(SPLITS)}")
+    if subset not in ("eval", "full"):
+        raise C2NPInputError(f"--subset: unknown subset {subset!r}; choose eval or full")
     store = DatasetStore.open(store_path)
     protocol = get_protocol(store.protocol)
     fwd = list(FORWARD_BASELINES) if forward_models is None else list(forward_models)

@@ -602,6 +602,11 @@ def forward_failure(reason: str, reference: ReferenceSummary, *,
                   details={"n_pred": 0, "n_ref": reference.n_atoms})
 
 
+#: Coordinates and lattice lengths beyond this (Å) are not a prediction of a particle or a
+#: crystal: the sample fails (their squares would overflow the metrics).
+MAX_COORDINATE_ANGSTROM = 1e4
+
+
 def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.ndarray | None
                              ) -> str | None:
     """Why a predicted particle cannot be scored, or None when it can."""
@@ -618,6 +623,21 @@ def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.
     if not np.all(np.isfinite(x)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=1))[0])
         return f"non-finite position (atom {bad})"
+    far = np.flatnonzero(np.any(np.abs(x) > MAX_COORDINATE_ANGSTROM, axis=1))
+    if len(far):
+        return f"position beyond {MAX_COORDINATE_ANGSTROM:g} Å (atom {int(far[0])})"
+    return None
+
+
+def check_prediction_size(n_pred: int, n_ref: int) -> str | None:
+    """Why a predicted particle is too large to score in bounded time (the limit
+    ``prediction_atoms_factor``: that many times the reference's atoms, plus 100), or None."""
+    from c2np.limits import effective
+
+    factor = effective("prediction_atoms_factor")
+    if n_pred > factor * n_ref + 100:
+        return (f"{n_pred} predicted atoms exceed the limit prediction_atoms_factor ({factor:g} x "
+                f"{n_ref} reference atoms + 100; raise it with `c2np --limit prediction_atoms_factor=N`)")
     return None
 
 
@@ -638,6 +658,8 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
             raise ValueError("forward_metrics needs reference or radius_angstrom")
         reference = ReferenceSummary.from_particle(zg, xg, radius_angstrom=radius_angstrom)
     reason = check_forward_prediction(pred_numbers, pred_positions_angstrom)
+    if reason is None:
+        reason = check_prediction_size(len(np.asarray(pred_numbers)), reference.n_atoms)
     if reason is not None:
         return forward_failure(reason, reference, tolerances_angstrom=tolerances_angstrom)
     zp = np.asarray(pred_numbers, dtype=np.int64)
@@ -732,6 +754,9 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
                "matched_rmsd_lower_bound": matched_rmsd_lower,
                "matched_rmsd_gap": matched_rmsd - matched_rmsd_lower,
                "hull_volume_pred_angstrom3": v_p}
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:  # never a non-finite number in a results file: the sample fails instead
+        return forward_failure(f"metric {bad[0]} is not finite", reference, tolerances_angstrom=tolerances_angstrom)
     return Scores(values=values, ok=True, details=details)
 
 
@@ -848,6 +873,10 @@ def check_inverse_prediction(params: Sequence[float] | np.ndarray | None,
         return "non-positive lattice length"
     if np.any(p[3:] <= 0) or np.any(p[3:] >= 180):
         return "lattice angle outside (0, 180) degrees"
+    if np.any(p[:3] > MAX_COORDINATE_ANGSTROM):
+        return f"lattice length beyond {MAX_COORDINATE_ANGSTROM:g} Å"
+    if not LatticeParameters.from_array(p).is_valid():
+        return "the angles close no cell (e.g. 170°, 170°, 170°)"
     sg = float(spacegroup)
     if not math.isfinite(sg) or sg != int(sg) or not 1 <= int(sg) <= 230:
         return f"space group {spacegroup!r} outside 1..230"
@@ -869,7 +898,10 @@ def inverse_metrics(params: Sequence[float] | np.ndarray | None,
     if reason is not None:
         return inverse_failure(reason, target)
     p = np.asarray(params, dtype=np.float64).reshape(6)
-    return Scores(values=_inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
-                                         length_tol_angstrom=length_tol_angstrom,
-                                         angle_tol_deg=angle_tol_deg,
-                                         length_rel_tol=length_rel_tol))
+    values = _inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
+                             length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
+                             length_rel_tol=length_rel_tol)
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        return inverse_failure(f"metric {bad[0]} is not finite", target)
+    return Scores(values=values)

@@ -21,7 +21,7 @@ import numpy as np
 from c2np.metrics import PRIMARY, Metric
 from c2np.models import display_name
 from c2np.particle import Particle
-from c2np.fileio import atomic_path, atomic_write
+from c2np.fileio import atomic_path, write_texts
 from c2np.splits import Protocol
 
 __all__ = ["LeaderboardRow", "normalise", "row_from_results", "write_leaderboard", "plot_metric_vs_radius",
@@ -163,11 +163,9 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         lines += ["", footer]
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
-    with atomic_write(md) as fh:
-        fh.write("\n".join(lines) + "\n")
-    with atomic_write(js) as fh:
-        json.dump({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})}, fh,
-                  indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    doc = json.dumps({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})},
+                     indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    write_texts({js: doc, md: "\n".join(lines) + "\n"})  # both or neither on a write error
     return {"markdown": md, "json": js}
 
 

@@ -8,6 +8,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
+from c2np.fileio import check_output_path
+
 from c2np.cli._common import console, handle_errors, print_json
 
 
@@ -107,6 +109,7 @@ def predict_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
+    check_output_path(out)
     from c2np.models.training import predict
 
     ds = _open_dataset(store, cells, protocol, radii)

@@ -23,6 +23,7 @@ from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.fileio import file_sha256
+from c2np.limits import check as check_limit
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
                           inverse_metric_info, inverse_metrics)
@@ -139,6 +140,7 @@ def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
 
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    check_limit("workers", workers, what="evaluation workers")
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         return None
     return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))

@@ -34,6 +34,7 @@ from c2np.errors import C2NPError, C2NPInputError
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.fileio import atomic_path, atomic_write
+from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
 from c2np.models.data import (Condition, condition_for_row, condition_from_query, lattice_target,
                               training_rows)
 from c2np.particle import Particle
@@ -282,10 +283,7 @@ def _selection_key(task: str, row: dict[str, float]) -> tuple[float, ...]:
 
 
 def _read_log(path: Path) -> list[dict[str, float]]:
-    if not path.is_file():
-        return []
-    with open(path, newline="") as fh:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(fh)]
+    return read_log(path, columns=tuple(LOG_COLUMNS))
 
 
 def _write_log(path: Path, rows: list[dict[str, float]]) -> None:
@@ -329,11 +327,7 @@ def _evaluation_weights(model: Any, ema: Any) -> Iterator[Any]:
 
 
 def _load_tensors(path: Path, device: Any) -> dict[str, Any]:
-    from safetensors.torch import load_file
-
-    if not path.is_file():
-        raise C2NPInputError(f"{path}: missing checkpoint file")
-    return load_file(str(path), device=str(device))
+    return read_weights(path, device=str(device))
 
 
 def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cpu") -> tuple[Any, dict[str, Any]]:
@@ -346,11 +340,11 @@ def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cp
     meta_path = run / "config.json"
     if not meta_path.is_file():
         raise C2NPInputError(f"{meta_path}: not a run folder (no config.json)")
+    meta = read_json(meta_path, what="run metadata", keys=("model", "task", "config"))
     try:
-        meta = json.loads(meta_path.read_text())
         cfg = ModelConfig.from_dict(meta["config"])
         model = build_model(meta["model"], meta["task"], cfg)
-    except (KeyError, json.JSONDecodeError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise C2NPInputError(f"{meta_path}: malformed run metadata ({exc})") from exc
     dev = resolve_device(device)
     place(model, dev)
@@ -358,12 +352,12 @@ def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cp
     state_path = folder / "state.json"
     if not state_path.is_file():
         raise C2NPInputError(f"{run}: no {checkpoint!r} checkpoint ({state_path} missing); train the run first")
-    state = json.loads(state_path.read_text())
+    state = read_json(state_path, what="checkpoint state", keys=("epoch", "step"))
     if checkpoint == "best":
         weights = folder / "model.safetensors"
     else:
         weights = folder / ("ema.safetensors" if (folder / "ema.safetensors").is_file() else "model.safetensors")
-    model.load_state_dict(_load_tensors(weights, dev), strict=True)
+    load_weights_into(model, _load_tensors(weights, dev), source=weights)
     model.eval()
     meta = {**meta, "checkpoint": {"name": checkpoint, "epoch": int(state["epoch"]), "step": int(state["step"]),
                                    "weights": weights.name}}
@@ -374,7 +368,7 @@ def _check_resume(run: Path, model_name: str, task: str) -> dict[str, Any]:
     state_path = run / "checkpoint" / "state.json"
     if not state_path.is_file():
         raise C2NPInputError(f"{run}: nothing to resume (no checkpoint/state.json)")
-    old = json.loads((run / "config.json").read_text())
+    old = read_json(run / "config.json", what="run metadata", keys=("model", "task", "config"))
     if (old["model"], old["task"]) != (model_name, task):
         raise C2NPInputError(f"{run}: run is {old['model']}/{old['task']}, not {model_name}/{task}")
     return old
@@ -445,16 +439,20 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
     log: list[dict[str, float]] = []
     ck = run / "checkpoint"
     if resume:
-        st = json.loads(state_path.read_text())
-        model.load_state_dict(_load_tensors(ck / "model.safetensors", dev), strict=True)
-        saved = torch.load(ck / "optim.pt", weights_only=True)
-        opt.load_state_dict(saved["optimizer"])
-        sched.load_state_dict(saved["scheduler"])
-        if ema is not None:
-            ema.load_state_dict(_load_tensors(ck / "ema.safetensors", dev), int(st["ema_updates"]))
-        g.set_state(torch.load(ck / "rng.pt", weights_only=True)["torch_generator"])
-        rng.bit_generator.state = st["numpy_rng"]
-        epoch, step = int(st["epoch"]), int(st["step"])
+        st = read_json(state_path, what="training state", keys=("epoch", "step", "numpy_rng"))
+        load_weights_into(model, _load_tensors(ck / "model.safetensors", dev), source=ck / "model.safetensors")
+        try:
+            saved = read_torch(ck / "optim.pt", what="optimizer state")
+            opt.load_state_dict(saved["optimizer"])
+            sched.load_state_dict(saved["scheduler"])
+            if ema is not None:
+                ema.load_state_dict(_load_tensors(ck / "ema.safetensors", dev), int(st["ema_updates"]))
+            g.set_state(read_torch(ck / "rng.pt", what="random state")["torch_generator"])
+            rng.bit_generator.state = st["numpy_rng"]
+            epoch, step = int(st["epoch"]), int(st["step"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise C2NPInputError(f"{ck}: optimizer, random or training state does not fit this run "
+                                 f"({type(exc).__name__}: {exc})") from exc
         best = dict(st.get("best") or {})
         log = [r for r in _read_log(run / "log.csv") if r["epoch"] <= epoch]
     else:

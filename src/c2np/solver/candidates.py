@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPNoAnswerError
 from c2np.solver.frame import ParticleFrame
 from c2np.solver.geometry import whole_shells
 from c2np.solver.neighbours import NeighbourScale
@@ -62,8 +62,8 @@ def candidate_translations(frame: ParticleFrame, scale: NeighbourScale,
             ref_z = int(zs[i])
             break
     if ref_z is None:
-        raise C2NPInputError(f"solver input: no element has {settings.min_reference_atoms} or more "
-                             "atoms; no lattice to find")
+        raise C2NPNoAnswerError(f"solver input: no element has {settings.min_reference_atoms} or more "
+                                "atoms; no lattice to find")
     ref_idx = by_centre[nums[by_centre] == ref_z]
     n_orig = int(np.clip(settings.max_candidate_pairs // len(ref_idx), settings.n_origins, len(ref_idx)))
     origins = ref_idx[:whole_shells(r_key[ref_idx], n_orig)]
@@ -87,7 +87,7 @@ def candidate_translations(frame: ParticleFrame, scale: NeighbourScale,
     keep = (lens > max(0.3, 0.5 * scale.d_same_min_angstrom)) & (lens <= lmax)
     vec = vec[keep]
     if len(vec) == 0:
-        raise C2NPInputError("solver input: no candidate translations (particle too small)")
+        raise C2NPNoAnswerError("solver input: no candidate translations (particle too small)")
     s = np.sign(vec @ _SIGN_DIRECTION)
     s[s == 0] = 1.0
     vec = vec * s[:, None]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPNoAnswerError
 from c2np.solver.frame import ParticleFrame
 from c2np.solver.geometry import best_triple, coset_representatives, niggli
 from c2np.solver.neighbours import NeighbourScale
@@ -80,5 +80,5 @@ def consolidate_lattice(found: LatticeSearch, frame: ParticleFrame, scale: Neigh
     sol, *_ = np.linalg.lstsq(ncoef * w, acc_vec[good] * w, rcond=None)
     lattice = niggli(sol)
     if abs(np.linalg.det(lattice)) < 1e-3:
-        raise C2NPInputError("solver input: no lattice found (degenerate translations)")
+        raise C2NPNoAnswerError("solver input: no lattice found (degenerate translations)")
     return ConsolidatedLattice(lattice, len(acc_vec), int(n_inconsistent))

@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
+from c2np.limits import check as check_limit
 from c2np.solver.settings import SolverSettings
+
+#: A particle whose median nearest-neighbour distance exceeds this (Å) is not a solid in Å.
+MAX_TYPICAL_NEIGHBOUR_ANGSTROM = 10.0
 
 __all__ = ["ELEMENT_KEY", "Bounds", "ParticleFrame", "particle_bounds", "particle_frame", "validate_input"]
 
@@ -38,9 +42,18 @@ def validate_input(numbers: np.ndarray, positions: np.ndarray, min_atoms: int) -
     nums = nums.astype(np.int64)
     if np.any(nums < 1) or np.any(nums > 118):
         raise C2NPInputError("solver input: atomic numbers must be in 1..118")
+    from scipy.spatial import cKDTree
+
+    check_limit("solver_atoms", len(nums), what="solver input")
     if len(nums) < min_atoms:
-        raise C2NPInputError(f"solver input: {len(nums)} atoms is too few to find a lattice "
-                             f"(at least {min_atoms} needed)")
+        raise C2NPNoAnswerError(f"solver input: {len(nums)} atoms is too few to find a lattice "
+                                f"(at least {min_atoms} needed)")
+    nearest, _ = cKDTree(pos).query(pos, k=2)
+    typical = float(np.median(nearest[:, 1]))
+    if typical > MAX_TYPICAL_NEIGHBOUR_ANGSTROM:
+        raise C2NPInputError(f"solver input: atoms are typically {typical:.4g} Å from their nearest "
+                             f"neighbour (a solid has neighbours within {MAX_TYPICAL_NEIGHBOUR_ANGSTROM:g} Å); "
+                             "positions must be in Å")
     return nums, pos
 
 
@@ -89,8 +102,8 @@ def particle_bounds(rel: np.ndarray, r: np.ndarray, margin: float) -> Bounds:
         try:
             hull = ConvexHull(rel)
         except QhullError as exc:
-            raise C2NPInputError("solver input: the atoms are flat or collinear; a particle "
-                                 "must extend in three dimensions") from exc
+            raise C2NPNoAnswerError("solver input: the atoms are flat or collinear; a particle "
+                                    "must extend in three dimensions") from exc
     eq = np.unique(np.round(np.asarray(hull.equations, dtype=float), 9), axis=0)  # coplanar facets once
     r_in = float(np.min(-eq[:, 3]))
     return Bounds(eq, r_in, float(r.max()), float(margin))
@@ -136,8 +149,8 @@ def particle_frame(numbers: np.ndarray, positions_angstrom: np.ndarray,
     r = np.linalg.norm(rel, axis=1)
     bounds = particle_bounds(rel, r, settings.boundary_margin_angstrom)
     if bounds.r_out - settings.boundary_margin_angstrom <= 1.0:
-        raise C2NPInputError(f"solver input: the particle is too small (radius "
-                             f"{bounds.r_out:.2f} Å) to find a lattice")
+        raise C2NPNoAnswerError(f"solver input: the particle is too small (radius "
+                                f"{bounds.r_out:.2f} Å) to find a lattice")
     # every "closest k atoms" below takes whole shells of equal distance from the centroid,
     # so the sets do not depend on the atom order or on rounding in the particle's frame
     by_centre = np.argsort(r, kind="stable")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.solver.frame import ELEMENT_KEY, ParticleFrame
 from c2np.solver.geometry import whole_shells
 from c2np.solver.settings import SolverSettings
@@ -37,7 +37,7 @@ def neighbour_scale(frame: ParticleFrame, settings: SolverSettings) -> Neighbour
     dnn, _ = frame.tree.query(frame.positions4[probe], k=2)
     same = dnn[:, 1] < ELEMENT_KEY * 0.5
     if not same.any():
-        raise C2NPInputError("solver input: no two atoms of the same element; no lattice to find")
+        raise C2NPNoAnswerError("solver input: no two atoms of the same element; no lattice to find")
     per_elem = [float(np.median(dnn[same & (nums[probe] == z), 1]))
                 for z in np.unique(nums[probe]) if np.any(same & (nums[probe] == z))]
     d_same_min = min(per_elem)

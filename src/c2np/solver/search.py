@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPNoAnswerError
 from c2np.solver.candidates import CandidateTranslations
 from c2np.solver.frame import Bounds, ParticleFrame
 from c2np.solver.geometry import greedy_basis
@@ -167,6 +167,6 @@ def find_lattice(frame: ParticleFrame, scale: NeighbourScale, cands: CandidateTr
             if low is not None:
                 found, margin_used, low_support = low, -slack, True
     if found is None:
-        raise C2NPInputError("solver input: no lattice found (no three independent translations "
-                             "map the particle onto itself)")
+        raise C2NPNoAnswerError("solver input: no lattice found (no three independent translations "
+                                "map the particle onto itself)")
     return LatticeSearch(found, float(margin_used), low_support)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPNoAnswerError
 from c2np.solver.geometry import cluster_sites
 
 __all__ = ["STRAY_MIN_MEDIAN_COUNT", "STRAY_SITE_FRACTION", "SiteFit", "fit_sites"]
@@ -82,7 +82,7 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     site_count = np.bincount(labels, minlength=len(site_frac_a))
     typical = float(np.median(site_count[site_count >= 2])) if np.any(site_count >= 2) else 1.0
     if typical < 2:
-        raise C2NPInputError("solver input: no periodicity found (no site repeats in the particle)")
+        raise C2NPNoAnswerError("solver input: no periodicity found (no site repeats in the particle)")
     # every atom is evidence (a site seen once in a small particle is still a site), but in a
     # particle where sites repeat many times a tiny cluster is a stray atom (noise tail, defect)
     median_count = float(np.median(site_count))
@@ -119,7 +119,7 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
         """Joint linear least squares x_i - origin = c_site + n_i . L over atoms ``ok``."""
         m = int(ok.sum())
         if m < len(used) + 3:
-            raise C2NPInputError("solver input: no lattice found (too few atoms on sites)")
+            raise C2NPNoAnswerError("solver input: no lattice found (too few atoms on sites)")
         k = col[s_idx[ok]]
         nn = cell_n[ok]
         target = rel[ok] - origin
@@ -133,7 +133,7 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
         lhs = nn.T @ nn - (s_n / cnt[:, None]).T @ s_n
         rhs = nn.T @ target - (s_n / cnt[:, None]).T @ s_x
         if abs(np.linalg.det(lhs)) < 1e-9:
-            raise C2NPInputError("solver input: no lattice found (atoms span too few cells)")
+            raise C2NPNoAnswerError("solver input: no lattice found (atoms span too few cells)")
         lat_new = np.linalg.solve(lhs, rhs)
         offs = (s_x - s_n @ lat_new) / cnt[:, None]
         resid = target - offs[k] - nn @ lat_new

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPNoAnswerError
 from c2np.solver.geometry import min_image
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit
@@ -117,8 +117,8 @@ def symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
         return SymmetrySweep(tuple(records), records[chosen], plateau)
     found = [rec for rec in records if rec.spacegroup is not None]
     if not found:
-        raise C2NPInputError("solver input: no space group could be assigned to the "
-                             "reconstructed cell at any tolerance")
+        raise C2NPNoAnswerError("solver input: no space group could be assigned to the "
+                                "reconstructed cell at any tolerance")
     sgs = [rec.spacegroup for rec in found]
     best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
     return SymmetrySweep(tuple(records), next(rec for rec in found if rec.spacegroup == best), 1)
