@@ -125,15 +125,16 @@ def main(argv: list[str] | None = None) -> int:
           "| first render (ms) | redraw side / overlay, by element (ms) | redraw side / overlay, by error (ms) "
           "| surface only (ms) | drag-rotate: ms per mouse step, frame interval median / p90 (ms) |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for (model, sid, radius, n_ref, n_pred, size, pay, load, first, modes, surface, turn) in rows:
+    for (model, sid, _radius, n_ref, n_pred, size, pay, load, first, modes, surface, turn) in rows:
         print(f"| {model} | {sid} | {n_ref} / {n_pred} | {size / 1e6:.2f} | {pay / 1e6:.2f} | {load:.0f} | {first:.0f} "
               f"| {modes[('side', 'element')]:.0f} / {modes[('overlay', 'element')]:.0f} "
               f"| {modes[('side', 'error')]:.0f} / {modes[('overlay', 'error')]:.0f} | {surface:.0f} "
               f"| {turn[0]:.0f}; {turn[1]:.0f} / {turn[2]:.0f} |")
     import os
 
-    print(f"\nmedian of {1 if args.only_screenshots else args.repeats}; drag: {args.turns} mouse steps, side by side, by element, hover off; first "
-          "render = on page load (the first payload, an ID sample); redraws = the R = 30 sample; load average "
+    print(f"\nmedian of {1 if args.only_screenshots else args.repeats}; drag: {args.turns} mouse steps, side by side, "
+          "by element, hover off; first render = on page load (the first payload, an ID sample); "
+          "redraws = the R = 30 sample; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0
 

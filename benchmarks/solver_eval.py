@@ -67,9 +67,9 @@ def load_crystals(kind: str, cells_path: str | None) -> tuple[str, list]:
             cells = list(cells.values()) if isinstance(cells, dict) else list(cells)
             if cells:
                 return f"perovskite catalog ({len(cells)} materials)", cells
-        except ImportError:
+        except ImportError as exc:
             if kind == "catalog":
-                raise SystemExit("c2np.catalog is not importable")
+                raise SystemExit("c2np.catalog is not importable") from exc
     return "textbook prototypes (c2np.catalog.textbook)", [prototype_cell(n) for n in prototype_names()]
 
 

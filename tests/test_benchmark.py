@@ -70,8 +70,8 @@ def _my_submission(folder: Path, store_path: Path, *, nan_first: bool = True) ->
 def test_a_submission_dropped_beside_the_baselines_is_ranked(tmp_path: Path, store_path: Path) -> None:
     out = tmp_path / "out"
     ids = _my_submission(out / "submissions" / "my-model", store_path)
-    s = run_benchmark(store_path, out, splits=["ood"], tasks=["forward"], forward_models=["analytic-carve", "random-ball"],
-                      n_resamples=20, progress=False)
+    s = run_benchmark(store_path, out, splits=["ood"], tasks=["forward"],
+                      forward_models=["analytic-carve", "random-ball"], n_resamples=20, progress=False)
     row = next(r for r in s.rows if r.model == "my-model")
     assert row.n_samples == len(ids) and row.n_failed == 1  # the NaN sample is a failure, counted
     assert row.metrics["f1@0.1"] < 0.05

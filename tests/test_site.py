@@ -244,13 +244,14 @@ def test_mixed_fingerprints_and_duplicates_are_bad_input(bench: Path, tmp_path: 
 
 
 def test_loss_vs_fidelity_plot_from_a_training_log(bench: Path, tmp_path: Path) -> None:
+    from c2np.models.diagnostic import FIDELITY
     from c2np.models.training import LOG_COLUMNS
 
     log = tmp_path / "log.csv"
     rows = [",".join(LOG_COLUMNS)]
     for e in range(1, 5):
         vals = {"epoch": e, "step": 10 * e, "train_loss": 2.0 / e, "val_loss": 2.2 / e,
-                "fidelity_f1_0p5": 0.1 * e}
+                FIDELITY["forward"][0]: 0.1 * e}
         rows.append(",".join(str(vals.get(c, "")) for c in LOG_COLUMNS))
     log.write_text("\n".join(rows) + "\n")
     docs = _docs(bench)

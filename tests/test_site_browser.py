@@ -26,7 +26,6 @@ def site(tmp_path_factory) -> Path:
     from c2np.site.builder import build_site
     from c2np.site.sources import find_results_files, load_results, models_from_results
     from c2np.store import DatasetStore, build_store
-
     from conftest import crystal_zoo, perovskite
 
     root = tmp_path_factory.mktemp("browser")

@@ -13,7 +13,6 @@ from typer.testing import CliRunner
 
 from c2np.cli import build_app
 from c2np.submissions import check_submission, read_model_yml
-
 from conftest import crystal_zoo, perovskite
 
 

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from c2np.errors import C2NPInputError
 from c2np.metrics import HEADLINE
 from c2np.report import LeaderboardRow, normalise, row_from_results, write_leaderboard
-from c2np.submissions import (DEFAULT_SPLITS, Problem, check_submission, expected_splits, find_submissions,
-                              prediction_file)
+from c2np.submissions import (
+    DEFAULT_SPLITS,
+    Problem,
+    check_submission,
+    expected_splits,
+    find_submissions,
+    prediction_file,
+)
 
 __all__ = ["LeaderboardSummary", "SubmissionProblems", "check_submissions", "build_leaderboard"]
 

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from c2np.assignment import AssignmentResult, min_sq_assignment
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
 
 __all__ = [
@@ -66,8 +67,6 @@ RDF_R_MAX_ANGSTROM: float = 10.0
 RDF_N_BINS: int = 128
 EDGE_SNAP_ANGSTROM: float = 1e-9
 MAX_ATOMIC_NUMBER = 118
-_RMSD_K_SEQUENCE = (6, 32)  # first graph, largest graph
-_DENSE_ASSIGNMENT_MAX_ENTRIES = 250_000
 
 
 @dataclass(frozen=True)
@@ -419,128 +418,15 @@ def composition_distance(numbers_pred: np.ndarray, numbers_ref: np.ndarray) -> f
 
 def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
                          pred_tree: "object | None" = None, ref_tree: "object | None" = None
-                         ) -> tuple[float, int, bool]:
+                         ) -> AssignmentResult:
     """Minimum total squared distance of a one-to-one assignment between two point sets.
 
     Every atom of the smaller set is paired with a distinct atom of the larger one so that
-    ``Σ |p − g|²`` is minimal. Returns ``(sum_sq_angstrom2, n_pairs, certified)``.
-
-    Method (exact where it matters, never O(n³) on large sets):
-    1. if the nearest neighbours of the smaller set are all distinct, that pairing is
-       optimal (each term is individually minimal): exact;
-    2. small sets (``n_small · n_large <= 250,000``): dense ``linear_sum_assignment``: exact;
-    3. otherwise the exact minimum over a sparse candidate graph: every atom's k = 6
-       nearest neighbours on the other side, both ways (k grows to 32, then fallback edges
-       (i, i) are added, only if that graph has no full matching), solved by
-       ``min_weight_full_bipartite_matching``. It is **certified** globally optimal when
-       ``min_i (LB − d1_i² + dk_i²) >= cost`` with ``LB = Σ d1²`` (any pairing that uses an
-       edge outside the graph at atom i costs at least that); when the k = 32 bound already
-       exceeds the k = 6 cost, the k = 32 graph is solved and certifies. Otherwise
-       ``certified`` is False and the value, that of a valid pairing, is an upper bound.
+    ``Σ |p − g|²`` (Å²) is minimal; :func:`c2np.assignment.min_sq_assignment` gives the
+    value, a certified lower bound and whether they meet (``exact``). Trees are optional
+    cKDTrees of the two sets.
     """
-    from scipy.spatial import cKDTree
-
-    p = np.asarray(pred_angstrom, dtype=np.float64)
-    g = np.asarray(ref_angstrom, dtype=np.float64)
-    if len(p) == 0 or len(g) == 0:
-        return 0.0, 0, True
-    if len(p) <= len(g):
-        small, large, large_tree = p, g, ref_tree
-    else:
-        small, large, large_tree = g, p, pred_tree
-    if large_tree is None:
-        large_tree = cKDTree(large)
-    d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
-    return _assignment_sq(small, large, large_tree, d1, j1)
-
-
-def _assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
-                   d1: np.ndarray, j1: np.ndarray) -> tuple[float, int, bool]:
-    """:func:`matched_sq_distances` given the smaller set's nearest neighbours (d1, j1)."""
-    ns, nl = len(small), len(large)
-    if len(np.unique(j1)) == ns:
-        return float(np.sum(d1 * d1)), ns, True
-    if ns * nl <= _DENSE_ASSIGNMENT_MAX_ENTRIES:
-        from scipy.optimize import linear_sum_assignment
-        from scipy.spatial.distance import cdist
-
-        cost = cdist(small, large, "sqeuclidean")
-        ri, ci = linear_sum_assignment(cost)
-        return float(cost[ri, ci].sum()), ns, True
-    small_tree = _tree(small)
-    lb = float(np.sum(d1 * d1))  # no assignment costs less than every atom's nearest
-
-    def solve(k: int) -> tuple[float, float] | None:
-        """(optimal cost on the k-NN union graph, certificate bound), None if the graph
-        has no full matching."""
-        d, j = large_tree.query(small, k=k)  # type: ignore[attr-defined]
-        d = d.reshape(ns, k)
-        j = j.reshape(ns, k)
-        kl = min(k, ns)
-        dl, il = small_tree.query(large, k=kl)  # type: ignore[attr-defined]
-        rows = np.concatenate([np.repeat(np.arange(ns), k), il.reshape(-1)])
-        cols = np.concatenate([j.reshape(-1), np.repeat(np.arange(nl), kl)])
-        cost = _union_graph_cost(small, large, rows, cols)
-        if cost is None:
-            return None
-        return cost, float(np.min(lb - d1 * d1 + d[:, -1] ** 2))
-
-    k = min(_RMSD_K_SEQUENCE[0], nl)
-    res = solve(k)
-    while res is None and k < min(_RMSD_K_SEQUENCE[-1], nl):
-        k = min(4 * k, _RMSD_K_SEQUENCE[-1], nl)
-        res = solve(k)
-    if res is None:
-        # no full matching among near neighbours: add one fallback edge per atom (i, i)
-        kk = min(_RMSD_K_SEQUENCE[-1], nl)
-        d, j = large_tree.query(small, k=kk)  # type: ignore[attr-defined]
-        rows = np.concatenate([np.repeat(np.arange(ns), kk), np.arange(ns)])
-        cols = np.concatenate([j.reshape(ns, kk).reshape(-1), np.arange(ns)])
-        cost = _union_graph_cost(small, large, rows, cols)
-        assert cost is not None  # (i, i) for all i is a full matching
-        bound = float(np.min(lb - d1 * d1 + d.reshape(ns, kk)[:, -1] ** 2))
-        return cost, ns, kk >= nl or bound >= cost - 1e-9 * (1.0 + cost)
-    cost, bound = res
-    tol = 1e-9 * (1.0 + cost)
-    if k >= nl or bound >= cost - tol:
-        return cost, ns, True
-    k2 = min(_RMSD_K_SEQUENCE[-1], nl)
-    if k2 > k:
-        # a larger graph certifies for sure when the current cost already meets its bound
-        d, _ = large_tree.query(small, k=k2)  # type: ignore[attr-defined]
-        bound2 = float(np.min(lb - d1 * d1 + d.reshape(ns, k2)[:, -1] ** 2))
-        if k2 >= nl or bound2 >= cost - tol:
-            res2 = solve(k2)
-            if res2 is not None and res2[0] <= cost:
-                return res2[0], ns, True
-    return cost, ns, False
-
-
-def _union_graph_cost(small: np.ndarray, large: np.ndarray, rows: np.ndarray,
-                      cols: np.ndarray) -> float | None:
-    """Minimum Σ|s − l|² of a matching saturating ``small`` over the given edges (duplicates
-    allowed), or None when no such matching exists."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
-
-    ns, nl = len(small), len(large)
-    key = np.unique(rows.astype(np.int64) * nl + cols)
-    r, c = key // nl, key % nl
-    w = np.einsum("ij,ij->i", small[r] - large[c], small[r] - large[c])
-    # The solver gets integer-valued costs (w in units of 2^-s Å², s <= 30, exact in
-    # float64): with arbitrary float costs scipy's LAPJVsp can loop without end (seen on
-    # feasible 1,800-atom graphs). Rounding moves the total of any matching by at most
-    # ns · 2^-(s+1) Å²; the returned value is the exact float sum of the matching found.
-    # +1 Å² offset: the solver treats 0 as "no edge"; every full matching has ns edges, so
-    # a constant shift does not change which matching is optimal.
-    wmax = float(w.max()) if len(w) else 0.0
-    unit = 2.0 ** min(30, math.floor(40.0 - math.log2(wmax + 2.0)))
-    graph = csr_matrix((np.rint(w * unit) + unit, (r, c)), shape=(ns, nl))
-    try:
-        ri, ci = min_weight_full_bipartite_matching(graph)
-    except ValueError:
-        return None
-    return float(np.sum((small[ri] - large[ci]) ** 2))
+    return min_sq_assignment(pred_angstrom, ref_angstrom, tree_a=pred_tree, tree_b=ref_tree)
 
 
 def _tree(points: np.ndarray) -> "object":
@@ -792,6 +678,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     tol_max = float(max(tolerances_angstrom))
     matched = {t: 0 for t in tolerances_angstrom}
     sq_sum = 0.0
+    sq_lower = 0.0
     n_pairs = 0
     certified = True
     elements = np.intersect1d(np.unique(zp), np.unique(zg))
@@ -822,10 +709,11 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         far = ~np.isfinite(d1)
         if far.any():
             d1[far], j1[far] = large_tree.query(small[far], k=1)
-        s, k, cert = _assignment_sq(small, large, large_tree, d1, j1)
-        sq_sum += s
-        n_pairs += k
-        certified &= cert
+        res = min_sq_assignment(small, large, tree_b=large_tree, nearest=(d1, j1))
+        sq_sum += res.sum_sq_angstrom2
+        sq_lower += res.lower_bound_angstrom2
+        n_pairs += res.n_pairs
+        certified &= res.exact
         pi, gj = (si, lj) if pred_small else (lj, si)
         for t in tolerances_angstrom:
             sel = dv < t
@@ -833,6 +721,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
 
     diameter = 2.0 * reference.radius_angstrom
     matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter
+    matched_rmsd_lower = math.sqrt(max(sq_lower, 0.0) / n_pairs) if n_pairs else diameter
     paper_rmsd = math.sqrt(sq_sum / (3 * n_pairs)) if n_pairs else diameter / math.sqrt(3.0)
 
     v_p = hull_volume_angstrom3(xp)
@@ -862,6 +751,8 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     })
     details = {"n_pred": n_p, "n_ref": n_g, "n_matched_pairs": n_pairs,
                "matched_rmsd_certified": bool(certified),
+               "matched_rmsd_lower_bound": matched_rmsd_lower,
+               "matched_rmsd_gap": matched_rmsd - matched_rmsd_lower,
                "hull_volume_pred_angstrom3": v_p}
     bad = [k for k, v in values.items() if not math.isfinite(v)]
     if bad:  # never a non-finite number in a results file: the sample fails instead

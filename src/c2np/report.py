@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from c2np.metrics import PRIMARY, Metric
+from c2np.models import display_name
 from c2np.particle import Particle
 from c2np.fileio import atomic_path, write_texts
 from c2np.splits import Protocol
@@ -156,7 +157,8 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         lines.append("|---|---|---:|---:|" + "---:|" * len(names))
         for r in sorted(trows, key=lambda x: (x.split, x.model)):
             cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
-            lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
+            lines.append(f"| {display_name(r.model, r.task)} | {r.split} | {r.n_samples} | {r.n_failed} | "
+                         + " | ".join(cells) + " |")
     if footer:
         lines += ["", footer]
     md = out / "leaderboard.md"

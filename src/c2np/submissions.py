@@ -21,9 +21,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from c2np.errors import C2NPInputError
 
@@ -289,8 +290,9 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
             problems += _id_problems(path, entries, known, expected)
         if tdir.is_dir():
             for extra in sorted(p.name for p in tdir.iterdir() if p.name not in allowed):
+                wanted = ", ".join(expected_splits(task, store.recipes.protocol, splits))
                 problems.append(Problem(str(tdir / extra), "", "unexpected file (not a prediction file of an "
-                                        f"expected split: {', '.join(expected_splits(task, store.recipes.protocol, splits))})"))
+                                        f"expected split: {wanted})"))
             log = tdir / "training_log.csv"
             if log.exists():
                 from c2np.models.diagnostic import read_log_csv

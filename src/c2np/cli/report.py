@@ -4,12 +4,15 @@ leaderboard output folder, or a folder of submissions (scored with the harness f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from c2np.errors import C2NPInputError
 from c2np.cli._common import console, err_console, handle_errors, print_json
+from c2np.errors import C2NPInputError
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (the builder is imported where it runs)
+    from c2np.site.builder import SiteSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -62,7 +65,7 @@ def report_cmd(
               f"{summary.bytes_total / 1e6:.1f} MB, {summary.seconds:.1f} s)", highlight=False)
 
 
-def site_summary_json(summary) -> dict:  # type: ignore[no-untyped-def]
+def site_summary_json(summary: SiteSummary) -> dict:
     """JSON-ready summary of a built site."""
     return {"index": str(summary.index), "pages": [str(p) for p in summary.pages],
             "viewers": [str(p) for p in summary.viewers], "tables": [str(p) for p in summary.tables],

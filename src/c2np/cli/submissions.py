@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import typer
 
-from c2np.cli._common import (EXIT_BAD_INPUT, console, err_console, handle_errors, print_json,
-                              resolve_workers)
+from c2np.cli._common import EXIT_BAD_INPUT, console, err_console, handle_errors, print_json, resolve_workers
 
 
 def register(app: typer.Typer) -> None:

@@ -110,7 +110,7 @@ class Results:
         return write_text(path, self.to_json() + "\n")
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> "Results":
+    def read(cls, path: str | os.PathLike[str]) -> Results:
         """Load a results JSON; refuses a file that is not JSON, has another schema, has no
         hash, or whose content no longer matches its hash."""
         p = Path(path)

@@ -36,15 +36,15 @@ def read_json(path: Path, *, what: str, keys: tuple[str, ...] = ()) -> dict[str,
     return data
 
 
-def read_weights(path: Path) -> dict[str, Any]:
-    """Tensors of a ``.safetensors`` file (never a pickle)."""
+def read_weights(path: Path, *, device: str = "cpu") -> dict[str, Any]:
+    """Tensors of a ``.safetensors`` file (never a pickle), placed on ``device``."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     if not Path(path).is_file():
         raise C2NPInputError(f"{path}: no model weights (missing checkpoint)")
     try:
-        return load_file(str(path))
+        return load_file(str(path), device=device)
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise C2NPInputError(f"{path}: damaged or foreign weights file ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc

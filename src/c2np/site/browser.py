@@ -77,7 +77,7 @@ class Browser:
         self.driver = webdriver.Chrome(service=Service(driver), options=opts)
         self.driver.set_script_timeout(600)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -23,19 +23,18 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_write
 from c2np.metrics import HEADLINE, PRIMARY
-from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, REFERENCE_BASELINES, LeaderboardRow, normalise,
-                         row_from_results)
+from c2np.report import METRIC_LABELS, RADIUS_PLOTS, REFERENCE_BASELINES, LeaderboardRow, normalise, row_from_results
 from c2np.site import plots
 from c2np.site.pages import SITE_SCHEMA, esc, json_script, page, plot_slot
-from c2np.site.sources import (BASELINE_KINDS, SiteModel, read_forward_samples,
-                               read_predicted_spacegroups)
+from c2np.site.sources import BASELINE_KINDS, SiteModel, read_forward_samples, read_predicted_spacegroups
 from c2np.site.tables import Table, all_metrics_table, leaderboard_table, summary_table, table_html
 from c2np.site.viewer import ViewerSample, viewer_payload
 
@@ -395,7 +394,8 @@ def _task_page(s: _Site, task: str) -> str:
     for split in s.splits(task):
         parts.append(f"<h2>{esc(split.upper())} split</h2>")
         parts.append(s.table(leaderboard_table(s.rows, task, split, metrics, kinds=s.kinds, info=info,
-                                               table_id=f"{task}_{split}", title=f"{split.upper()}: headline metrics"), ""))
+                                               table_id=f"{task}_{split}",
+                                               title=f"{split.upper()}: headline metrics"), ""))
         all_t = all_metrics_table(s.rows, task, split, kinds=s.kinds, info=info,
                                   table_id=f"{task}_{split}_all", title=f"{split.upper()}: every metric")
         parts.append(f"<details><summary>every metric ({split.upper()})</summary>{s.table(all_t, '')}</details>")
@@ -455,7 +455,8 @@ def _model_page(s: _Site, m: SiteModel) -> str:
     for d in sorted(m.results, key=lambda d: (d["task"], _split_key(d["split"]))):
         pred = d.get("predictions") or {}
         items.append(f"<li>{esc(d['task'])} · {esc(d['split'])}: {esc(d['n_samples'])} samples, "
-                     f"{esc(d['n_failed'])} failed; predictions <code>{esc(Path(str(pred.get('path') or 'in-memory')).name)}"
+                     f"{esc(d['n_failed'])} failed; predictions "
+                     f"<code>{esc(Path(str(pred.get('path') or 'in-memory')).name)}"
                      f"</code> sha256 <code>{esc(str(pred.get('sha256') or '–')[:16])}</code>; "
                      f"c2np {esc(d.get('versions', {}).get('c2np', '?'))}, {esc(d.get('created_utc', ''))}</li>")
         failed = d.get("failed_samples") or []

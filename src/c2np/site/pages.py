@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 import json
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["esc", "json_script", "page", "plot_slot", "format_value", "SITE_SCHEMA"]
 

@@ -6,7 +6,8 @@ Every value comes from results documents (or a training log); nothing is re-scor
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["palette", "metric_vs_radius", "id_vs_ood", "confusion", "loss_vs_fidelity"]
 

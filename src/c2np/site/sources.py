@@ -9,9 +9,10 @@ of the ``c2np.results/1`` schema (docs/evaluation.md).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from c2np.errors import C2NPInputError
 from c2np.report import REFERENCE_BASELINES
@@ -132,9 +133,9 @@ def _locate(recorded: str, search_dirs: Sequence[Path]) -> Path | None:
 def models_from_results(documents: Sequence[Mapping[str, Any]], *,
                         search_dirs: Sequence[str | os.PathLike[str]] = ()) -> list[SiteModel]:
     """Group results documents by model. Prediction files named in the documents are used
-    where they exist (see :func:`_locate` for ``search_dirs``); a ``model.yml`` (and ``training_log.csv``) found in the submission
-    folder of a prediction file is attached, with its ``<task>/training_log.csv`` files. Two documents for the same (model, task, split)
-    are bad input."""
+    where they exist (see :func:`_locate` for ``search_dirs``); a ``model.yml`` (and ``training_log.csv``) found in
+    the submission folder of a prediction file is attached, with its ``<task>/training_log.csv`` files. Two documents
+    for the same (model, task, split) are bad input."""
     import yaml
 
     dirs = [Path(d) for d in search_dirs]

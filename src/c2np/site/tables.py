@@ -12,8 +12,9 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from c2np.report import REFERENCE_BASELINES, LeaderboardRow
 from c2np.site.pages import esc, format_value

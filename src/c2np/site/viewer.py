@@ -12,8 +12,9 @@ them with plotly ``scatter3d`` (WebGL).
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
