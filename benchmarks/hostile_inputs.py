@@ -21,9 +21,9 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -431,7 +431,6 @@ def cases() -> list[Case]:
         from c2np.models.config import get_config
         from c2np.models.training import train
         from c2np.store import DatasetStore
-
         from helpers import two_perovskite_store
 
         run = w / "run"
