@@ -37,19 +37,22 @@ class _Evil:
 
 
 def _damage(folder: Path, name: str) -> str:
-    ck = folder / "checkpoint"
+    weights = sorted(folder.glob("*/*.safetensors"))  # best/ (what predict loads) and checkpoint/
+    assert weights, "the run wrote no weights"
     if name == "truncated safetensors":
-        data = (ck / "model.safetensors").read_bytes()
-        (ck / "model.safetensors").write_bytes(data[: len(data) // 2])
-        return "model.safetensors: damaged or foreign weights"
+        for w in weights:
+            data = w.read_bytes()
+            w.write_bytes(data[: len(data) // 2])
+        return r"\.safetensors: damaged or foreign weights"
     if name == "foreign safetensors":
-        (ck / "model.safetensors").write_bytes(b"not a safetensors file at all")
-        return "model.safetensors: damaged or foreign weights"
+        for w in weights:
+            w.write_bytes(b"not a safetensors file at all")
+        return r"\.safetensors: damaged or foreign weights"
     if name == "config mismatch":
         meta = json.loads((folder / "config.json").read_text())
         meta["config"]["hidden"] = meta["config"].get("hidden", 8) * 2 + 1
         (folder / "config.json").write_text(json.dumps(meta))
-        return "model.safetensors: the weights do not fit the model built from config.json"
+        return r"\.safetensors: the weights do not fit the model built from config.json"
     if name == "bad config.json":
         (folder / "config.json").write_text("{not json")
         return "config.json: the run metadata is not valid JSON"
@@ -66,8 +69,9 @@ def test_damaged_weights_and_config_name_the_file(run, tmp_path: Path, damage: s
     expected = _damage(folder, damage)
     if damage == "config mismatch" and "hidden" not in json.loads((run[0] / "config.json").read_text())["config"]:
         pytest.skip("config has no 'hidden' field")
-    with pytest.raises(C2NPInputError, match=expected):
-        load_run(folder)
+    for checkpoint in ("best", "last"):
+        with pytest.raises(C2NPInputError, match=expected):
+            load_run(folder, checkpoint=checkpoint)
 
 
 @pytest.mark.parametrize("damage, expected", [
@@ -107,7 +111,7 @@ def test_cli_predict_on_damaged_run_exits_2(run, tmp_path: Path) -> None:
 
     folder = tmp_path / "copy"
     shutil.copytree(run[0], folder)
-    (folder / "checkpoint" / "model.safetensors").write_bytes(b"\0" * 64)
+    (folder / "best" / "model.safetensors").write_bytes(b"\0" * 64)  # the checkpoint predict loads by default
     cifs = tmp_path / "cifs"
     cifs.mkdir()
     from c2np.cells import write_cif
