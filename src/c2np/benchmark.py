@@ -14,9 +14,10 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +25,22 @@ from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
 from c2np.metrics import HEADLINE, PRIMARY
 from c2np.particle import Particle
-from c2np.predictions import (iter_forward_predictions, read_inverse_predictions, write_forward_predictions,
-                              write_inverse_predictions)
-from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, LeaderboardRow, plot_confusion, plot_id_vs_ood,
-                         plot_metric_vs_radius, plot_particles, write_leaderboard)
+from c2np.predictions import (
+    iter_forward_predictions,
+    read_inverse_predictions,
+    write_forward_predictions,
+    write_inverse_predictions,
+)
+from c2np.report import (
+    METRIC_LABELS,
+    RADIUS_PLOTS,
+    LeaderboardRow,
+    plot_confusion,
+    plot_id_vs_ood,
+    plot_metric_vs_radius,
+    plot_particles,
+    write_leaderboard,
+)
 from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows

@@ -132,7 +132,7 @@ class UnitCell:
         """(a, b, c, alpha, beta, gamma) of this cell as given (Å, degrees)."""
         return lattice_parameters(self.lattice_angstrom)
 
-    def with_id(self, material_id: str) -> "UnitCell":
+    def with_id(self, material_id: str) -> UnitCell:
         """Copy with another material id."""
         return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
 
@@ -145,7 +145,7 @@ class UnitCell:
                      cell=self.lattice_angstrom, pbc=True)
 
     @classmethod
-    def from_ase(cls, atoms: Any, material_id: str) -> "UnitCell":
+    def from_ase(cls, atoms: Any, material_id: str) -> UnitCell:
         """From a periodic :class:`ase.Atoms`."""
         return cls(material_id, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
                    atoms.get_scaled_positions(wrap=False))
@@ -164,11 +164,11 @@ class UnitCell:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "UnitCell":
+    def from_dict(cls, data: dict[str, Any]) -> UnitCell:
         """Inverse of :meth:`to_dict`."""
         return cls(data["material_id"], data["lattice_angstrom"], data["numbers"], data["frac_coords"])
 
-    def same_as(self, other: "UnitCell", *, atol: float = 0.0) -> bool:
+    def same_as(self, other: UnitCell, *, atol: float = 0.0) -> bool:
         """True when ids, species and (within ``atol``) lattice and coordinates agree."""
         return (self.material_id == other.material_id
                 and np.array_equal(self.numbers, other.numbers)

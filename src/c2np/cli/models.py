@@ -8,9 +8,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from c2np.fileio import check_output_path
-
 from c2np.cli._common import console, handle_errors, print_json
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:

@@ -13,15 +13,17 @@ touches ``particle(row)``, so a generator cannot see the target positions or ato
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol as TypingProtocol, Sequence
+from typing import Any
+from typing import Protocol as TypingProtocol
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
-from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
+from c2np.particle import Particle
 from c2np.splits import RecipeTable, build_recipes, get_protocol
 from c2np.tasks import example_rows, inverse_target
 

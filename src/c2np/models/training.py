@@ -24,19 +24,19 @@ import csv
 import io
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
+from c2np.fileio import atomic_path, atomic_write
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
-from c2np.fileio import atomic_path, atomic_write
+from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
 from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
-from c2np.models.data import (Condition, condition_for_row, condition_from_query, lattice_target,
-                              training_rows)
 from c2np.particle import Particle
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
