@@ -1,4 +1,5 @@
-"""Exceptions raised by c2np. The CLI maps :class:`C2NPInputError` to exit code 2."""
+"""Exceptions raised by c2np. The CLI maps :class:`C2NPInputError` and
+:class:`C2NPEnvironmentError` to exit code 2."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ class C2NPInputError(C2NPError, ValueError):
 
 class C2NPStoreError(C2NPInputError):
     """A dataset store that is missing, corrupt, truncated or inconsistent."""
+
+
+class C2NPEnvironmentError(C2NPError, RuntimeError):
+    """An environment problem: a missing optional dependency, an unreachable cluster."""
 
 
 class SamplingError(C2NPError, RuntimeError):

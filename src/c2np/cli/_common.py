@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import sys
 from typing import Any, Callable, TypeVar
 
 import typer
 from rich.console import Console
 
-from c2np.errors import C2NPError, C2NPInputError
+from c2np.errors import C2NPEnvironmentError, C2NPError, C2NPInputError
+from c2np.executor import available_cpus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,7 +37,8 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
 
 
 def handle_errors(func: F) -> F:
-    """Decorator: C2NPInputError (and file errors) -> one line on stderr, exit 2."""
+    """Decorator: C2NPInputError, C2NPEnvironmentError (and file errors) -> one line on
+    stderr, exit 2; any other C2NPError -> exit 1."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -45,7 +46,7 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except typer.Exit:
             raise
-        except C2NPInputError as exc:
+        except (C2NPInputError, C2NPEnvironmentError) as exc:
             fail(str(exc), EXIT_BAD_INPUT)
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
             fail(f"{getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}", EXIT_BAD_INPUT)
@@ -53,13 +54,6 @@ def handle_errors(func: F) -> F:
             fail(str(exc), EXIT_CHECK_FAILED)
 
     return wrapper  # type: ignore[return-value]
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def resolve_workers(workers: int) -> int:

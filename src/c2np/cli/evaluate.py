@@ -85,6 +85,10 @@ def evaluate_cmd(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
     workers: int = typer.Option(0, "--workers", help="Task 1: processes scoring samples in parallel "
                                 "(0: one per available CPU). Results do not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Task 1: run the scoring on "
+                                            "Dask instead of local processes: local:N (a LocalCluster "
+                                            "of N workers) or tcp://HOST:PORT (a running scheduler); "
+                                            "needs c2np[dask]. Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
@@ -96,6 +100,9 @@ def evaluate_cmd(
     if subset not in SUBSETS:
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
     workers = resolve_workers(workers)
+    from c2np.executor import parse_scheduler
+
+    parse_scheduler(scheduler)  # bad --scheduler values fail before any work
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
@@ -104,8 +111,11 @@ def evaluate_cmd(
     if protocol is not None and protocol != ds.recipes.protocol:
         raise C2NPInputError(f"{store}: store has protocol {ds.recipes.protocol!r}, "
                              f"--protocol says {protocol!r}")
-    res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
-                        seed=seed, progress=progress, workers=workers)
+    from c2np.executor import make_executor
+
+    with make_executor(workers, scheduler) as ex:
+        res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                            seed=seed, progress=progress, workers=workers, executor=ex)
     res.write(out)
     print_results_table(res.data)
     console().print(f"results -> {out}")

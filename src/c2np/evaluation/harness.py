@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 
 from c2np.errors import C2NPInputError
+from c2np.executor import Context, Executor, LocalExecutor
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.fileio import file_sha256
@@ -118,30 +119,27 @@ class _ForwardScorer:
                                reference=self.summary(int(row)), tolerances_angstrom=self.tol)
 
 
-_POOL_SCORER: _ForwardScorer | None = None
+def _open_forward_scorer(store_path: str, tolerances_angstrom: tuple[float, ...]) -> _ForwardScorer:
+    """Worker side: a scorer over the store file (spawned and Dask workers)."""
+    from c2np.store import DatasetStore
+
+    return _ForwardScorer(DatasetStore.open(store_path), tolerances_angstrom)
 
 
-def _pool_init(scorer: _ForwardScorer) -> None:
-    global _POOL_SCORER
-    _POOL_SCORER = scorer
+def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.ndarray]
+                ) -> tuple[int, Scores]:
+    k, row, numbers, positions = item
+    return k, scorer.score(row, numbers, positions)
 
 
-def _pool_score(task: tuple[int, int, np.ndarray, np.ndarray]) -> tuple[int, Scores]:
-    k, row, numbers, positions = task
-    assert _POOL_SCORER is not None
-    return k, _POOL_SCORER.score(row, numbers, positions)
-
-
-def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
-    """A process pool whose workers inherit ``scorer`` by fork (None for 1 worker or where
-    fork is unavailable)."""
-    import multiprocessing as mp
-
-    if workers < 1:
-        raise C2NPInputError(f"workers must be >= 1, got {workers}")
-    if workers == 1 or "fork" not in mp.get_all_start_methods():
-        return None
-    return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))
+def scorer_context(store: EvalStore, tolerances_angstrom: tuple[float, ...]) -> Context:
+    """The task-1 scorer as an executor context: built here (in-process and forked
+    workers share it), rebuilt from the store's file elsewhere (spawned, Dask)."""
+    scorer = _ForwardScorer(store, tolerances_angstrom)
+    path = getattr(store, "path", None)
+    if path is None:
+        return Context(None, (), value=scorer)
+    return Context(_open_forward_scorer, (str(path), tolerances_angstrom), value=scorer)
 
 
 def score_forward(store: EvalStore, rows: np.ndarray,
@@ -150,17 +148,19 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                   subset_definition: Mapping[str, Any], model: str = "model",
                   tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
-                  workers: int = 1) -> Results:
+                  workers: int = 1, executor: Executor | None = None) -> Results:
     """Score task-1 predictions (a file or ``{sample_id: Particle}``) on store ``rows``.
 
-    ``id_index`` maps every accepted sample id to its store row. ``workers > 1`` scores
-    samples in that many forked processes (batches of :data:`BATCH`; the file is read and
-    validated in this process). Results do not depend on ``workers``."""
+    ``id_index`` maps every accepted sample id to its store row. Samples are scored by
+    ``executor`` (default: a :class:`~c2np.executor.LocalExecutor` of ``workers``
+    processes) in batches of :data:`BATCH`; the file is read and validated in this
+    process. Results do not depend on the executor."""
     t0 = time.perf_counter()
     if len(rows) == 0:
         raise C2NPInputError(f"split {split!r} has no samples in this store")
     tol = tuple(float(x) for x in tolerances_angstrom)
-    scorer = _ForwardScorer(store, tol)
+    ctx = scorer_context(store, tol)
+    scorer: _ForwardScorer = ctx.value
     if isinstance(predictions, Mapping):
         meta: dict[str, Any] = {"path": None, "sha256": None, "format": "in-memory"}
         source: Iterable[tuple[str, str, Any, Any]] = (
@@ -176,15 +176,16 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         label = str(p)
     resolve = _Resolver(rows, id_index, label)
     scores: list[Scores | None] = [None] * len(rows)
-    pool = _fork_pool(scorer, workers)
+    ex = executor if executor is not None else LocalExecutor(workers)
+    parallel = ex.workers > 1 or ex.kind != "local"
     batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     bar = _progress(len(rows), "evaluate forward", progress)
 
     def run_batch() -> None:
-        done = pool.map(_pool_score, batch) if pool is not None else [
-            (k, scorer.score(row, z, x)) for k, row, z, x in batch]
-        for k, sc in done:
-            scores[k] = sc
+        size = max(1, -(-len(batch) // max(ex.workers, 1)))
+        for part in ex.map(_score_item, list(batch), context=ctx, chunk=size):
+            for k, sc in part:
+                scores[k] = sc
         bar.update(len(batch))
         batch.clear()
 
@@ -194,7 +195,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
             if k is None:
                 continue
             batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
-            if len(batch) >= (BATCH if pool is not None else 1):
+            if len(batch) >= (BATCH * max(ex.workers, 1) if parallel else 1):
                 run_batch()
         if batch:
             run_batch()
@@ -205,8 +206,8 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                 bar.update(1)
     finally:
         bar.close()
-        if pool is not None:
-            pool.terminate()
+        if executor is None:
+            ex.close()
     done_scores = [s for s in scores if s is not None]
     bounds = matched_rmsd_bounds(store, rows, done_scores)
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
