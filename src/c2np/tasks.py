@@ -288,15 +288,19 @@ class ForwardTask(_Task):
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
                  model: str = "model", tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
-                 workers: int = 1, executor: Executor | None = None) -> Results:
+                 workers: int = 1, executor: Executor | None = None,
+                 shard: tuple[int, int] | None = None) -> Any:
         """Score ``{sample_id: Particle}`` or a predictions file (.extxyz / .h5) on the
         evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
-        local processes) runs the scoring (:mod:`c2np.executor`)."""
+        local processes) runs the scoring (:mod:`c2np.executor`). ``shard = (i, n)``:
+        only shard i of n, returned as a :class:`~c2np.evaluation.shards.PartialResults`
+        (else a :class:`Results`)."""
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
                              subset_definition=self.subset_definition, model=model,
                              tolerances_angstrom=tolerances_angstrom, n_resamples=n_resamples,
-                             seed=seed, progress=progress, workers=workers, executor=executor)
+                             seed=seed, progress=progress, workers=workers, executor=executor,
+                             shard=shard)
 
 
 class InverseTask(_Task):

@@ -1,13 +1,15 @@
-"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8)."""
+"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8), whole
+or one shard of a job array; ``c2np merge-results``: combine the shards."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
+from rich.markup import escape
 
-from c2np.cli._common import console, handle_errors, resolve_workers
+from c2np.cli._common import console, handle_errors, print_json, resolve_workers
 from c2np.errors import C2NPInputError
 
 TASKS = ("forward", "inverse")
@@ -16,6 +18,7 @@ TASKS = ("forward", "inverse")
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
     app.command("evaluate")(evaluate_cmd)
+    app.command("merge-results")(merge_results_cmd)
 
 
 def _open_store(path: Path) -> Any:
@@ -89,6 +92,9 @@ def evaluate_cmd(
                                             "Dask instead of local processes: local:N (a LocalCluster "
                                             "of N workers) or tcp://HOST:PORT (a running scheduler); "
                                             "needs c2np[dask]. Results do not depend on it."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Task 1: score only shard I of N "
+                                        "(I/N, I = 0..N-1, e.g. a job-array index) and write a partial "
+                                        "results file to --out; c2np merge-results combines the N parts."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
@@ -103,6 +109,11 @@ def evaluate_cmd(
     from c2np.executor import parse_scheduler
 
     parse_scheduler(scheduler)  # bad --scheduler values fail before any work
+    from c2np.evaluation.shards import parse_shard
+
+    shard_spec = parse_shard(shard) if shard is not None else None
+    if shard_spec is not None and task != "forward":
+        raise C2NPInputError("--shard applies to --task forward only")
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
@@ -113,6 +124,17 @@ def evaluate_cmd(
                              f"--protocol says {protocol!r}")
     from c2np.executor import make_executor
 
+    if shard_spec is not None:
+        from c2np.tasks import ForwardTask
+
+        with make_executor(workers, scheduler) as ex:
+            part = ForwardTask(ds, split, subset).evaluate(
+                predictions, model=model, n_resamples=bootstrap, seed=seed, progress=progress,
+                workers=workers, executor=ex, shard=shard_spec)
+        part.write(out)
+        console().print(f"shard {shard_spec[0]}/{shard_spec[1]}: {len(part.data['samples'])} samples, "
+                        f"{part.n_failed} failed -> {escape(str(out))}")
+        return
     with make_executor(workers, scheduler) as ex:
         res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
                             seed=seed, progress=progress, workers=workers, executor=ex)
@@ -124,3 +146,21 @@ def evaluate_cmd(
 
         plot_results(res.data, plot)
         console().print(f"plot -> {plot}")
+
+
+@handle_errors
+def merge_results_cmd(
+    parts: List[Path] = typer.Argument(..., help="Partial results files of c2np evaluate --shard I/N."),
+    out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
+    json_out: bool = typer.Option(False, "--json", help="Print the merged results JSON to stdout."),
+) -> None:
+    """Combine the partial results of all shards of one run into that run's results."""
+    from c2np.evaluation.merge import merge_results
+
+    res = merge_results(parts)
+    res.write(out)
+    if json_out:
+        print_json(res.data)
+        return
+    print_results_table(res.data)
+    console().print(f"{len(parts)} parts -> {escape(str(out))}")
