@@ -21,8 +21,9 @@ exactly once, by position.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from c2np.errors import C2NPEnvironmentError, C2NPInputError
 
@@ -108,7 +109,7 @@ class Executor:
     def close(self) -> None:
         """Release the workers (a Dask cluster started here is shut down)."""
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -196,7 +197,7 @@ class DaskExecutor(Executor):
         self.workers = max(len(client.scheduler_info().get("workers", {})), 1)
 
     @classmethod
-    def local(cls, n_workers: int) -> "DaskExecutor":
+    def local(cls, n_workers: int) -> DaskExecutor:
         """A ``LocalCluster`` of ``n_workers`` single-threaded worker processes."""
         distributed = _import_distributed()
         if n_workers < 1:
@@ -206,7 +207,7 @@ class DaskExecutor(Executor):
         return cls(distributed.Client(cluster), cluster=cluster, address=cluster.scheduler_address)
 
     @classmethod
-    def connect(cls, address: str) -> "DaskExecutor":
+    def connect(cls, address: str) -> DaskExecutor:
         """Join a running scheduler at ``tcp://HOST:PORT``."""
         distributed = _import_distributed()
         try:

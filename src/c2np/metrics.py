@@ -46,6 +46,8 @@ __all__ = [
     "composition_distance",
     "matched_sq_distances",
     "matched_atom_count",
+    "maximum_matching",
+    "tolerance_matching",
     "forward_metric_info",
     "forward_metrics",
     "forward_failure",
@@ -446,17 +448,49 @@ def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstro
     return d
 
 
-def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
-    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> np.ndarray:
+    """A maximum bipartite matching on the given (pred i, ref j) edges: (n_pred,) int64, the
+    reference partner of each predicted atom or -1 (scipy's Hopcroft-Karp)."""
     if len(pairs_i) == 0:
-        return 0
+        return np.full(n_pred, -1, dtype=np.int64)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
     graph = csr_matrix((np.ones(len(pairs_i), dtype=np.int8), (pairs_i, pairs_j)),
                        shape=(n_pred, n_ref))
-    match = maximum_bipartite_matching(graph, perm_type="column")
-    return int(np.count_nonzero(match >= 0))
+    return np.asarray(maximum_bipartite_matching(graph, perm_type="column"), dtype=np.int64)
+
+
+def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
+    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+    return int(np.count_nonzero(maximum_matching(pairs_i, pairs_j, n_pred, n_ref) >= 0))
+
+
+def tolerance_matching(pred_numbers: np.ndarray, pred_positions_angstrom: np.ndarray,
+                       ref_numbers: np.ndarray, ref_positions_angstrom: np.ndarray, *,
+                       tolerance_angstrom: float) -> np.ndarray:
+    """Which atoms the atom precision / recall / F1 at ``tolerance_angstrom`` count as matched.
+
+    A maximum one-to-one matching of same-element (pred, ref) pairs closer than the
+    tolerance (strictly below), element by element, as in :func:`forward_metrics`. Returns
+    (n_pred,) int64: the index of each predicted atom's reference partner, or -1. The number
+    of partners is that metric's matched count M.
+    """
+    zp = np.asarray(pred_numbers, dtype=np.int64)
+    xp = np.asarray(pred_positions_angstrom, dtype=np.float64).reshape(len(zp), 3)
+    zg = np.asarray(ref_numbers, dtype=np.int64)
+    xg = np.asarray(ref_positions_angstrom, dtype=np.float64).reshape(len(zg), 3)
+    out = np.full(len(zp), -1, dtype=np.int64)
+    for z in np.intersect1d(np.unique(zp), np.unique(zg)):
+        ip = np.flatnonzero(zp == z)
+        ig = np.flatnonzero(zg == z)
+        pairs = _tree(xp[ip]).sparse_distance_matrix(_tree(xg[ig]), float(tolerance_angstrom),
+                                                     output_type="ndarray")
+        sel = pairs["v"] < tolerance_angstrom
+        match = maximum_matching(pairs["i"][sel], pairs["j"][sel], len(ip), len(ig))
+        ok = match >= 0
+        out[ip[ok]] = ig[match[ok]]
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -568,6 +602,11 @@ def forward_failure(reason: str, reference: ReferenceSummary, *,
                   details={"n_pred": 0, "n_ref": reference.n_atoms})
 
 
+#: Coordinates and lattice lengths beyond this (Å) are not a prediction of a particle or a
+#: crystal: the sample fails (their squares would overflow the metrics).
+MAX_COORDINATE_ANGSTROM = 1e4
+
+
 def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.ndarray | None
                              ) -> str | None:
     """Why a predicted particle cannot be scored, or None when it can."""
@@ -584,6 +623,21 @@ def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.
     if not np.all(np.isfinite(x)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=1))[0])
         return f"non-finite position (atom {bad})"
+    far = np.flatnonzero(np.any(np.abs(x) > MAX_COORDINATE_ANGSTROM, axis=1))
+    if len(far):
+        return f"position beyond {MAX_COORDINATE_ANGSTROM:g} Å (atom {int(far[0])})"
+    return None
+
+
+def check_prediction_size(n_pred: int, n_ref: int) -> str | None:
+    """Why a predicted particle is too large to score in bounded time (the limit
+    ``prediction_atoms_factor``: that many times the reference's atoms, plus 100), or None."""
+    from c2np.limits import effective
+
+    factor = effective("prediction_atoms_factor")
+    if n_pred > factor * n_ref + 100:
+        return (f"{n_pred} predicted atoms exceed the limit prediction_atoms_factor ({factor:g} x "
+                f"{n_ref} reference atoms + 100; raise it with `c2np --limit prediction_atoms_factor=N`)")
     return None
 
 
@@ -604,6 +658,8 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
             raise ValueError("forward_metrics needs reference or radius_angstrom")
         reference = ReferenceSummary.from_particle(zg, xg, radius_angstrom=radius_angstrom)
     reason = check_forward_prediction(pred_numbers, pred_positions_angstrom)
+    if reason is None:
+        reason = check_prediction_size(len(np.asarray(pred_numbers)), reference.n_atoms)
     if reason is not None:
         return forward_failure(reason, reference, tolerances_angstrom=tolerances_angstrom)
     zp = np.asarray(pred_numbers, dtype=np.int64)
@@ -698,6 +754,9 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
                "matched_rmsd_lower_bound": matched_rmsd_lower,
                "matched_rmsd_gap": matched_rmsd - matched_rmsd_lower,
                "hull_volume_pred_angstrom3": v_p}
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:  # never a non-finite number in a results file: the sample fails instead
+        return forward_failure(f"metric {bad[0]} is not finite", reference, tolerances_angstrom=tolerances_angstrom)
     return Scores(values=values, ok=True, details=details)
 
 
@@ -814,6 +873,10 @@ def check_inverse_prediction(params: Sequence[float] | np.ndarray | None,
         return "non-positive lattice length"
     if np.any(p[3:] <= 0) or np.any(p[3:] >= 180):
         return "lattice angle outside (0, 180) degrees"
+    if np.any(p[:3] > MAX_COORDINATE_ANGSTROM):
+        return f"lattice length beyond {MAX_COORDINATE_ANGSTROM:g} Å"
+    if not LatticeParameters.from_array(p).is_valid():
+        return "the angles close no cell (e.g. 170°, 170°, 170°)"
     sg = float(spacegroup)
     if not math.isfinite(sg) or sg != int(sg) or not 1 <= int(sg) <= 230:
         return f"space group {spacegroup!r} outside 1..230"
@@ -835,7 +898,10 @@ def inverse_metrics(params: Sequence[float] | np.ndarray | None,
     if reason is not None:
         return inverse_failure(reason, target)
     p = np.asarray(params, dtype=np.float64).reshape(6)
-    return Scores(values=_inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
-                                         length_tol_angstrom=length_tol_angstrom,
-                                         angle_tol_deg=angle_tol_deg,
-                                         length_rel_tol=length_rel_tol))
+    values = _inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
+                             length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
+                             length_rel_tol=length_rel_tol)
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        return inverse_failure(f"metric {bad[0]} is not finite", target)
+    return Scores(values=values)

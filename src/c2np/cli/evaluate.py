@@ -4,13 +4,13 @@ or one shard of a job array; ``c2np merge-results``: combine the shards."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 
-from c2np.cli._common import console, handle_errors, print_json, resolve_workers
+from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
 from c2np.errors import C2NPInputError
+from c2np.fileio import check_output_path
 
 TASKS = ("forward", "inverse")
 
@@ -43,7 +43,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     overall = data["metrics"]["overall"]
     title = (f"{data['model']} · {data['task']} · {data['protocol']} · {data['split']} "
              f"({data['subset']}): {data['n_samples']} samples, {data['n_failed']} failed")
-    t1 = Table(title=title)
+    t1 = Table(title=esc(title))
     for col, just in (("metric", "left"), ("mean", "right"), ("95 % CI", "right"),
                       ("mean (successes)", "right"), ("unit", "left")):
         t1.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -67,7 +67,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     if data["n_failed"]:
         shown = ", ".join(f"{f['sample_id']} ({f['reason']})" for f in data["failed_samples"][:5])
         more = "" if data["n_failed"] <= 5 else f" and {data['n_failed'] - 5} more"
-        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {shown}{more}", highlight=False)
+        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {esc(shown)}{more}", highlight=False)
 
 
 @handle_errors
@@ -97,6 +97,7 @@ def evaluate_cmd(
                                         "results file to --out; c2np merge-results combines the N parts."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    check_output_path(out)
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
@@ -133,24 +134,24 @@ def evaluate_cmd(
                 workers=workers, executor=ex, shard=shard_spec)
         part.write(out)
         console().print(f"shard {shard_spec[0]}/{shard_spec[1]}: {len(part.data['samples'])} samples, "
-                        f"{part.n_failed} failed -> {escape(str(out))}")
+                        f"{part.n_failed} failed -> {esc(out)}")
         return
     with make_executor(workers, scheduler) as ex:
         res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
                             seed=seed, progress=progress, workers=workers, executor=ex)
     res.write(out)
     print_results_table(res.data)
-    console().print(f"results -> {out}")
+    console().print(f"results -> {esc(out)}")
     if plot is not None:
         from c2np.report import plot_results
 
         plot_results(res.data, plot)
-        console().print(f"plot -> {plot}")
+        console().print(f"plot -> {esc(plot)}")
 
 
 @handle_errors
 def merge_results_cmd(
-    parts: List[Path] = typer.Argument(..., help="Partial results files of c2np evaluate --shard I/N."),
+    parts: list[Path] = typer.Argument(..., help="Partial results files of c2np evaluate --shard I/N."),
     out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
     json_out: bool = typer.Option(False, "--json", help="Print the merged results JSON to stdout."),
 ) -> None:
@@ -163,4 +164,4 @@ def merge_results_cmd(
         print_json(res.data)
         return
     print_results_table(res.data)
-    console().print(f"{len(parts)} parts -> {escape(str(out))}")
+    console().print(f"{len(parts)} parts -> {esc(out)}")

@@ -26,6 +26,7 @@ from c2np.executor import Context, Executor, LocalExecutor
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.fileio import file_sha256
+from c2np.limits import check as check_limit
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
                           inverse_metric_info, inverse_metrics)
@@ -187,6 +188,10 @@ def score_forward(store: EvalStore, rows: np.ndarray,
     if shard is not None:
         mine[:] = False
         mine[shard_positions(len(rows), *shard)] = True
+    if executor is None:
+        if workers < 1:
+            raise C2NPInputError(f"workers must be >= 1, got {workers}")
+        check_limit("workers", workers, what="evaluation workers")
     ex = executor if executor is not None else LocalExecutor(workers)
     parallel = ex.workers > 1 or ex.kind != "local"
     batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []

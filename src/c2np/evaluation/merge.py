@@ -10,7 +10,7 @@ in the same row order, so its metrics and intervals are those of one run.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from c2np.errors import C2NPInputError
 from c2np.evaluation.harness import RowInfo, assemble_forward

@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class PartialResults:
     @classmethod
     def of(cls, run: Mapping[str, Any], shard: tuple[int, int], n_rows: int, info: Any,
            positions: np.ndarray, scores: Sequence[Scores | None], *, seconds: float
-           ) -> "PartialResults":
+           ) -> PartialResults:
         """``info``: the :class:`~c2np.evaluation.harness.RowInfo` of all evaluated rows."""
         part = info.take(positions)
         samples = []
@@ -97,7 +98,7 @@ class PartialResults:
         return write_text(Path(path), json.dumps(self.data, indent=1, allow_nan=False) + "\n")
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> "PartialResults":
+    def read(cls, path: str | os.PathLike[str]) -> PartialResults:
         p = Path(path)
         try:
             data = json.loads(p.read_text())
