@@ -227,6 +227,32 @@ def test_cli_evaluate_forward_default_workers(tmp_path: Path, store: DatasetStor
     assert r.exit_code == 2 and "--workers" in r.output
 
 
+def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
+                                                          perfect: dict[str, Particle],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import c2np.assignment as assignment
+
+    rng = np.random.default_rng(1)
+    collapsed = {sid: Particle(p.numbers, rng.normal(scale=0.3, size=(p.n_atoms, 3)))
+                 for sid, p in perfect.items()}
+    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # small sets: dense, exact
+    assert exact.data["matched_rmsd_uncertified"] == 0 and exact.data["matched_rmsd_bounds"] == []
+    # the sparse path with almost no work allowed: values are bounds, listed with their gap
+    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(assignment, "BIDS_PER_POINT", 1)
+    monkeypatch.setattr(assignment, "MIN_BUDGET_POINTS", 0)
+    res = evaluate_forward(store, collapsed, "id", n_resamples=20)
+    bounds = res.data["matched_rmsd_bounds"]
+    assert res.data["matched_rmsd_uncertified"] == len(bounds) > 0
+    values = dict(zip(res.data["samples"]["sample_id"], res.data["samples"]["matched_rmsd"]))
+    ref = dict(zip(exact.data["samples"]["sample_id"], exact.data["samples"]["matched_rmsd"]))
+    for b in bounds:
+        assert b["matched_rmsd_angstrom"] == values[b["sample_id"]]
+        assert b["lower_bound_angstrom"] <= ref[b["sample_id"]] + 1e-9 <= b["matched_rmsd_angstrom"] + 2e-9
+        assert b["gap_angstrom"] == pytest.approx(b["matched_rmsd_angstrom"] - b["lower_bound_angstrom"])
+    assert res.data["matched_rmsd_max_gap_angstrom"] == max(b["gap_angstrom"] for b in bounds)
+
+
 # --- hostile predictions and stores (issue 16) --------------------------------------------------
 def test_huge_but_finite_predictions_fail_one_sample_each(tmp_path: Path, store: DatasetStore,
                                                           perfect: dict[str, Particle]) -> None:

@@ -355,11 +355,10 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
 # Greedy saturating pairing and exact potentials
 # ----------------------------------------------------------------------------------------
 @_jit
-def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: int,
-                   col_key: np.ndarray, row_key: np.ndarray) -> np.ndarray:
-    """A pairing of every row with a distinct column: each row (in order) takes its
-    cheapest free column among its edges; rows left over take the free columns in order
-    of ``col_key``, sorted by ``row_key`` (e.g. x coordinates)."""
+def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray,
+                   n_cols: int) -> np.ndarray:
+    """Each row in order takes its cheapest free column among its edges; -1 where none
+    is left (the caller pairs those rows with the free columns)."""
     n_rows = indptr.shape[0] - 1
     used = np.zeros(n_cols, dtype=np.bool_)
     out = np.full(n_rows, -1, dtype=np.int64)
@@ -374,21 +373,9 @@ def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_
         if bj >= 0:
             used[bj] = True
             out[i] = bj
-    left = np.flatnonzero(out < 0)
-    if left.shape[0] > 0:
-        free = np.flatnonzero(~used)
-        fr = left[np.argsort(row_key[left])]
-        fc = free[np.argsort(col_key[free])]
-        nf = fc.shape[0]
-        nr = fr.shape[0]
-        for t in range(nr):
-            out[fr[t]] = fc[(t * (nf - 1)) // max(nr - 1, 1)] if nr > 1 else fc[0]
     return out
 
 
-# ----------------------------------------------------------------------------------------
-# Offset-list queries on a grid (home cell + a fixed list of neighbour offsets)
-# ----------------------------------------------------------------------------------------
 @_jit
 def _home_cell(q0: float, q1: float, q2: float, origin: np.ndarray, h: float,
                dims: np.ndarray):  # type: ignore[no-untyped-def]

@@ -36,6 +36,7 @@ MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
 ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
 MAX_ROUNDS = 4  # fine stages (each may add pairs and re-solve) before a bound is reported
 BIDS_PER_POINT = 100  # auction work budget per point of the larger set, all stages
+MIN_BUDGET_POINTS = 500  # ... counted as at least this many more points (small sets)
 EPS0_COLD = 1.0  # first ε: this times the mean nearest-neighbour cost (Å²)
 EPS_MID = 1e-3  # end of the coarse stage: this times the median edge cost
 EPS_FACTOR = 8  # ε-scaling factor
@@ -85,15 +86,16 @@ def _tree(points: np.ndarray) -> object:
 def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                       tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
-                      max_rounds: int = MAX_ROUNDS,
-                      bids_per_point: int = BIDS_PER_POINT) -> AssignmentResult:
+                      max_rounds: int | None = None,
+                      bids_per_point: int | None = None) -> AssignmentResult:
     """Minimum-Σ|a − b|² pairing of every point of the smaller of two ``(n, 3)`` sets (Å).
 
     ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
     ``(d1, j1)`` — distances and indices of the smaller set's nearest neighbours in the
     larger one (the caller may already have them). ``max_rounds`` and ``bids_per_point``
-    bound the work of the sparse path; when they run out the result is not exact but its
-    ``lower_bound_angstrom2`` still bounds the optimum.
+    (defaults :data:`MAX_ROUNDS`, :data:`BIDS_PER_POINT`) bound the work of the sparse
+    path; when they run out the result is not exact but ``lower_bound_angstrom2`` still
+    bounds the optimum.
     """
     a = np.asarray(set_a_angstrom, dtype=np.float64)
     b = np.asarray(set_b_angstrom, dtype=np.float64)
@@ -122,7 +124,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         s = float(cost[ri, ci].sum())
         return AssignmentResult(s, s, ns, True, method="dense")
     return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64),
-                              max_rounds=max_rounds, bids_per_point=bids_per_point)
+                              max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
+                              bids_per_point=BIDS_PER_POINT if bids_per_point is None
+                              else bids_per_point)
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
@@ -141,15 +145,19 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                                          np.repeat(lonely, jk.shape[1])[ok.reshape(-1)], jk[ok], nl)
     graph = _Graph.build(small, large, indptr, indices, _Graph.unit_for(small, large))
     # a pairing of every row keeps the balanced problem feasible and is a first value
-    fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl,
-                                   np.ascontiguousarray(large[:, 0]),
-                                   np.ascontiguousarray(small[:, 0]))
+    fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
+    left = np.flatnonzero(fallback < 0)
+    if len(left):  # rows whose partners were all taken: the free columns, in order of x
+        free = np.setdiff1d(np.arange(nl), fallback[fallback >= 0])
+        free = free[np.argsort(large[free, 0], kind="stable")]
+        rows = left[np.argsort(small[left, 0], kind="stable")]
+        fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
     best_ub = _pair_sum(small, large, fallback)
     graph = graph.with_edges(small, large, np.arange(ns), fallback)
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
     tol = EXACT_RTOL * (1.0 + best_ub)
-    budget = int(bids_per_point) * nl
+    budget = int(bids_per_point) * (nl + MIN_BUDGET_POINTS)
     eps_final = 0.25 * EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
     med = float(np.median(graph.cost_angstrom2))
     eps_mid = max(EPS_MID * med, eps_final)
@@ -180,8 +188,9 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         if final and len(undercut) > GIVE_UP_SHARE * ns:
             break  # the graph misses most of the optimum (a degenerate prediction)
         if len(undercut):
+            few = len(undercut) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * nl
             _, jk, _ = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
-                                bound=u_graph[undercut], exhaustive=False)
+                                bound=u_graph[undercut], exhaustive=few)
             ok = jk >= 0
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])

@@ -22,6 +22,7 @@ import numpy as np
 
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
+from c2np.executor import Context, Executor, LocalExecutor, same as _same
 from c2np.metrics import InverseTarget
 from c2np.particle import Particle
 from c2np.predictions import InversePrediction
@@ -192,12 +193,24 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
 }
 
 
-def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any]) -> dict[str, Any]:
+def _answer(model: Callable[[Any], Any], query: Any) -> Any:
+    return model(query)
+
+
+def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any], *,
+            executor: Executor | None = None, chunk: int = 16) -> dict[str, Any]:
     """``{sample_id: prediction}`` of ``model`` over the task's queries (a query the model
-    answers with None is left out: the harness scores it as a missing prediction)."""
+    answers with None is left out: the harness scores it as a missing prediction), in
+    query order. ``executor`` (:mod:`c2np.executor`; default: this process) runs the
+    queries in chunks of ``chunk``; on Dask ``model`` is sent to the workers, so it must
+    pickle (a module-level function or a fitted model object)."""
+    queries = list(task.queries())
+    ex = executor if executor is not None else LocalExecutor(1)
     out: dict[str, Any] = {}
-    for q in task.queries():
-        pred = model(q)
-        if pred is not None:
-            out[q.sample_id] = pred
+    k = 0
+    for part in ex.map(_answer, queries, context=Context(_same, (model,), value=model), chunk=chunk):
+        for pred in part:
+            if pred is not None:
+                out[queries[k].sample_id] = pred
+            k += 1
     return out

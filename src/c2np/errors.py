@@ -1,4 +1,5 @@
-"""Exceptions raised by c2np. The CLI maps :class:`C2NPInputError` to exit code 2."""
+"""Exceptions raised by c2np. The CLI maps :class:`C2NPInputError` and
+:class:`C2NPEnvironmentError` to exit code 2."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ class C2NPLimitError(C2NPInputError):
 class C2NPNoAnswerError(C2NPInputError):
     """The input is well formed but has no answer (e.g. ``identify`` found no lattice).
     The CLI exits with code 1, not 2."""
+
+
+class C2NPEnvironmentError(C2NPInputError):
+    """An environment problem: a missing optional dependency, an unreachable cluster (exit
+    code 2, like bad input)."""
 
 
 class SamplingError(C2NPError, RuntimeError):

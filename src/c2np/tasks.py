@@ -33,6 +33,7 @@ from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.evaluation.harness import EvalStore, score_forward, score_inverse
 from c2np.evaluation.results import Results
+from c2np.executor import Executor
 from c2np.metrics import F1_TOLERANCES_ANGSTROM, InverseTarget
 from c2np.particle import Particle
 from c2np.splits import SPLITS, RecipeTable
@@ -297,14 +298,19 @@ class ForwardTask(_Task):
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
                  model: str = "model", tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
-                 workers: int = 1) -> Results:
+                 workers: int = 1, executor: Executor | None = None,
+                 shard: tuple[int, int] | None = None) -> Any:
         """Score ``{sample_id: Particle}`` or a predictions file (.extxyz / .h5) on the
-        evaluated rows (the harness of ``c2np evaluate``)."""
+        evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
+        local processes) runs the scoring (:mod:`c2np.executor`). ``shard = (i, n)``:
+        only shard i of n, returned as a :class:`~c2np.evaluation.shards.PartialResults`
+        (else a :class:`Results`)."""
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
                              subset_definition=self.subset_definition, model=model,
                              tolerances_angstrom=tolerances_angstrom, n_resamples=n_resamples,
-                             seed=seed, progress=progress, workers=workers)
+                             seed=seed, progress=progress, workers=workers, executor=executor,
+                             shard=shard)
 
 
 class InverseTask(_Task):
@@ -396,12 +402,13 @@ def open_task(name: str, store: EvalStore, split: str, subset: str = "eval", *,
 
 def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Any],
                   split: str, subset: str = "eval", *, model: str = "model", n_resamples: int = 1000,
-                  seed: int = 0, progress: bool = False, workers: int = 1) -> Results:
+                  seed: int = 0, progress: bool = False, workers: int = 1,
+                  executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
-    benchmark); ``workers`` applies to task 1 only."""
+    benchmark); ``workers`` / ``executor`` apply to task 1 only."""
     task = open_task(name, store, split, subset)
     if isinstance(task, ForwardTask):
         return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
-                             progress=progress, workers=workers)
+                             progress=progress, workers=workers, executor=executor)
     return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed, progress=progress)
 

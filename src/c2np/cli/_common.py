@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from c2np.errors import C2NPError, C2NPInputError, C2NPNoAnswerError
+from c2np.executor import available_cpus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,13 +90,6 @@ def handle_errors(func: F) -> F:
                  "for the traceback and report it)", EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def resolve_workers(workers: int) -> int:
