@@ -256,10 +256,16 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             parsed[k] = (params, sg)
     scores: list[Scores] = []
     used: dict[str, InverseTarget] = {}
+    true_sg = np.zeros(len(rows), dtype=np.int64)
+    confusion: dict[str, dict[str, int]] = {}
     with _progress(len(rows), "evaluate inverse", progress) as bar:
         for k, row in enumerate(rows):
             mat = t.materials[int(t.material_index[row])]
             target = used.setdefault(mat, targets[mat])
+            true_sg[k] = int(target.spacegroup)
+            cell = confusion.setdefault(str(int(target.spacegroup)), {})
+            pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
+            cell[pred_key] = cell.get(pred_key, 0) + 1
             if k not in parsed:
                 scores.append(inverse_failure("missing prediction", target))
             else:
@@ -278,17 +284,26 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                                 "target_symprec_angstrom": symprec_angstrom},
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
-                           "targets": {m: v.to_dict() for m, v in used.items()}},
-                    seconds=time.perf_counter() - t0)
+                           "targets": {m: v.to_dict() for m, v in used.items()},
+                           "spacegroup_confusion": confusion},
+                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+
+
+def _sg_key(spacegroup: float) -> str:
+    """Confusion-matrix column of a predicted space group ("invalid" outside 1..230)."""
+    sg = float(spacegroup)
+    return str(int(sg)) if np.isfinite(sg) and sg == int(sg) and 1 <= sg <= 230 else "invalid"
 
 
 # --- the results document ----------------------------------------------------------------
 def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str,
              subset_definition: Mapping[str, Any], rows: np.ndarray, scores: list[Scores],
              info: dict[str, MetricInfo], predictions_meta: dict[str, Any], tolerances: dict[str, Any],
-             n_resamples: int, seed: int, extra: dict[str, Any], seconds: float) -> Results:
+             n_resamples: int, seed: int, extra: dict[str, Any], seconds: float,
+             groups: Mapping[str, tuple[np.ndarray, str]] | None = None) -> Results:
     """The results document of scored ``rows`` (one :class:`Scores` each, in row order):
-    aggregates overall / per radius / per material / per split, failures with reasons,
+    aggregates overall / per radius / per material / per split (and any ``groups``: key ->
+    (labels (n,), bootstrap prefix), e.g. task 2 per space group), failures with reasons,
     per-sample values, provenance (fingerprint, versions, tolerances, predictions hash)."""
     t = store.recipes
     names = list(info)
@@ -306,6 +321,8 @@ def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str
         "per_material": aggregate_groups(values, ok, names, mats, "material", **kw),
         "per_split": aggregate_groups(values, ok, names, splits, "split", **kw),
     }
+    for key, (labels, prefix) in (groups or {}).items():
+        metrics[key] = aggregate_groups(values, ok, names, labels, prefix, **kw)
     failed = [{"sample_id": ids[i], "reason": str(s.failure_reason)} for i, s in enumerate(scores) if not s.ok]
     samples: dict[str, Any] = {"sample_id": ids, "ok": ok.tolist()}
     for j, n in enumerate(names):
