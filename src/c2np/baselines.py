@@ -186,7 +186,10 @@ class DescriptorNeighbour:
         return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
 
     def __call__(self, query: InverseQuery) -> InversePrediction:
-        d = describe(query.particle)
+        return self.from_descriptor(describe(query.particle))
+
+    def from_descriptor(self, d: ParticleDescriptor) -> InversePrediction:
+        """The prediction for a particle given by its descriptor."""
         dist = np.linalg.norm(self._hist - d.histograms.ravel()[None, :], axis=1)
         same = self._n_species == len(d.numbers)
         if np.any(same):

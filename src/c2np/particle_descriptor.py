@@ -10,8 +10,9 @@ particle only (species and positions), never a cell.
 * **Scale** ``s`` (Å): the median nearest distance from slot-1 atoms to slot-0 atoms (for a
   perovskite the B-H bond, about a/2); the median keeps it stable under positional noise.
 * **Histograms.** Around the :data:`N_CENTRES` atoms nearest the centroid, the distances to
-  all neighbours within ``R_MAX_SCALED * s``, per unordered slot pair, binned in units of
-  ``s`` (:data:`N_BINS` bins over ``(0, R_MAX_SCALED]``), Gaussian-smoothed (one bin), each
+  all neighbours, per unordered slot pair, in units of ``s``, binned to the nearest of
+  :data:`N_BINS` bin centres ``k * R_MAX_SCALED / N_BINS`` (k < N_BINS; centred bins keep
+  lattice distances such as exactly ``s`` off bin edges), smoothed (1/4, 1/2, 1/4), each
   normalised by the number of centre atoms of the pair's first slot.
 """
 
@@ -78,7 +79,7 @@ def describe(particle: Particle) -> ParticleDescriptor:
     major = species[order[0]]
     others = species[order[1:]]
     radial = np.linalg.norm(pos - pos.mean(axis=0), axis=1)
-    by_radius = np.argsort(radial, kind="stable")
+    by_radius = np.argsort(np.round(radial, 6), kind="stable")   # ties: by index, frame-independent
     inner = by_radius[: 4 * N_CENTRES]          # slot ranking and scale: the interior atoms
     zi, pi = z[inner], pos[inner]
     major_tree = cKDTree(pi[zi == major]) if np.any(zi == major) else cKDTree(pos[z == major])
@@ -127,9 +128,10 @@ def describe(particle: Particle) -> ParticleDescriptor:
     for k, (a, b) in enumerate(pairs):
         table[a, b] = k
     pk = table[lo, hi]
-    b = np.clip((dist / R_MAX_SCALED * N_BINS).astype(np.int64), 0, N_BINS - 1)
+    b = np.rint(dist / R_MAX_SCALED * N_BINS).astype(np.int64)   # bins centred on k * width
+    inside = b < N_BINS
     hist = np.zeros((len(pairs), N_BINS))
-    np.add.at(hist, (pk, b), 1.0)
+    np.add.at(hist, (pk[inside], b[inside]), 1.0)
     kernel = np.array([0.25, 0.5, 0.25])
     hist = np.stack([np.convolve(h, kernel, mode="same") for h in hist])
     n_centre_slot = np.bincount(slot_atom[centres], minlength=N_SLOTS).astype(np.float64)

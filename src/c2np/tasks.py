@@ -219,7 +219,7 @@ class _Task:
     name = ""
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
-                 protocol: str | None = None) -> None:
+                 protocol: str | None = None, per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
         if protocol is not None and protocol != store.recipes.protocol:
             raise C2NPInputError(f"{getattr(store, 'path', 'store')}: store has protocol "
                                  f"{store.recipes.protocol!r}, expected {protocol!r}")
@@ -228,7 +228,8 @@ class _Task:
         self.subset = subset
         self.protocol = store.recipes.protocol
         self.fingerprint = store.fingerprint
-        self._rows = select_rows(store.recipes, split, subset)
+        self.per_group = int(per_group)
+        self._rows = select_rows(store.recipes, split, subset, per_group=self.per_group)
         if len(self._rows) == 0:
             raise C2NPInputError(f"split {split!r} has no samples in this store")
 
@@ -250,7 +251,7 @@ class _Task:
     def subset_definition(self) -> dict[str, Any]:
         """How the evaluated rows were chosen (recorded in the results)."""
         if self.subset == "eval":
-            return {"rotations_per_material_radius": EVAL_ROTATIONS_PER_GROUP, "seed": EVAL_SEED,
+            return {"rotations_per_material_radius": self.per_group, "seed": EVAL_SEED,
                     "identity_excluded": True}
         return {"all_rows": True}
 
@@ -308,8 +309,9 @@ class InverseTask(_Task):
     name = "inverse"
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
-                 protocol: str | None = None, symprec_angstrom: float = 1e-3) -> None:
-        super().__init__(store, split, subset, protocol=protocol)
+                 protocol: str | None = None, symprec_angstrom: float = 1e-3,
+                 per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
+        super().__init__(store, split, subset, protocol=protocol, per_group=per_group)
         self.symprec_angstrom = float(symprec_angstrom)
         self._opaque: dict[str, int] | None = None
 

@@ -223,7 +223,7 @@ class CrystalGenerator(nn.Module):
         lf = (((out_f - target_f) ** 2) * m).sum() / (3 * m.sum())
         ll = ((out_l - target_l) ** 2).mean()
         total = ll + lf + comp_loss
-        return total, {"loss": float(total), "lattice": float(ll), "frac": float(lf), "comp": float(comp_loss)}
+        return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
 
     # --- sampling ----------------------------------------------------------------------
     @torch.no_grad()
