@@ -284,3 +284,28 @@ def test_inverse_failures() -> None:
         assert not s.ok and s.values == pen
     assert pen["spacegroup_accuracy"] == 0.0 and pen["abs_error_a"] == 4.0
     assert pen["abs_error_beta"] == 100.0 and pen["abs_error_alpha"] == 90.0
+
+
+def test_metric_enumeration_names_every_score_once() -> None:
+    """The Metric enumeration is the one list of names: the score dicts of both tasks and
+    their failure values use exactly its members; the headline lists are members too."""
+    from c2np.metrics import (HEADLINE, PRIMARY, Metric, forward_metric_info, forward_penalties,
+                              inverse_metric_info, inverse_penalties)
+
+    pos = np.array([[0.0, 0.0, 0.0], [1.5, 0.0, 0.0], [0.0, 1.5, 0.0], [0.0, 0.0, 1.5]])
+    nums = np.array([1, 1, 8, 8])
+    ref = ReferenceSummary.from_particle(nums, pos, radius_angstrom=2.0)
+    fwd = {m.value for m in Metric if m.task == "forward"}
+    inv = {m.value for m in Metric if m.task == "inverse"}
+    assert set(forward_metrics(nums, pos, nums, pos, reference=ref).values) == fwd
+    assert set(forward_penalties(ref)) == fwd == set(forward_metric_info())
+    assert set(inverse_metrics(_target().params, 14, _target()).values) == inv
+    assert set(inverse_penalties(_target())) == inv == set(inverse_metric_info())
+    assert Metric("f1@0.1") is Metric.F1_0_1 and Metric.F1_0_1 == "f1@0.1"
+    assert {"f1@0.1": 1}[Metric.F1_0_1] == 1  # a member and its name are one dict key
+    assert Metric.CHAMFER.unit == "Å" and Metric.CHAMFER.higher_is_better is False
+    assert Metric.JOINT_ACCURACY_PAPER.higher_is_better and Metric.VOLUME_RATIO.higher_is_better is None
+    assert all(m.task == task for task, ms in HEADLINE.items() for m in ms)
+    assert PRIMARY["forward"] in HEADLINE["forward"] and PRIMARY["inverse"] in HEADLINE["inverse"]
+    custom = forward_metric_info((0.3,))
+    assert "f1@0.3" in custom and custom["f1@0.3"].better == "higher"

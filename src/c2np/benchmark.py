@@ -154,9 +154,8 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     headline = {task: [m.value for m in names] for task, names in HEADLINE.items()}
     paths = write_leaderboard(rows, out, headline=headline, extra={
         "store": str(store.path), "fingerprint": store.fingerprint, "protocol": store.protocol,
-        "subset": subset, "splits": ",".join(splits)})
-    with open(paths["markdown"], "a", encoding="utf-8") as fh:  # plots section, after the atomic write
-        fh.write("\n## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots) + "\n")
+        "subset": subset, "splits": ",".join(splits)},
+        footer="## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots))
     return BenchmarkSummary(out, paths["markdown"], paths["json"], tuple(results_files), tuple(plots),
                             tuple(rows), time.perf_counter() - t_start)
 

@@ -184,7 +184,7 @@ PRIMARY: dict[str, Metric] = {"forward": Metric.F1_0_1, "inverse": Metric.JOINT_
 
 def f1_name(kind: str, tol_angstrom: float) -> str:
     """Name of the ``kind`` (``f1``, ``precision``, ``recall``) metric at a tolerance (Å)."""
-    return f"{kind}@{tol_angstrom:g}"
+    return f"{kind}@{_tol_tag(tol_angstrom)}"
 
 
 @dataclass(frozen=True)
@@ -640,7 +640,7 @@ def forward_metric_info(tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANG
     for tol in tolerances_angstrom:
         for kind in ("f1", "precision", "recall"):
             name = f1_name(kind, tol)
-            out.append(Metric(name).info if name in Metric._value2member_map_
+            out.append(Metric(name).info if name in Metric._value2member_map_  # type: ignore[call-arg]
                        else MetricInfo(name, "1", "higher", "0"))
     out += [m.info for m in Metric if m.task == "forward" and "@" not in m.value]
     return {m.name: m for m in out}

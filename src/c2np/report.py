@@ -95,11 +95,12 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 
 def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike[str], *,
-                      headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None) -> dict[str, Path]:
+                      headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None,
+                      footer: str = "") -> dict[str, Path]:
     """Write ``leaderboard.md`` and ``leaderboard.json`` (atomically) into ``out_dir``.
 
     ``headline`` maps a task to the metric names shown as Markdown columns (all metrics are
-    in the JSON). Returns the written paths.
+    in the JSON); ``footer`` is Markdown appended after the tables. Returns the written paths.
     """
     out = Path(out_dir)
     rows = normalise(rows)
@@ -121,6 +122,8 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         for r in sorted(trows, key=lambda x: (x.split, x.model)):
             cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
             lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
+    if footer:
+        lines += ["", footer]
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
     with atomic_write(md) as fh:

@@ -40,9 +40,17 @@ BATCH = 32
 class EvalStore(Protocol):
     """What the harness needs from a dataset store (``c2np.store.DatasetStore`` has it)."""
 
-    recipes: RecipeTable
-    cells: Mapping[str, Any]
-    fingerprint: str
+    @property
+    def recipes(self) -> RecipeTable:
+        """The recipe table."""
+
+    @property
+    def cells(self) -> Mapping[str, Any]:
+        """Material id -> unit cell."""
+
+    @property
+    def fingerprint(self) -> str:
+        """The dataset fingerprint (recorded in results; keys the opaque task-2 ids)."""
 
     def particle(self, row: int) -> Particle:
         """The reference particle of sample ``row`` (rotated, centred)."""

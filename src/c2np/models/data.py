@@ -22,7 +22,7 @@ from c2np.carving import carve, rotate_positions
 from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
-from c2np.splits import RecipeTable, build_recipes, sample_id
+from c2np.splits import RecipeTable, build_recipes
 from c2np.tasks import inverse_target
 
 __all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "select_rows",
@@ -70,9 +70,7 @@ class InMemoryDataset:
 
     def sample_id(self, row: int) -> str:
         """Sample id of ``row``."""
-        rec = self.recipes
-        return sample_id(rec.materials[rec.material_index[row]], rec.radius_angstrom[row],
-                         rec.rotation_index[row])
+        return self.recipes.sample_id(row)
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,9 +98,7 @@ def condition_for_row(store: Any, row: int) -> Condition:
 
 def row_sample_id(store: Any, row: int) -> str:
     """Sample id of a recipe row of any store-like object."""
-    rec = store.recipes
-    return sample_id(rec.materials[int(rec.material_index[row])], int(rec.radius_angstrom[row]),
-                     int(rec.rotation_index[row]))
+    return store.recipes.sample_id(int(row))
 
 
 def species_slots(cell: UnitCell) -> np.ndarray:
