@@ -57,14 +57,14 @@ class GenConfig:
     """Hyper-parameters of a crystal generator (all sizes counts; lr per step)."""
 
     process: str = "diffcsp"
-    hidden: int = 96
+    hidden: int = 64
     layers: int = 3
     n_freq: int = 6
     steps: int = 100
     sigma_min: float = 0.005
     sigma_max: float = 0.5
     train_steps: int = 3000
-    batch: int = 64
+    batch: int = 32
     lr: float = 1e-3
     seed: int = 0
     n_samples: int = 1
@@ -124,7 +124,7 @@ class Denoiser(nn.Module):
         self.node = nn.ModuleList([MLP(2 * h, h, h, 2) for _ in range(cfg.layers)])
         self.norm = nn.ModuleList([nn.LayerNorm(h) for _ in range(cfg.layers)])
         self.out_f = nn.Linear(h, 3)
-        self.out_l = MLP(2 * h, h, 9, 2)
+        self.out_l = MLP(2 * h + 9, h, 9, 2)
 
     def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
                 cond: Tensor) -> tuple[Tensor, Tensor]:
@@ -141,7 +141,8 @@ class Denoiser(nn.Module):
             m = edge(torch.cat([hi, hj, gram, four], dim=-1)) * pm
             h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
         pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
-        return self.out_l(torch.cat([pooled, c], dim=-1)).reshape(B, 3, 3), self.out_f(h)
+        out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
+        return out_l, self.out_f(h)
 
 
 def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
@@ -227,12 +228,17 @@ class CrystalGenerator(nn.Module):
 
     # --- sampling ----------------------------------------------------------------------
     @torch.no_grad()
-    def sample(self, feats: Tensor, g: torch.Generator) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """One generated cell per row: (normalised lattice (3,3), frac (n,3), slots (n,))."""
+    def predict_compositions(self, feats: Tensor) -> list[tuple[int, ...]]:
+        """The most probable cell composition (atoms per slot) of each row."""
+        return [self.compositions[i] for i in self.comp_head(self._cond(feats)).argmax(-1).tolist()]
+
+    @torch.no_grad()
+    def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator
+               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """One generated cell per row of the given compositions: (normalised lattice (3,3),
+        frac (n,3), slots (n,))."""
         B = feats.shape[0]
         cond = self._cond(feats)
-        comp_idx = self.comp_head(cond).argmax(-1).tolist()
-        comps = [self.compositions[i] for i in comp_idx]
         N = max(sum(c) for c in comps)
         slot = torch.zeros(B, N, dtype=torch.long)
         mask = torch.zeros(B, N, dtype=torch.bool)
@@ -287,12 +293,16 @@ class CrystalGenerator(nn.Module):
         g = torch.Generator().manual_seed(int(seed))
         answers: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
         feats_all = torch.as_tensor(self.features(descs))
+        comps = self.predict_compositions(feats_all)
+        order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
         for _ in range(self.cfg.n_samples):
             for a in range(0, len(descs), batch):
-                for k, (xl, fr, sl) in enumerate(self.sample(feats_all[a:a + batch], g)):
-                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[a + k]))
+                idx = order[a:a + batch]
+                cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
+                for i, (xl, fr, sl) in zip(idx, cells):
+                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]))
                     if res is not None:
-                        answers[a + k].append(res)
+                        answers[i].append(res)
         out: list[InversePrediction | None] = []
         for ans in answers:
             if not ans:
@@ -332,12 +342,17 @@ class CrystalGenerator(nn.Module):
             S0[i, : len(e.slots)] = e.slots
             M0[i, : len(e.slots)] = True
         XL = ((lat_n - lat_mean) / lat_std).astype(np.float32)
+        # Batches of one composition (no padding): the class by its frequency, then examples.
+        members = [np.flatnonzero(comp_of == c) for c in range(len(comps))]
+        freq = np.array([len(m) for m in members], dtype=np.float64) / len(examples)
         model.train()
         for step in range(cfg.train_steps):
-            idx = rng.integers(0, len(examples), cfg.batch)
+            cls_k = int(rng.choice(len(comps), p=freq))
+            idx = rng.choice(members[cls_k], cfg.batch)
+            n = sum(comps[cls_k])
             loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
-                                     torch.as_tensor(F0[idx]), torch.as_tensor(S0[idx]),
-                                     torch.as_tensor(M0[idx]), torch.as_tensor(comp_of[idx]), g)
+                                     torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
+                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
