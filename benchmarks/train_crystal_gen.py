@@ -76,6 +76,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", default="out/gen_examples.npz", help="training pairs cache (npz)")
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.time()
@@ -87,7 +88,7 @@ def main() -> int:
         save_examples(ex, cache)
     print(f"{len(ex)} training pairs in {time.time() - t0:.0f} s", flush=True)
     cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden,
-                    steps=args.sample_steps, seed=args.seed, batch=args.batch)
+                    steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr)
     rows: list[dict] = []
 
     def log(r: dict) -> None:

@@ -138,3 +138,10 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     assert [x.as_tuple() if x else None for x in a] == [x.as_tuple() if x else None for x in b]
     with pytest.raises(C2NPInputError):
         load_generator(tmp_path / "missing")
+
+
+def test_generator_config_is_checked() -> None:
+    with pytest.raises(C2NPInputError, match="process"):
+        GenConfig(process="mattergen")
+    with pytest.raises(C2NPInputError, match="sampler"):
+        GenConfig(sampler="euler")

@@ -68,8 +68,11 @@ class GenConfig:
     lr: float = 1e-3
     seed: int = 0
     n_samples: int = 1
+    sampler: str = "sde"
 
     def __post_init__(self) -> None:
+        if self.sampler not in ("sde", "ode"):
+            raise C2NPInputError(f"sampler must be 'sde' or 'ode', got {self.sampler!r}")
         if self.process not in PROCESSES:
             raise C2NPInputError(f"process must be one of {list(PROCESSES)}, got {self.process!r}")
 
@@ -257,10 +260,15 @@ class CrystalGenerator(nn.Module):
                 a = ab / ab_prev
                 x0 = ((x_l - (1 - ab).sqrt() * out_l) / ab.sqrt()).clamp(-6, 6)
                 mean = (ab_prev.sqrt() * (1 - a) / (1 - ab)) * x0 + (a.sqrt() * (1 - ab_prev) / (1 - ab)) * x_l
-                var = (1 - ab_prev) / (1 - ab) * (1 - a)
-                x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if i > 1 else 0.0)
                 s2, s2p = self.sigma[i] ** 2, self.sigma[i - 1] ** 2
                 score = out_f / self.sigma[i]
+                if self.cfg.sampler == "ode":       # DDIM (eta 0) + probability-flow ODE
+                    eps = (x_l - ab.sqrt() * x0) / (1 - ab).sqrt()
+                    x_l = ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps
+                    f = (f + 0.5 * (s2 - s2p) * score) % 1.0
+                    continue
+                var = (1 - ab_prev) / (1 - ab) * (1 - a)
+                x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if i > 1 else 0.0)
                 f = f + (s2 - s2p) * score
                 if i > 1:
                     f = f + (s2 - s2p).sqrt() * torch.randn(f.shape, generator=g)
