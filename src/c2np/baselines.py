@@ -207,7 +207,7 @@ def crystallographic_solver(query: InverseQuery) -> InversePrediction | None:
         res = solve(query.particle.numbers, query.particle.positions_angstrom)
     except C2NPInputError:
         return None
-    return InversePrediction.from_values(res.lattice_params, int(res.spacegroup))
+    return InversePrediction(res.lattice, int(res.spacegroup))
 
 
 def _no_fit(model: Callable[..., Any]) -> Callable[[Any], Callable[..., Any]]:

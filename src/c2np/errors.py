@@ -18,5 +18,15 @@ class C2NPStoreError(C2NPInputError):
     """A dataset store that is missing, corrupt, truncated or inconsistent."""
 
 
+class C2NPLimitError(C2NPInputError):
+    """A stated limit (atoms, bytes, radii, resamples, workers) would be exceeded; the message
+    names the limit and how to raise it (:mod:`c2np.limits`)."""
+
+
+class C2NPNoAnswerError(C2NPInputError):
+    """The input is well formed but has no answer (e.g. ``identify`` found no lattice).
+    The CLI exits with code 1, not 2."""
+
+
 class SamplingError(C2NPError, RuntimeError):
     """An orientation sampler ran out of trials before reaching its target count."""

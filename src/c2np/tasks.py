@@ -213,6 +213,15 @@ def _open_store(path: str | os.PathLike[str]) -> Any:
     return DatasetStore.open(path)
 
 
+def _require_intact(store: EvalStore) -> None:
+    """A store read from a file is checked against its fingerprint before it is scored
+    (:func:`c2np.store.require_intact`); a tampered or damaged one is refused."""
+    from c2np.store import DatasetStore, require_intact
+
+    if isinstance(store, DatasetStore):
+        require_intact(store)
+
+
 class _Task:
     """Shared part of :class:`ForwardTask` and :class:`InverseTask`."""
 
@@ -223,6 +232,7 @@ class _Task:
         if protocol is not None and protocol != store.recipes.protocol:
             raise C2NPInputError(f"{getattr(store, 'path', 'store')}: store has protocol "
                                  f"{store.recipes.protocol!r}, expected {protocol!r}")
+        _require_intact(store)
         self._store = store
         self.split = split
         self.subset = subset

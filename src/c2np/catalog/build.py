@@ -31,6 +31,7 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
+from c2np.limits import check as check_limit
 from c2np.fileio import write_text
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
@@ -180,6 +181,7 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     todo = [m for m in ids if m not in done]
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    check_limit("workers", workers, what="catalog build workers")
     if workers > 1 and len(todo) > 1:
         return _build_in_processes(out, ids, todo, workers, started, progress=progress,
                                    potential=potential, fmax=fmax, prototypes=tuple(prototypes),

@@ -7,7 +7,9 @@ from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, resolve_workers
+from c2np.fileio import check_output_path
+
+from c2np.cli._common import console, esc, handle_errors, resolve_workers
 from c2np.errors import C2NPInputError
 
 TASKS = ("forward", "inverse")
@@ -40,7 +42,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     overall = data["metrics"]["overall"]
     title = (f"{data['model']} · {data['task']} · {data['protocol']} · {data['split']} "
              f"({data['subset']}): {data['n_samples']} samples, {data['n_failed']} failed")
-    t1 = Table(title=title)
+    t1 = Table(title=esc(title))
     for col, just in (("metric", "left"), ("mean", "right"), ("95 % CI", "right"),
                       ("mean (successes)", "right"), ("unit", "left")):
         t1.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -64,7 +66,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     if data["n_failed"]:
         shown = ", ".join(f"{f['sample_id']} ({f['reason']})" for f in data["failed_samples"][:5])
         more = "" if data["n_failed"] <= 5 else f" and {data['n_failed'] - 5} more"
-        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {shown}{more}", highlight=False)
+        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {esc(shown)}{more}", highlight=False)
 
 
 @handle_errors
@@ -87,6 +89,7 @@ def evaluate_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    check_output_path(out)
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
@@ -108,9 +111,9 @@ def evaluate_cmd(
                         seed=seed, progress=progress, workers=workers)
     res.write(out)
     print_results_table(res.data)
-    console().print(f"results -> {out}")
+    console().print(f"results -> {esc(out)}")
     if plot is not None:
         from c2np.report import plot_results
 
         plot_results(res.data, plot)
-        console().print(f"plot -> {plot}")
+        console().print(f"plot -> {esc(plot)}")

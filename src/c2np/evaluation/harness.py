@@ -23,6 +23,7 @@ from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.fileio import file_sha256
+from c2np.limits import check as check_limit
 from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
                           Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
                           inverse_metric_info, inverse_metrics)
@@ -139,6 +140,7 @@ def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
 
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    check_limit("workers", workers, what="evaluation workers")
     if workers == 1 or "fork" not in mp.get_all_start_methods():
         return None
     return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))
@@ -208,7 +210,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         if pool is not None:
             pool.terminate()
     done_scores = [s for s in scores if s is not None]
-    n_uncertified = sum(int(s.ok and not s.details.get("matched_rmsd_certified", True)) for s in done_scores)
+    bounds = matched_rmsd_bounds(store, rows, done_scores)
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
     return assemble(task="forward", model=model, store=store, split=split, subset=subset,
                     subset_definition=subset_definition, rows=rows, scores=done_scores,
@@ -217,9 +219,27 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                                 "pair_distance_r_max_angstrom": 10.0, "pair_distance_bins": 128,
                                 "matching": "same element, distance strictly below tolerance"},
                     n_resamples=n_resamples, seed=seed,
-                    extra={"matched_rmsd_uncertified": n_uncertified,
+                    extra={"matched_rmsd_uncertified": len(bounds),
+                           "matched_rmsd_max_gap_angstrom": max((b["gap_angstrom"] for b in bounds), default=0.0),
+                           "matched_rmsd_bounds": bounds,
                            "headline": PRIMARY["forward"].value},
                     seconds=time.perf_counter() - t0)
+
+
+def matched_rmsd_bounds(store: EvalStore, rows: np.ndarray, scores: Sequence[Scores]
+                        ) -> list[dict[str, Any]]:
+    """The successes whose matched RMSD is not certified optimal: ``sample_id``, the value
+    reported (that of a valid pairing, an upper bound), its certified lower bound and the
+    gap, in Å (docs/evaluation.md, "Matched RMSD")."""
+    t = store.recipes
+    out = []
+    for r, s in zip(rows, scores):
+        if s.ok and not s.details.get("matched_rmsd_certified", True):
+            out.append({"sample_id": t.sample_id(int(r)),
+                        "matched_rmsd_angstrom": float(s.values["matched_rmsd"]),
+                        "lower_bound_angstrom": float(s.details["matched_rmsd_lower_bound"]),
+                        "gap_angstrom": float(s.details["matched_rmsd_gap"])})
+    return out
 
 
 # --- task 2 ------------------------------------------------------------------------------

@@ -5,8 +5,10 @@
 * :class:`EGNN` — E(3)-equivariant message passing (Satorras et al. style): invariant
   messages from squared distances, equivariant coordinate updates. Its vector output is
   completed by two equivariant terms, along the position (about the sphere centre) and along
-  the *rotated* lattice vectors, so a denoiser is equivariant jointly in the particle and the
-  crystal frame and can still place atoms in the orientation it is asked for.
+  the *rotated* lattice vectors, so the layer stack is equivariant jointly in the particle and
+  the crystal frame and can still place atoms in the orientation it is asked for. (A full
+  denoiser is not: the :class:`Conditioner` embeds the rotation matrix and quaternion through
+  an MLP; see docs/models.md.)
 * :class:`CellEncoder` — encoder of the periodic unit cell: lattice invariants (lengths,
   angle cosines, volume per atom) plus a periodic graph over the basis atoms with
   minimum-image distances.
@@ -40,7 +42,8 @@ from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
 __all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
            "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
            "CellEncoder", "Conditioner", "CountHead", "frame_features", "EGNN", "AdaLNBlock",
-           "to_padded", "from_padded", "N_FRAME_FEATURES", "N_Z"]
+           "to_padded", "from_padded", "N_FRAME_FEATURES", "N_Z", "lattice_site_vectors",
+           "site_edge_features"]
 
 N_Z = 119  # atomic-number vocabulary (0 = padding / mask)
 
@@ -67,7 +70,7 @@ def knn_graph(pos: Tensor, batch: Tensor, k: int, cutoff_angstrom: float = math.
     b = batch.cpu().numpy()
     src, dst = [], []
     if len(b) == 0:
-        return torch.zeros((2, 0), dtype=torch.long)
+        return torch.zeros((2, 0), dtype=torch.long, device=pos.device)
     bounds = np.flatnonzero(np.diff(b)) + 1
     starts = np.concatenate([[0], bounds])
     ends = np.concatenate([bounds, [len(b)]])
@@ -84,8 +87,9 @@ def knn_graph(pos: Tensor, batch: Tensor, k: int, cutoff_angstrom: float = math.
         src.append(cols[ok] + s)
         dst.append(rows[ok] + s)
     if not src:
-        return torch.zeros((2, 0), dtype=torch.long)
-    return torch.as_tensor(np.stack([np.concatenate(src), np.concatenate(dst)]), dtype=torch.long)
+        return torch.zeros((2, 0), dtype=torch.long, device=pos.device)
+    return torch.as_tensor(np.stack([np.concatenate(src), np.concatenate(dst)]), dtype=torch.long,
+                           device=pos.device)
 
 
 def gaussian_rbf(d: Tensor, start: float, stop: float, n: int) -> Tensor:
@@ -155,6 +159,10 @@ class ConditionBatch:
     def tensors(self) -> dict[str, Tensor]:
         """All fields by name (for leak tests and inspection)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def to(self, device: torch.device | str) -> "ConditionBatch":
+        """The same batch with every tensor on ``device``."""
+        return ConditionBatch(**{k: v.to(device) for k, v in self.tensors().items()})
 
 
 def _lattice_features(lattice: np.ndarray, n_basis: int) -> np.ndarray:
@@ -238,6 +246,11 @@ class ParticleBatch:
     def size(self) -> int:
         """Number of samples B."""
         return int(self.counts.shape[0])
+
+    def to(self, device: torch.device | str) -> "ParticleBatch":
+        """The same batch with every tensor on ``device``."""
+        return ParticleBatch(pos=self.pos.to(device), z=self.z.to(device), types=self.types.to(device),
+                             batch=self.batch.to(device), counts=self.counts.to(device))
 
 
 def collate_particles(particles: Sequence[Particle], conds: Sequence[Condition] | None = None) -> ParticleBatch:
@@ -353,14 +366,62 @@ def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
                       (r / R).unsqueeze(-1), ((r - R) / 2.0).clamp(-3, 3).unsqueeze(-1)], -1)
 
 
+def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1) -> tuple[Tensor, Tensor]:
+    """Displacements (N, S, k, 3) Å from each position (Å, particle frame) to the ``k`` nearest
+    sites of the conditioning crystal occupied by species slot s, nearest first, and their
+    lengths (N, S, k) (1e3 Å for a slot the cell does not have).
+
+    A property of the infinite lattice of the condition (cell, rotation, centre), the
+    particle-frame counterpart of CSPNet's fractional-coordinate features: it enumerates no
+    sphere and knows nothing of R or of any particle. Candidates: the 27 images around the
+    nearest (rounded) image of every basis atom, so the k nearest are exact for k up to the
+    sites of a slot within one lattice step (and the nearest always is).
+    """
+    S_ = c.slots_z.shape[1]
+    frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch]) + c.centre_frac[batch]
+    nb = torch.bincount(c.basis_batch, minlength=c.size)
+    bfrac, bmask = to_padded(c.basis_frac, c.basis_batch, nb)  # (B, m, 3)
+    bslot = (c.basis_z.unsqueeze(-1) == c.slots_z[c.basis_batch]).float().argmax(-1)
+    bslot_p, _ = to_padded(bslot.unsqueeze(-1), c.basis_batch, nb)
+    diff = bfrac[batch] - frac.unsqueeze(1)  # (N, m, 3)
+    diff = diff - torch.round(diff)
+    lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
+    shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
+    cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
+    disp = torch.einsum("nmik,nkd->nmid", cand, lat).flatten(1, 2)  # (N, m*27, 3)
+    d = disp.norm(dim=-1)  # (N, m*27)
+    valid = bmask[batch].repeat_interleave(27, dim=1)
+    slot_of = bslot_p[batch].squeeze(-1).repeat_interleave(27, dim=1)
+    onehot = (slot_of.unsqueeze(-1) == torch.arange(S_, device=pos.device)) & valid.unsqueeze(-1)  # (N, M, S)
+    d_slot = torch.where(onehot, d.unsqueeze(-1), torch.full_like(d, 1e3).unsqueeze(-1)).transpose(1, 2)
+    kk = min(int(k), d_slot.shape[-1])
+    dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
+    vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
+    vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
+    return vec, dmin
+
+
+_IMAGE_SHIFTS = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)],
+                             dtype=torch.float32)
+
+
+def site_edge_features(site_pos: Tensor, edges: Tensor, *, width_angstrom: float = 0.5) -> Tensor:
+    """(E, S) soft indicator that the two atoms of an edge have the same nearest lattice site
+    of slot s: exp(-|p_is - p_js|^2 / (2 w^2)), with ``site_pos`` (N, S, 3) the sites (Å)."""
+    src, dst = edges
+    d2 = ((site_pos[dst] - site_pos[src]) ** 2).sum(-1)
+    return torch.exp(-0.5 * d2 / width_angstrom ** 2)
+
+
 class EGNNLayer(nn.Module):
     """One E(n)-equivariant layer: m_ij = phi_e(h_i, h_j, rbf(|x_i - x_j|), |x_i - x_j|^2),
     x_i += mean_j (x_i - x_j) / (|x_i - x_j| + 1) phi_x(m_ij), h_i += phi_h(h_i, sum_j m_ij)."""
 
-    def __init__(self, hidden: int, n_rbf: int, rbf_max: float, update_coords: bool) -> None:
+    def __init__(self, hidden: int, n_rbf: int, rbf_max: float, update_coords: bool,
+                 edge_dim: int = 0) -> None:
         super().__init__()
         self.n_rbf, self.rbf_max, self.update_coords = n_rbf, rbf_max, update_coords
-        self.edge = nn.Sequential(MLP(2 * hidden + n_rbf + 1, hidden, hidden), nn.SiLU())
+        self.edge = nn.Sequential(MLP(2 * hidden + n_rbf + 1 + edge_dim, hidden, hidden), nn.SiLU())
         self.node = MLP(2 * hidden, hidden, hidden)
         self.norm = nn.LayerNorm(hidden)
         if update_coords:
@@ -368,13 +429,17 @@ class EGNNLayer(nn.Module):
             nn.init.normal_(self.coord[-1].weight, std=1e-3)
             nn.init.zeros_(self.coord[-1].bias)
 
-    def forward(self, h: Tensor, x: Tensor, edges: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, h: Tensor, x: Tensor, edges: Tensor,
+                edge_attr: Tensor | None = None) -> tuple[Tensor, Tensor]:
         src, dst = edges
         rel = x[dst] - x[src]
         d2 = (rel * rel).sum(-1)
         d = torch.sqrt(d2 + 1e-8)
-        m = self.edge(torch.cat([h[dst], h[src], gaussian_rbf(d, 0.0, self.rbf_max, self.n_rbf),
-                                 (d2 / self.rbf_max ** 2).clamp(max=10).unsqueeze(-1)], -1))
+        parts = [h[dst], h[src], gaussian_rbf(d, 0.0, self.rbf_max, self.n_rbf),
+                 (d2 / self.rbf_max ** 2).clamp(max=10).unsqueeze(-1)]
+        if edge_attr is not None:
+            parts.append(edge_attr)
+        m = self.edge(torch.cat(parts, -1))
         if self.update_coords and edges.shape[1]:
             x = x + scatter_mean(rel / (d + 1.0).unsqueeze(-1) * self.coord(m), dst, x.shape[0])
         agg = scatter_sum(m, dst, h.shape[0]) / 8.0
@@ -392,30 +457,43 @@ class EGNN(nn.Module):
 
     def __init__(self, in_dim: int, hidden: int, layers: int, *, knn: int = 12,
                  cutoff_angstrom: float = math.inf, n_rbf: int = 16, rbf_max: float = 8.0,
-                 update_coords: bool = True) -> None:
+                 update_coords: bool = True, edge_dim: int = 0, n_vectors: int = 0,
+                 global_token: bool = False) -> None:
         super().__init__()
-        self.knn, self.cutoff = knn, cutoff_angstrom
+        self.knn, self.cutoff, self.n_vectors = knn, cutoff_angstrom, n_vectors
         self.inp = nn.Linear(in_dim + hidden, hidden)
         self.cond = nn.ModuleList([nn.Linear(hidden, hidden) for _ in range(layers)])
-        self.layers = nn.ModuleList([EGNNLayer(hidden, n_rbf, rbf_max, update_coords) for _ in range(layers)])
-        self.vec = nn.Linear(hidden, 4)
+        self.layers = nn.ModuleList([EGNNLayer(hidden, n_rbf, rbf_max, update_coords, edge_dim)
+                                     for _ in range(layers)])
+        # global token: every layer adds a projection of the per-particle mean of h to each atom
+        self.glob = nn.ModuleList([MLP(hidden, hidden, hidden) for _ in range(layers)]) if global_token else None
+        self.vec = nn.Linear(hidden, 4 + n_vectors)
         nn.init.zeros_(self.vec.weight)
         nn.init.zeros_(self.vec.bias)
 
     def forward(self, h_in: Tensor, pos: Tensor, batch: Tensor, cond_node: Tensor,
                 lattice_rot: Tensor | None, radius: Tensor,
-                edges: Tensor | None = None) -> tuple[Tensor, Tensor]:
+                edges: Tensor | None = None, edge_attr: Tensor | None = None,
+                vectors: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``edge_attr`` (E, edge_dim) invariant edge features for ``edges``; ``vectors``
+        (N, n_vectors, 3) extra equivariant vectors the output may combine (coefficients from h)."""
         if edges is None:
             edges = knn_graph(pos, batch, self.knn, self.cutoff)
         h = self.inp(torch.cat([h_in, cond_node], -1))
         x = pos
-        for cond_lin, layer in zip(self.cond, self.layers):
-            h, x = layer(h + cond_lin(cond_node), x, edges)
+        n_graphs = int(radius.shape[0])
+        for k, (cond_lin, layer) in enumerate(zip(self.cond, self.layers)):
+            hh = h + cond_lin(cond_node)
+            if self.glob is not None:
+                hh = hh + self.glob[k](scatter_mean(h, batch, n_graphs))[batch]
+            h, x = layer(hh, x, edges, edge_attr)
         coef = self.vec(h)
         v = (x - pos) + coef[:, :1] * pos / radius[batch].unsqueeze(-1)
         if lattice_rot is not None:
             axes = lattice_rot / lattice_rot.norm(dim=-1, keepdim=True)
-            v = v + torch.einsum("nk,nkd->nd", coef[:, 1:], axes[batch])
+            v = v + torch.einsum("nk,nkd->nd", coef[:, 1:4], axes[batch])
+        if vectors is not None and self.n_vectors:
+            v = v + torch.einsum("nk,nkd->nd", coef[:, 4:4 + self.n_vectors], vectors)
         return h, v
 
 
@@ -426,10 +504,10 @@ def to_padded(x: Tensor, batch: Tensor, counts: Tensor) -> tuple[Tensor, Tensor]
     B = int(counts.shape[0])
     n_max = int(counts.max().item()) if B else 0
     offsets = torch.cumsum(counts, 0) - counts
-    idx = torch.arange(x.shape[0]) - offsets[batch]
+    idx = torch.arange(x.shape[0], device=x.device) - offsets[batch]
     out = x.new_zeros((B, n_max) + tuple(x.shape[1:]))
     out[batch, idx] = x
-    mask = torch.arange(n_max).unsqueeze(0) < counts.unsqueeze(1)
+    mask = torch.arange(n_max, device=x.device).unsqueeze(0) < counts.unsqueeze(1)
     return out, mask
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["ModelConfig", "get_config", "PRESETS"]
+__all__ = ["ModelConfig", "get_config", "parse_overrides", "PRESETS"]
 
 
 @dataclass(frozen=True)
@@ -19,13 +19,22 @@ class ModelConfig:
 
     Sizes: ``hidden`` features, ``layers`` message-passing / transformer blocks, ``knn``
     neighbours per atom within ``cutoff_angstrom``. Training: ``epochs`` x
-    ``steps_per_epoch`` optimiser steps of ``batch_size`` samples at learning rate ``lr``.
+    ``steps_per_epoch`` optimiser steps of ``batch_size`` samples at learning rate ``lr``
+    (AdamW, ``weight_decay``), gradients clipped to norm ``grad_clip``, schedule
+    ``lr_schedule`` ('constant' or 'cosine' down to ``min_lr_ratio`` x lr) after
+    ``warmup_steps`` of linear warmup, and an EMA of the weights with ``ema_decay`` (0 = off);
+    see :mod:`c2np.models.optim`.
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
-    Diagnostics: ``n_fidelity`` validation samples scored per epoch; ``n_val`` validation rows
-    for the validation loss. Prediction: ``eval_per_group`` rows per (material, R) in the
-    ``eval`` subset.
+    Data rows never include the held-out materials of the protocol (``strict``), and the
+    radius limit applies to the training and the validation rows alike (no rows under it is
+    an error, never a silent fallback).
+    Diagnostics: ``n_fidelity`` validation samples (>= 8 in every preset) sampled (task 1) or
+    predicted (task 2) and scored through the evaluation harness per epoch; the epoch with the
+    best validation fidelity is kept beside the last; ``n_val`` validation rows for the
+    validation loss. ``eval_per_group``: kept for old run folders, unused (predictions cover
+    the harness's eval subset).
     """
 
     name: str = "tiny"
@@ -41,6 +50,22 @@ class ModelConfig:
     lr: float = 3e-3
     weight_decay: float = 0.0
     grad_clip: float = 5.0
+    lr_schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.01
+    ema_decay: float = 0.9
+    ve_input: bool = False
+    site_features: bool = False
+    site_k: int = 1
+    global_token: bool = False
+    self_cond: bool = False
+    corrector_steps: int = 0
+    corrector_step: float = 0.4
+    anti_anneal: float = 0.0
+    langevin_step: float = 0.1
+    confine_margin: float = -1.0
+    ae_fraction: float = 0.3
+    dit_layers: int = 0
     max_train_radius_angstrom: float | None = 8.0
     max_atoms: int | None = 200
     sample_steps: int = 20
@@ -48,7 +73,7 @@ class ModelConfig:
     cfg_weight: float = 1.0
     cfg_drop: float = 0.1
     site_margin_angstrom: float = 2.0
-    n_fidelity: int = 1
+    n_fidelity: int = 8
     n_val: int = 4
     eval_per_group: int = 2
 
@@ -70,12 +95,13 @@ PRESETS: dict[str, ModelConfig] = {
     "tiny": ModelConfig(),
     "small": ModelConfig(name="small", hidden=64, layers=3, knn=12, epochs=6, steps_per_epoch=50,
                          batch_size=4, lr=2e-3, max_train_radius_angstrom=12.0, max_atoms=300,
-                         sample_steps=50, langevin_levels=10, n_fidelity=1, n_val=8,
+                         sample_steps=50, langevin_levels=10, n_fidelity=8, n_val=8, ema_decay=0.999,
                          eval_per_group=2),
     "paper": ModelConfig(name="paper", hidden=128, layers=4, knn=16, latent_dim=16, heads=8,
                          epochs=100, steps_per_epoch=500, batch_size=8, lr=5e-4,
                          max_train_radius_angstrom=None, max_atoms=2000, sample_steps=200,
-                         langevin_levels=40, n_fidelity=4, n_val=64, eval_per_group=10),
+                         langevin_levels=40, n_fidelity=16, n_val=64, eval_per_group=10,
+                         ema_decay=0.9999),
 }
 
 
@@ -84,3 +110,22 @@ def get_config(name: str, **overrides: Any) -> ModelConfig:
     if name not in PRESETS:
         raise C2NPInputError(f"unknown config {name!r}; choose one of {sorted(PRESETS)}")
     return replace(PRESETS[name], **overrides) if overrides else PRESETS[name]
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--set``) as config field overrides, each value typed like the
+    field's default ('None' = None; a field whose default is None takes a float)."""
+    defaults = ModelConfig().to_dict()
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in defaults or key == "name":
+            raise C2NPInputError(f"--set {item!r}: expected KEY=VALUE with KEY a config field "
+                                 f"({', '.join(k for k in defaults if k != 'name')})")
+        old = defaults[key]
+        cast = float if old is None or isinstance(old, float) else type(old)
+        try:
+            out[key] = None if value == "None" else cast(value)
+        except ValueError:
+            raise C2NPInputError(f"--set {item!r}: {value!r} is not a {cast.__name__}") from None
+    return out

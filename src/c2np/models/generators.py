@@ -48,8 +48,9 @@ from torch import Tensor, nn
 from c2np.carving import carve
 from c2np.particle import Particle
 from c2np.models.backbone import (EGNN, MLP, N_FRAME_FEATURES, N_Z, AdaLNBlock, ConditionBatch,
-                                  Conditioner, CountHead, collate_conditions, collate_particles,
-                                  frame_features, from_padded, sinusoidal_embedding, to_padded)
+                                  Conditioner, CountHead, ParticleBatch, collate_conditions, collate_particles,
+                                  frame_features, from_padded, knn_graph, lattice_site_vectors,
+                                  sinusoidal_embedding, site_edge_features, to_padded)
 from c2np.models.config import ModelConfig
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition
 
@@ -62,13 +63,13 @@ S = MAX_SPECIES_SLOTS
 # ---------------------------------------------------------------------------------------
 # noise utilities
 def randn(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
-    """Standard normal draws from generator ``g``."""
-    return torch.randn(shape, generator=g)
+    """Standard normal draws from generator ``g`` (on its device)."""
+    return torch.randn(shape, generator=g, device=g.device)
 
 
 def rand(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
-    """Uniform [0, 1) draws from generator ``g``."""
-    return torch.rand(shape, generator=g)
+    """Uniform [0, 1) draws from generator ``g`` (on its device)."""
+    return torch.rand(shape, generator=g, device=g.device)
 
 
 def uniform_ball(n: int, g: torch.Generator) -> Tensor:
@@ -79,9 +80,10 @@ def uniform_ball(n: int, g: torch.Generator) -> Tensor:
 
 
 def alpha_bar(t: Tensor, s: float = 0.008) -> Tensor:
-    """Cosine schedule alpha_bar(t), t in [0, 1] (1 = pure noise), clipped to [1e-4, 1]."""
+    """Cosine schedule alpha_bar(t), t in [0, 1] (1 = pure noise), clipped to [1e-4, 1]
+    (exactly 1 at t = 0, the end of a sampler)."""
     f = torch.cos((t + s) / (1 + s) * math.pi / 2) ** 2 / math.cos(s / (1 + s) * math.pi / 2) ** 2
-    return f.clamp(1e-4, 1.0)
+    return torch.where(t > 0, f.clamp(1e-4, 1.0), torch.ones_like(f))
 
 
 def ddpm_posterior_step(x_t: Tensor, eps_hat: Tensor, ab_t: Tensor, ab_s: Tensor,
@@ -107,21 +109,58 @@ def _to_particles(u: Tensor, types: Tensor, counts: Tensor, c: ConditionBatch) -
     out = []
     start = 0
     for b, n in enumerate(counts.tolist()):
-        pos = (u[start:start + n] * c.radius[b]).double().numpy()
-        z = c.slots_z[b, types[start:start + n]].numpy()
+        pos = (u[start:start + n] * c.radius[b]).double().cpu().numpy()
+        z = c.slots_z[b, types[start:start + n]].cpu().numpy()
         out.append(Particle(z, pos))
         start += n
     return out
 
 
 def _batch_index(counts: Tensor) -> Tensor:
-    return torch.repeat_interleave(torch.arange(len(counts)), counts)
+    return torch.repeat_interleave(torch.arange(len(counts), device=counts.device), counts)
 
 
 def _combined_loss(pos_loss: Tensor, type_loss: Tensor, count_loss: Tensor) -> tuple[Tensor, dict[str, float]]:
     """Sum of the position, type and count losses, with the parts for the training log."""
     return pos_loss + type_loss + count_loss, {"pos": pos_loss.item(), "type": type_loss.item(),
                                                "count": count_loss.item()}
+
+
+def _collate(conds: Sequence[Condition], particles: Sequence[Particle],
+             device: torch.device) -> tuple[ConditionBatch, ParticleBatch]:
+    """Collated conditions and target particles on ``device``."""
+    return collate_conditions(conds).to(device), collate_particles(particles, conds).to(device)
+
+
+def sample_times(n: int, g: torch.Generator) -> Tensor:
+    """(n + 1,) times from 1 to 0 of an n-step sampler (uniform grid, on ``g``'s device)."""
+    return torch.linspace(1.0, 0.0, int(n) + 1, device=g.device)
+
+
+def vp_denoise(denoiser: "Denoiser", u: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
+               c: ConditionBatch, x0_prev: Tensor | None, *, ve_input: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """One evaluation of an epsilon-predicting denoiser of a VP (DDPM) process on unit-ball
+    positions ``u`` (N, 3) at times ``t`` (B,): (eps_hat, type output, x0_hat in Å).
+
+    The graph is built on ``u R``; with ``ve_input`` the lattice features see the positions
+    at the data's scale, ``u / sqrt(alpha_bar)`` (the VE-equivalent coordinate), where the
+    lattice phases of a noisy atom mean something."""
+    ab = alpha_bar(t)  # (B,)
+    R = c.radius[batch].unsqueeze(-1)
+    abn = ab[batch].unsqueeze(-1)
+    eps_hat, type_out = denoiser(u * R, type_feat, t, batch, cond, c,
+                                 pos_phase=u * torch.rsqrt(abn) * R if ve_input else None,
+                                 site_scale=-torch.sqrt(ab / (1 - ab)) / c.radius, x0_prev=x0_prev)
+    x0 = (u - torch.sqrt(1 - abn) * eps_hat) * torch.rsqrt(abn) * R
+    return eps_hat, type_out, x0
+
+
+def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:
+    """One Langevin corrector step on p_t for an epsilon-predicting model of a VP process:
+    score = -eps_hat / sqrt(var), step size ``step * var`` (var = 1 - alpha_bar(t); DiffCSP's
+    step_lr (sigma_t / sigma_1)^2 rule in VP units)."""
+    delta = step * var
+    return x - delta * eps_hat / torch.sqrt(var) + torch.sqrt(2 * delta) * randn(tuple(x.shape), g)
 
 
 # ---------------------------------------------------------------------------------------
@@ -142,10 +181,15 @@ class GeneratorBase(nn.Module):
         """(N, H) species features of soft slot assignments ``probs`` (N, S)."""
         return torch.einsum("ns,nsh->nh", probs, self.z_emb(c.slots_z)[batch])
 
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights (every tensor a generator creates goes there)."""
+        return self.count_head.corr[0].weight.device
+
     def _sample_setup(self, conds: Sequence[Condition]) -> tuple[ConditionBatch, Tensor, Tensor, Tensor]:
         """Collated conditions, their embedding, and the sampled atom counts with the atom ->
         sample index (the start of every sampler; the target count is never an input)."""
-        c = collate_conditions(conds)
+        c = collate_conditions(conds).to(self.device)
         cond = self.conditioner(c)
         counts = self.count_head.sample(c, cond)
         return c, cond, counts, _batch_index(counts)
@@ -168,24 +212,62 @@ class Denoiser(nn.Module):
         self.H = H
         self.t_mlp = MLP(H, H, H)
         self.type_in = nn.Linear(type_dim, H)
-        self.egnn = EGNN(2 * H + N_FRAME_FEATURES, H, cfg.layers, knn=cfg.knn)
+        self.sites = cfg.site_features
+        self.site_k = max(1, cfg.site_k)
+        self.self_cond = cfg.self_cond
+        SK = S * self.site_k
+        extra = (2 * SK if self.sites else 0) + (3 if self.self_cond else 0)
+        edge_dim = (S if self.sites else 0) + (1 if self.self_cond else 0)
+        n_vec = (SK if self.sites else 0) + (1 if self.self_cond else 0)
+        self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
+                         edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
         self.type_out = MLP(H, H, S)
 
     def forward(self, pos: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
-                c: ConditionBatch) -> tuple[Tensor, Tensor]:
+                c: ConditionBatch, pos_phase: Tensor | None = None,
+                site_scale: Tensor | None = None, x0_prev: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``pos`` (N, 3) Å builds the graph; ``pos_phase`` (N, 3) Å, the positions at the data's
+        scale (VP -> VE: x_t / sqrt(alpha_bar)), gives the lattice features (default ``pos``);
+        ``site_scale`` (B,) converts a displacement in Å to the output's units; ``x0_prev``
+        (N, 3) Å the previous estimate of the clean positions (self-conditioning; None = none)."""
         temb = self.t_mlp(sinusoidal_embedding(t, self.H))[batch]
-        h_in = torch.cat([self.type_in(type_feat), frame_features(pos, batch, c), temb], -1)
-        h, v = self.egnn(h_in, pos, batch, cond[batch], c.lattice_rot, c.radius)
+        xs = pos if pos_phase is None else pos_phase
+        ff = frame_features(pos, batch, c)
+        if pos_phase is not None:
+            ff = torch.cat([frame_features(pos_phase, batch, c)[:, :12], ff[:, 12:]], -1)
+        parts = [self.type_in(type_feat), ff, temb]
+        edges = knn_graph(pos, batch, self.egnn.knn, self.egnn.cutoff)
+        edge_parts: list[Tensor] = []
+        vec_parts: list[Tensor] = []
+        scale = ((1.0 / c.radius) if site_scale is None else site_scale)[batch].view(-1, 1, 1)
+        if self.sites:
+            vec, dist = lattice_site_vectors(xs, batch, c, self.site_k)  # (N, S, k, 3), (N, S, k)
+            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0)]
+            edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec[:, :, 0], edges))
+            vec_parts.append(vec.flatten(1, 2) * scale)
+        if self.self_cond:
+            have = x0_prev is not None
+            x0p = x0_prev if x0_prev is not None else xs
+            dsc = x0p - xs
+            flag = torch.full_like(dsc[:, :1], float(have))
+            parts.append(torch.cat([flag, (dsc.norm(dim=-1, keepdim=True) / 2.0).clamp(max=3.0),
+                                    x0p.norm(dim=-1, keepdim=True) / c.radius[batch].unsqueeze(-1)], -1))
+            edge_parts.append(site_edge_features(x0p.unsqueeze(1), edges) * float(have))
+            vec_parts.append(dsc.unsqueeze(1) * scale)
+        edge_attr = torch.cat(edge_parts, -1) if edge_parts else None
+        vectors = torch.cat(vec_parts, 1) if vec_parts else None
+        h, v = self.egnn(torch.cat(parts, -1), pos, batch, cond[batch], c.lattice_rot, c.radius,
+                         edges=edges, edge_attr=edge_attr, vectors=vectors)
         return v, self.type_out(h)
 
 
 # ---------------------------------------------------------------------------------------
 class CDVAE(GeneratorBase):
     """Conditional CDVAE: latent from the cell encoder, count / composition heads, score
-    network trained by denoising score matching, annealed Langevin decoding."""
+    network trained by denoising score matching, annealed Langevin decoding confined to the
+    sphere (the finite-particle analogue of CDVAE wrapping coordinates into the cell)."""
 
     kl_weight = 1e-3
-    step_lr = 0.1
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -204,16 +286,26 @@ class CDVAE(GeneratorBase):
         kl = -0.5 * torch.mean(torch.sum(1 + logvar - mu ** 2 - logvar.exp(), -1))
         return self.from_latent(z), kl
 
+    def _predict(self, u: Tensor, types: Tensor, sigma: Tensor, level_t: Tensor, batch: Tensor, zc: Tensor,
+                 c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(eps_hat (N,3), type logits (N,S), x0_hat (N,3) Å) at noisy unit-ball positions ``u``
+        with per-sample noise levels ``sigma`` (B,) (units of R)."""
+        R = c.radius[batch].unsqueeze(-1)
+        eps_hat, logits = self.decoder(u * R, self.slot_features(F.one_hot(types, S).float(), batch, c),
+                                       level_t, batch, zc, c, site_scale=-1.0 / (c.radius * sigma),
+                                       x0_prev=x0_prev)
+        return eps_hat, logits, (u - sigma[batch].unsqueeze(-1) * eps_hat) * R
+
     def loss(self, conds, particles, g):
-        c = collate_conditions(conds)
-        p = collate_particles(particles, conds)
+        c, p = _collate(conds, particles, self.device)
         zc, kl = self.latent(c, g)
         count_loss = self.count_head.loss(c, zc, p.counts)
         onehot = F.one_hot(p.types, S).float()
-        comp_true = torch.zeros(c.size, S).index_add_(0, p.batch, onehot) / p.counts.unsqueeze(-1).float()
+        comp_true = torch.zeros(c.size, S, device=self.device).index_add_(0, p.batch, onehot)
+        comp_true = comp_true / p.counts.unsqueeze(-1).float()
         comp_logits = self.comp_head(zc).masked_fill(~c.slot_mask, -1e9)
         comp_loss = -(comp_true * F.log_softmax(comp_logits, -1)).sum(-1).mean()
-        level = torch.randint(0, len(self.sigmas), (c.size,), generator=g)
+        level = torch.randint(0, len(self.sigmas), (c.size,), generator=g, device=g.device)
         sigma = self.sigmas[level]
         u0 = p.pos / c.radius[p.batch].unsqueeze(-1)
         eps = randn(tuple(u0.shape), g)
@@ -223,9 +315,11 @@ class CDVAE(GeneratorBase):
         rand_types = torch.multinomial(comp_true[p.batch] + 1e-12, 1, generator=g).squeeze(-1)
         noisy_types = torch.where(flip, rand_types, p.types)
         t = level.float() / max(len(self.sigmas) - 1, 1)
-        eps_hat, type_logits = self.decoder(u_noisy * c.radius[p.batch].unsqueeze(-1),
-                                            self.slot_features(F.one_hot(noisy_types, S).float(), p.batch, c),
-                                            t, p.batch, zc, c)
+        x0_prev = None
+        if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
+            with torch.no_grad():
+                x0_prev = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, None)[2]
+        eps_hat, type_logits, _ = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, x0_prev)
         pos_loss = F.mse_loss(eps_hat, eps)
         type_loss = F.cross_entropy(_masked_logits(type_logits, p.batch, c), p.types)
         loss = pos_loss + type_loss + comp_loss + count_loss + self.kl_weight * kl
@@ -234,33 +328,47 @@ class CDVAE(GeneratorBase):
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
-        c = collate_conditions(conds)
+        c = collate_conditions(conds).to(self.device)
         zc, _ = self.latent(c, g)
         counts = self.count_head.sample(c, zc)
         batch = _batch_index(counts)
         comp = F.softmax(self.comp_head(zc).masked_fill(~c.slot_mask, -1e9), -1)
         types = torch.multinomial(comp[batch], 1, generator=g).squeeze(-1)
         u = uniform_ball(len(batch), g)
-        R = c.radius[batch].unsqueeze(-1)
-        per_level = max(1, (steps or self.cfg.sample_steps) // len(self.sigmas))
         L = len(self.sigmas)
+        per_level = max(1, (steps or self.cfg.sample_steps) // L)
         eps_hat = torch.zeros_like(u)
+        x0 = None
         for i, sigma in enumerate(self.sigmas):
-            alpha = self.step_lr * sigma ** 2
-            t = torch.full((c.size,), i / max(L - 1, 1))
+            alpha = self.cfg.langevin_step * sigma ** 2
+            t = torch.full((c.size,), i / max(L - 1, 1), device=self.device)
+            sig = sigma.expand(c.size)
             for _ in range(per_level):
-                eps_hat, logits = self.decoder(u * R, self.slot_features(F.one_hot(types, S).float(), batch, c),
-                                               t, batch, zc, c)
+                eps_hat, logits, x0p = self._predict(u, types, sig, t, batch, zc, c, x0)
+                x0 = x0p if self.cfg.self_cond else None
                 score = -eps_hat / sigma
                 u = u + alpha * score + torch.sqrt(2 * alpha) * randn(tuple(u.shape), g)
+                u = confine_to_ball(u, self.cfg.confine_margin)
                 types = _masked_logits(logits, batch, c).argmax(-1)
         u = u - self.sigmas[-1] * eps_hat  # final Tweedie denoising at the smallest level
-        return _to_particles(u, types, counts, c)
+        return _to_particles(confine_to_ball(u, self.cfg.confine_margin), types, counts, c)
+
+
+def confine_to_ball(u: Tensor, margin: float) -> Tensor:
+    """Reflect unit-ball positions (N, 3) with |u| > 1 + margin back inside the sphere of radius
+    1 + margin (a point at distance r beyond the surface lands r inside it; never past the centre)."""
+    if margin < 0:
+        return u
+    lim = 1.0 + margin
+    r = u.norm(dim=-1, keepdim=True)
+    r_new = torch.where(r > lim, (2 * lim - r).clamp(min=0.0), r)
+    return u * (r_new / r.clamp(min=1e-12))
 
 
 # ---------------------------------------------------------------------------------------
 class DiffCSP(GeneratorBase):
-    """Joint DDPM over positions (unit ball) and continuous one-hot types."""
+    """Joint DDPM over positions (unit ball) and continuous one-hot types; predictor-corrector
+    sampling (Langevin corrector on positions, as DiffCSP's sampler); optional self-conditioning."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -272,9 +380,14 @@ class DiffCSP(GeneratorBase):
         probs = F.softmax(_masked_logits(2.0 * a, batch, c), -1)
         return torch.cat([a, probs, self.slot_features(probs, batch, c)], -1)
 
+    def _predict(self, u: Tensor, a: Tensor, t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
+                 x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,)."""
+        return vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), t, batch, cond, c, x0_prev,
+                          ve_input=self.cfg.ve_input)
+
     def loss(self, conds, particles, g):
-        c = collate_conditions(conds)
-        p = collate_particles(particles, conds)
+        c, p = _collate(conds, particles, self.device)
         cond = self.conditioner(c)
         count_loss = self.count_head.loss(c, cond, p.counts)
         t = rand((c.size,), g) * (1 - 1e-3) + 1e-3
@@ -285,8 +398,11 @@ class DiffCSP(GeneratorBase):
         a0 = 2 * F.one_hot(p.types, S).float() - 1
         eps_a = randn(tuple(a0.shape), g)
         at = torch.sqrt(ab) * a0 + torch.sqrt(1 - ab) * eps_a
-        eps_hat, eps_a_hat = self.denoiser(ut * c.radius[p.batch].unsqueeze(-1),
-                                           self._type_feat(at, p.batch, c), t, p.batch, cond, c)
+        x0_prev = None
+        if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
+            with torch.no_grad():
+                x0_prev = self._predict(ut, at, t, p.batch, cond, c, None)[2]
+        eps_hat, eps_a_hat, _ = self._predict(ut, at, t, p.batch, cond, c, x0_prev)
         pos_loss = F.mse_loss(eps_hat, eps)
         type_loss = F.mse_loss(eps_a_hat, eps_a)
         return _combined_loss(pos_loss, type_loss, count_loss)
@@ -294,16 +410,21 @@ class DiffCSP(GeneratorBase):
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
         c, cond, counts, batch = self._sample_setup(conds)
-        R = c.radius[batch].unsqueeze(-1)
         u = randn((len(batch), 3), g)
         a = randn((len(batch), S), g)
-        n = steps or self.cfg.sample_steps
-        ts = torch.linspace(1.0, 0.0, n + 1)
+        ts = sample_times(steps or self.cfg.sample_steps, g)
         a0 = a
-        for i in range(n):
+        x0 = None
+        for i in range(len(ts) - 1):
             t, s = ts[i], ts[i + 1]
-            ab_t, ab_s = alpha_bar(t), alpha_bar(s) if s > 0 else torch.tensor(1.0)
-            eps_hat, eps_a_hat = self.denoiser(u * R, self._type_feat(a, batch, c), torch.full((c.size,), float(t)), batch, cond, c)
+            ab_t, ab_s = alpha_bar(t), alpha_bar(s)
+            tt = t.expand(c.size)
+            for _ in range(self.cfg.corrector_steps):
+                eps_hat, _, x0c = self._predict(u, a, tt, batch, cond, c, x0)
+                u = langevin_correct(u, eps_hat, 1 - ab_t, g, step=self.cfg.corrector_step)
+                x0 = x0c if self.cfg.self_cond else None
+            eps_hat, eps_a_hat, x0p = self._predict(u, a, tt, batch, cond, c, x0)
+            x0 = x0p if self.cfg.self_cond else None
             u, _ = ddpm_posterior_step(u, eps_hat, ab_t, ab_s, g, clip=1.5)
             a, a0 = ddpm_posterior_step(a, eps_a_hat, ab_t, ab_s, g, clip=1.0)
         types = _masked_logits(a0, batch, c).argmax(-1)
@@ -325,11 +446,21 @@ class _MaskedTypeGenerator(GeneratorBase):
 
 
 class FlowMM(_MaskedTypeGenerator):
-    """Conditional flow matching, uniform-ball prior -> particle, masked discrete flow on types."""
+    """Conditional flow matching, uniform-ball prior -> particle, masked discrete flow on types;
+    Euler integration with FlowMM's inference anti-annealing (velocity x (1 + slope t));
+    optional self-conditioning."""
+
+    def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
+                 c: ConditionBatch, x1_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """(v_hat (N,3) unit-ball velocity, type logits (N,S), x1_hat (N,3) Å) at u, times t (B,)."""
+        R = c.radius[batch].unsqueeze(-1)
+        rem = (1 - t).clamp(min=1e-3)  # (B,) time left: the target velocity is (x1 - x_t) / (1 - t)
+        v_hat, logits = self.denoiser(u * R, self._type_feat(types, masked, batch, c), t, batch, cond, c,
+                                      site_scale=1.0 / (c.radius * rem), x0_prev=x1_prev)
+        return v_hat, logits, (u + rem[batch].unsqueeze(-1) * v_hat) * R
 
     def loss(self, conds, particles, g):
-        c = collate_conditions(conds)
-        p = collate_particles(particles, conds)
+        c, p = _collate(conds, particles, self.device)
         cond = self.conditioner(c)
         count_loss = self.count_head.loss(c, cond, p.counts)
         t = rand((c.size,), g)
@@ -338,8 +469,11 @@ class FlowMM(_MaskedTypeGenerator):
         u0 = uniform_ball(len(u1), g)
         ut = (1 - tb) * u0 + tb * u1
         masked = rand((len(p.types),), g) >= t[p.batch]  # token revealed with probability t
-        v_hat, logits = self.denoiser(ut * c.radius[p.batch].unsqueeze(-1),
-                                      self._type_feat(p.types, masked, p.batch, c), t, p.batch, cond, c)
+        x1_prev = None
+        if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
+            with torch.no_grad():
+                x1_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None)[2]
+        v_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x1_prev)
         pos_loss = F.mse_loss(v_hat, u1 - u0)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
@@ -348,17 +482,19 @@ class FlowMM(_MaskedTypeGenerator):
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
         c, cond, counts, batch = self._sample_setup(conds)
-        R = c.radius[batch].unsqueeze(-1)
+        dev = self.device
         u = uniform_ball(len(batch), g)
-        types = torch.zeros(len(batch), dtype=torch.long)
-        masked = torch.ones(len(batch), dtype=torch.bool)
+        types = torch.zeros(len(batch), dtype=torch.long, device=dev)
+        masked = torch.ones(len(batch), dtype=torch.bool, device=dev)
         n = steps or self.cfg.sample_steps
         dt = 1.0 / n
+        x1 = None
         for i in range(n):
             t = i * dt
-            v_hat, logits = self.denoiser(u * R, self._type_feat(types, masked, batch, c),
-                                          torch.full((c.size,), t), batch, cond, c)
-            u = u + dt * v_hat  # Euler step of the ODE du/dt = v(u, t)
+            tt = torch.full((c.size,), t, device=dev)
+            v_hat, logits, x1p = self._predict(u, types, masked, tt, batch, cond, c, x1)
+            x1 = x1p if self.cfg.self_cond else None
+            u = u + dt * (1.0 + self.cfg.anti_anneal * t) * v_hat  # Euler step, anti-annealed velocity
             probs = F.softmax(_masked_logits(logits, batch, c), -1)
             draw = torch.multinomial(probs, 1, generator=g).squeeze(-1)
             reveal = masked & (rand((len(batch),), g) < dt / (1 - t))
@@ -369,11 +505,27 @@ class FlowMM(_MaskedTypeGenerator):
 
 # ---------------------------------------------------------------------------------------
 class MatterGen(_MaskedTypeGenerator):
-    """DDPM over positions + absorbing-state discrete diffusion over types, CFG on R."""
+    """DDPM over positions + absorbing-state discrete diffusion over types, CFG on R;
+    predictor-corrector sampling (Langevin corrector on positions, MatterGen's sampler);
+    optional self-conditioning."""
+
+    def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
+                 c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        return vp_denoise(self.denoiser, u, self._type_feat(types, masked, batch, c), t, batch, cond, c,
+                          x0_prev, ve_input=self.cfg.ve_input)
+
+    def _guided(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
+                uncond: Tensor, c: ConditionBatch, x0_prev: Tensor | None, w: float
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """Classifier-free guided (eps, logits, x0): (1 + w) conditional - w unconditional."""
+        e_c, l_c, x_c = self._predict(u, types, masked, t, batch, cond, c, x0_prev)
+        if w == 0:
+            return e_c, l_c, x_c
+        e_u, l_u, x_u = self._predict(u, types, masked, t, batch, uncond, c, x0_prev)
+        return (1 + w) * e_c - w * e_u, (1 + w) * l_c - w * l_u, (1 + w) * x_c - w * x_u
 
     def loss(self, conds, particles, g):
-        c = collate_conditions(conds)
-        p = collate_particles(particles, conds)
+        c, p = _collate(conds, particles, self.device)
         drop = rand((c.size,), g) < self.cfg.cfg_drop
         cond = self.conditioner(c, drop_r=drop)
         count_loss = self.count_head.loss(c, self.conditioner(c), p.counts)
@@ -383,8 +535,11 @@ class MatterGen(_MaskedTypeGenerator):
         eps = randn(tuple(u0.shape), g)
         ut = torch.sqrt(ab) * u0 + torch.sqrt(1 - ab) * eps
         masked = rand((len(p.types),), g) < t[p.batch]  # absorbing: masked with probability t
-        eps_hat, logits = self.denoiser(ut * c.radius[p.batch].unsqueeze(-1),
-                                        self._type_feat(p.types, masked, p.batch, c), t, p.batch, cond, c)
+        x0_prev = None
+        if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
+            with torch.no_grad():
+                x0_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None)[2]
+        eps_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x0_prev)
         pos_loss = F.mse_loss(eps_hat, eps)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
@@ -394,27 +549,28 @@ class MatterGen(_MaskedTypeGenerator):
     def sample(self, conds, g, steps=None, guidance: float | None = None):
         w = self.cfg.cfg_weight if guidance is None else guidance
         c, cond, counts, batch = self._sample_setup(conds)
-        uncond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool))
-        R = c.radius[batch].unsqueeze(-1)
+        dev = self.device
+        uncond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool, device=dev))
         u = randn((len(batch), 3), g)
-        types = torch.zeros(len(batch), dtype=torch.long)
-        masked = torch.ones(len(batch), dtype=torch.bool)
-        n = steps or self.cfg.sample_steps
-        ts = torch.linspace(1.0, 0.0, n + 1)
-        for i in range(n):
-            t, s = float(ts[i]), float(ts[i + 1])
-            tt = torch.full((c.size,), t)
-            feat = self._type_feat(types, masked, batch, c)
-            e_c, l_c = self.denoiser(u * R, feat, tt, batch, cond, c)
-            if w != 0:
-                e_u, l_u = self.denoiser(u * R, feat, tt, batch, uncond, c)
-                e_c = (1 + w) * e_c - w * e_u
-                l_c = (1 + w) * l_c - w * l_u
-            u, _ = ddpm_posterior_step(u, e_c, alpha_bar(torch.tensor(t)),
-                                       alpha_bar(torch.tensor(s)) if s > 0 else torch.tensor(1.0), g, clip=1.5)
-            probs = F.softmax(_masked_logits(l_c, batch, c), -1)
+        types = torch.zeros(len(batch), dtype=torch.long, device=dev)
+        masked = torch.ones(len(batch), dtype=torch.bool, device=dev)
+        ts = sample_times(steps or self.cfg.sample_steps, g)
+        x0 = None
+        for i in range(len(ts) - 1):
+            t, s = ts[i], ts[i + 1]
+            ab_t, ab_s = alpha_bar(t), alpha_bar(s)
+            tt = t.expand(c.size)
+            for _ in range(self.cfg.corrector_steps):
+                e, _, xc = self._guided(u, types, masked, tt, batch, cond, uncond, c, x0, w)
+                u = langevin_correct(u, e, 1 - ab_t, g, step=self.cfg.corrector_step)
+                x0 = xc if self.cfg.self_cond else None
+            e, logits, xp = self._guided(u, types, masked, tt, batch, cond, uncond, c, x0, w)
+            x0 = xp if self.cfg.self_cond else None
+            u, _ = ddpm_posterior_step(u, e, ab_t, ab_s, g, clip=1.5)
+            probs = F.softmax(_masked_logits(logits, batch, c), -1)
             draw = torch.multinomial(probs, 1, generator=g).squeeze(-1)
-            reveal = masked & (rand((len(batch),), g) < (t - s) / t)
+            tf, sf = float(t), float(s)
+            reveal = masked & (rand((len(batch),), g) < (tf - sf) / tf)
             types = torch.where(reveal, draw, types)
             masked = masked & ~reveal
         return _to_particles(u, types, counts, c)
@@ -422,7 +578,12 @@ class MatterGen(_MaskedTypeGenerator):
 
 # ---------------------------------------------------------------------------------------
 class ADiT(GeneratorBase):
-    """Per-atom latent autoencoder + diffusion transformer over the latent set."""
+    """All-atom latent diffusion in two stages (as ADiT): a per-atom VAE (transformer encoder /
+    decoder) trained first, then frozen; a latent flow-matching diffusion transformer (DiT,
+    adaLN-Zero) over the set of normalised latents, with self-conditioning and classifier-free
+    guidance on R. The stage follows the number of training steps taken (a buffer, so a
+    resumed run continues in the right stage): the first ``ae_fraction`` of the config's
+    epochs x steps_per_epoch train the autoencoder."""
 
     kl_weight = 1e-3
 
@@ -435,10 +596,21 @@ class ADiT(GeneratorBase):
         self.dec_in = nn.Linear(L, H)
         self.dec = nn.ModuleList([AdaLNBlock(H, nh) for _ in range(cfg.layers)])
         self.dec_out = nn.Linear(H, 3 + S)
+        # second stage: its own conditioner (the autoencoder's stays frozen with it)
+        self.dit_cond = Conditioner(H)
         self.t_mlp = MLP(H, H, H)
-        self.dit_in = nn.Linear(L, H)
-        self.dit = nn.ModuleList([AdaLNBlock(H, nh) for _ in range(cfg.layers)])
+        self.dit_in = nn.Linear(2 * L, H)
+        self.dit = nn.ModuleList([AdaLNBlock(H, nh) for _ in range(cfg.dit_layers or cfg.layers)])
         self.dit_out = nn.Linear(H, L)
+        self.register_buffer("steps_done", torch.zeros((), dtype=torch.long))
+        self.register_buffer("lat_mean", torch.zeros(L))
+        self.register_buffer("lat_var", torch.ones(L))
+
+    @property
+    def stage(self) -> int:
+        """1 while the autoencoder trains, 2 once it is frozen and the latent DiT trains."""
+        total = int(self.cfg.epochs) * int(self.cfg.steps_per_epoch)
+        return 1 if int(self.steps_done) < round(self.cfg.ae_fraction * total) else 2
 
     @staticmethod
     def _run(blocks: nn.ModuleList, x: Tensor, cond: Tensor, mask: Tensor) -> Tensor:
@@ -446,7 +618,7 @@ class ADiT(GeneratorBase):
             x = blk(x, cond, mask)
         return x
 
-    def encode(self, p, c: ConditionBatch, cond: Tensor) -> tuple[Tensor, Tensor]:
+    def encode(self, p: ParticleBatch, c: ConditionBatch, cond: Tensor) -> tuple[Tensor, Tensor]:
         """Per-atom latent mean and log-variance (N, L)."""
         u = p.pos / c.radius[p.batch].unsqueeze(-1)
         x = self.enc_in(torch.cat([self.slot_features(F.one_hot(p.types, S).float(), p.batch, c), u,
@@ -462,46 +634,73 @@ class ADiT(GeneratorBase):
         out = self.dec_out(from_padded(self._run(self.dec, xp, cond, mask), mask))
         return out[:, :3], out[:, 3:]
 
-    def dit_eps(self, z_t: Tensor, t: Tensor, batch: Tensor, counts: Tensor, cond: Tensor) -> Tensor:
-        """Noise prediction of the diffusion transformer."""
-        xp, mask = to_padded(self.dit_in(z_t), batch, counts)
+    def velocity(self, z_t: Tensor, z_prev: Tensor, t: Tensor, batch: Tensor, counts: Tensor,
+                 cond: Tensor) -> Tensor:
+        """Latent velocity (N, L) of the DiT at normalised latents ``z_t``, times ``t`` (B,),
+        with the self-conditioning estimate ``z_prev`` (zeros when none)."""
+        xp, mask = to_padded(self.dit_in(torch.cat([z_t, z_prev], -1)), batch, counts)
         cc = cond + self.t_mlp(sinusoidal_embedding(t, self.cfg.hidden))
         return self.dit_out(from_padded(self._run(self.dit, xp, cc, mask), mask))
 
     def loss(self, conds, particles, g):
-        c = collate_conditions(conds)
-        p = collate_particles(particles, conds)
-        cond = self.conditioner(c)
-        count_loss = self.count_head.loss(c, cond, p.counts)
-        mu, logvar = self.encode(p, c, cond)
-        z = mu + torch.exp(0.5 * logvar) * randn(tuple(mu.shape), g)
-        u_hat, logits = self.decode(z, p.batch, p.counts, cond)
-        R = c.radius[p.batch].unsqueeze(-1)
-        rec_loss = F.mse_loss(u_hat * R, p.pos)  # Å^2
-        type_loss = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types)
-        kl = -0.5 * torch.mean(torch.sum(1 + logvar - mu ** 2 - logvar.exp(), -1))
-        z0 = mu.detach()
-        t = rand((c.size,), g) * (1 - 1e-3) + 1e-3
-        ab = alpha_bar(t)[p.batch].unsqueeze(-1)
-        eps = randn(tuple(z0.shape), g)
-        z_t = torch.sqrt(ab) * z0 + torch.sqrt(1 - ab) * eps
-        diff_loss = F.mse_loss(self.dit_eps(z_t, t, p.batch, p.counts, cond.detach()), eps)
-        loss = rec_loss + type_loss + self.kl_weight * kl + diff_loss + count_loss
-        return loss, {"rec": rec_loss.item(), "type": type_loss.item(), "kl": kl.item(),
-                      "diff": diff_loss.item(), "count": count_loss.item()}
+        c, p = _collate(conds, particles, self.device)
+        stage = self.stage
+        if self.training:
+            self.steps_done += 1
+        if stage == 1:
+            cond = self.conditioner(c)
+            count_loss = self.count_head.loss(c, cond, p.counts)
+            mu, logvar = self.encode(p, c, cond)
+            z = mu + torch.exp(0.5 * logvar) * randn(tuple(mu.shape), g)
+            u_hat, logits = self.decode(z, p.batch, p.counts, cond)
+            R = c.radius[p.batch].unsqueeze(-1)
+            rec_loss = F.mse_loss(u_hat * R, p.pos)  # Å^2
+            type_loss = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types)
+            kl = -0.5 * torch.mean(torch.sum(1 + logvar - mu ** 2 - logvar.exp(), -1))
+            if self.training:  # running latent statistics, frozen with the autoencoder
+                with torch.no_grad():
+                    m = 0.99 if int(self.steps_done) > 1 else 0.0
+                    self.lat_mean.mul_(m).add_((1 - m) * mu.mean(0))
+                    self.lat_var.mul_(m).add_((1 - m) * mu.var(0, unbiased=False).clamp(min=1e-6))
+            loss = rec_loss + type_loss + self.kl_weight * kl + count_loss
+            return loss, {"rec": rec_loss.item(), "type": type_loss.item(), "kl": kl.item(),
+                          "count": count_loss.item()}
+        with torch.no_grad():  # frozen first stage
+            mu, _ = self.encode(p, c, self.conditioner(c))
+            z1 = (mu - self.lat_mean) * torch.rsqrt(self.lat_var)
+        drop = rand((c.size,), g) < self.cfg.cfg_drop
+        cond = self.dit_cond(c, drop_r=drop)
+        t = rand((c.size,), g)
+        tb = t[p.batch].unsqueeze(-1)
+        z0 = randn(tuple(z1.shape), g)
+        zt = (1 - tb) * z0 + tb * z1
+        z_prev = torch.zeros_like(zt)
+        if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
+            with torch.no_grad():
+                z_prev = zt + (1 - tb) * self.velocity(zt, z_prev, t, p.batch, p.counts, cond)
+        diff_loss = F.mse_loss(self.velocity(zt, z_prev, t, p.batch, p.counts, cond), z1 - z0)
+        return diff_loss, {"diff": diff_loss.item()}
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None):
-        c, cond, counts, batch = self._sample_setup(conds)
+        c, ae_cond, counts, batch = self._sample_setup(conds)
+        cond = self.dit_cond(c)
+        uncond = self.dit_cond(c, drop_r=torch.ones(c.size, dtype=torch.bool, device=self.device))
+        w = self.cfg.cfg_weight
         z = randn((len(batch), self.cfg.latent_dim), g)
+        z_prev = torch.zeros_like(z)
         n = steps or self.cfg.sample_steps
-        ts = torch.linspace(1.0, 0.0, n + 1)
         for i in range(n):
-            t, s = float(ts[i]), float(ts[i + 1])
-            eps_hat = self.dit_eps(z, torch.full((c.size,), t), batch, counts, cond)
-            z, _ = ddpm_posterior_step(z, eps_hat, alpha_bar(torch.tensor(t)),
-                                       alpha_bar(torch.tensor(s)) if s > 0 else torch.tensor(1.0), g, clip=6.0)
-        u_hat, logits = self.decode(z, batch, counts, cond)
+            t = i / n
+            tt = torch.full((c.size,), t, device=self.device)
+            v = self.velocity(z, z_prev, tt, batch, counts, cond)
+            if w != 0:
+                v = (1 + w) * v - w * self.velocity(z, z_prev, tt, batch, counts, uncond)
+            if self.cfg.self_cond:
+                z_prev = z + (1 - t) * v
+            z = z + v / n
+        mu = z * torch.sqrt(self.lat_var) + self.lat_mean
+        u_hat, logits = self.decode(mu, batch, counts, ae_cond)
         return _to_particles(u_hat, _masked_logits(logits, batch, c).argmax(-1), counts, c)
 
 
