@@ -25,12 +25,13 @@ from c2np.errors import C2NPInputError
 from c2np.executor import Context, Executor, LocalExecutor, same as _same
 from c2np.metrics import InverseTarget
 from c2np.particle import Particle
+from c2np.particle_descriptor import ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
 from c2np.solver import solve
 from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask
 
 __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "CompositionLookup",
-           "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES", "predict"]
+           "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES", "predict"]
 
 ForwardModel = Callable[[ForwardQuery], Particle]
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
@@ -166,6 +167,40 @@ class CompositionLookup:
         return _prediction(min(self.entries, key=score)[1])
 
 
+class DescriptorNeighbour:
+    """Memorisation by particle descriptor (the strong task-2 floor): the training example
+    whose :func:`c2np.particle_descriptor.describe` histograms are nearest (Euclidean; among
+    examples with the same number of species when there are any), its space group, and its
+    lattice lengths scaled by the ratio of the descriptor scales ``s_query / s_train`` (the
+    nearest-neighbour distance ratio); angles as the neighbour's. Sees only the particle."""
+
+    def __init__(self, entries: Iterable[tuple[ParticleDescriptor, InverseTarget]]) -> None:
+        self.entries = list(entries)
+        if not self.entries:
+            raise C2NPInputError("descriptor neighbour: no training examples")
+        self._hist = np.stack([d.histograms.ravel() for d, _ in self.entries])
+        self._n_species = np.array([len(d.numbers) for d, _ in self.entries])
+
+    @classmethod
+    def fit(cls, task: InverseTask) -> "DescriptorNeighbour":
+        """Descriptor and target of one training example per (material, R)."""
+        return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
+
+    def __call__(self, query: InverseQuery) -> InversePrediction:
+        return self.from_descriptor(describe(query.particle))
+
+    def from_descriptor(self, d: ParticleDescriptor) -> InversePrediction:
+        """The prediction for a particle given by its descriptor."""
+        dist = np.linalg.norm(self._hist - d.histograms.ravel()[None, :], axis=1)
+        same = self._n_species == len(d.numbers)
+        if np.any(same):
+            dist = np.where(same, dist, np.inf)
+        ref, target = self.entries[int(np.argmin(dist))]
+        ratio = d.scale_angstrom / ref.scale_angstrom
+        p = np.asarray(target.params, dtype=np.float64)
+        return InversePrediction.from_values(np.r_[p[:3] * ratio, p[3:]], int(target.spacegroup))
+
+
 def crystallographic_solver(query: InverseQuery) -> InversePrediction | None:
     """The crystallographic solver on the particle (:func:`c2np.solver.solve`). A particle the
     solver cannot handle gets no prediction (the harness counts it as a failure)."""
@@ -190,6 +225,7 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "solver": _no_fit(crystallographic_solver),
     "composition-lookup": CompositionLookup.fit,
     "majority-class": MajorityClass.fit,
+    "descriptor-neighbour": DescriptorNeighbour.fit,
 }
 
 

@@ -319,10 +319,16 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             parsed[k] = (params, sg)
     scores: list[Scores] = []
     used: dict[str, InverseTarget] = {}
+    true_sg = np.zeros(len(rows), dtype=np.int64)
+    confusion: dict[str, dict[str, int]] = {}
     with _progress(len(rows), "evaluate inverse", progress) as bar:
         for k, row in enumerate(rows):
             mat = t.materials[int(t.material_index[row])]
             target = used.setdefault(mat, targets[mat])
+            true_sg[k] = int(target.spacegroup)
+            cell = confusion.setdefault(str(int(target.spacegroup)), {})
+            pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
+            cell[pred_key] = cell.get(pred_key, 0) + 1
             if k not in parsed:
                 scores.append(inverse_failure("missing prediction", target))
             else:
@@ -341,8 +347,15 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                                 "target_symprec_angstrom": symprec_angstrom},
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
-                           "targets": {m: v.to_dict() for m, v in used.items()}},
-                    seconds=time.perf_counter() - t0)
+                           "targets": {m: v.to_dict() for m, v in used.items()},
+                           "spacegroup_confusion": confusion},
+                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+
+
+def _sg_key(spacegroup: float) -> str:
+    """Confusion-matrix column of a predicted space group ("invalid" outside 1..230)."""
+    sg = float(spacegroup)
+    return str(int(sg)) if np.isfinite(sg) and sg == int(sg) and 1 <= sg <= 230 else "invalid"
 
 
 # --- the results document ----------------------------------------------------------------
@@ -380,11 +393,13 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
              subset_definition: Mapping[str, Any], rows: np.ndarray | None = None,
              scores: list[Scores], info: dict[str, MetricInfo], predictions_meta: dict[str, Any],
              tolerances: dict[str, Any], n_resamples: int, seed: int, extra: dict[str, Any],
-             seconds: float, row_info: RowInfo | None = None) -> Results:
+             seconds: float, row_info: RowInfo | None = None,
+             groups: Mapping[str, tuple[np.ndarray, str]] | None = None) -> Results:
     """The results document of scored rows (``store`` and ``rows``, or their ``row_info``;
     one :class:`Scores` each, in row order): aggregates overall / per radius / per
     material / per split, failures with reasons, per-sample values, provenance
-    (fingerprint, versions, tolerances, predictions hash)."""
+    (fingerprint, versions, tolerances, predictions hash). ``groups``: key -> (labels (n,),
+    bootstrap prefix) for further aggregates, e.g. task 2 per space group."""
     if row_info is None:
         assert store is not None and rows is not None
         row_info = RowInfo.of(store, rows)
@@ -403,6 +418,8 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
         "per_material": aggregate_groups(values, ok, names, mats, "material", **kw),
         "per_split": aggregate_groups(values, ok, names, splits, "split", **kw),
     }
+    for key, (labels, prefix) in (groups or {}).items():
+        metrics[key] = aggregate_groups(values, ok, names, labels, prefix, **kw)
     failed = [{"sample_id": ids[i], "reason": str(s.failure_reason)} for i, s in enumerate(scores) if not s.ok]
     samples: dict[str, Any] = {"sample_id": ids, "ok": ok.tolist()}
     for j, n in enumerate(names):
