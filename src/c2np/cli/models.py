@@ -39,6 +39,7 @@ def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
             radii_list = [int(x) for x in radii.split(",") if x.strip()]
         except ValueError:
             raise C2NPInputError(f"--radii must be comma-separated integers, got {radii!r}") from None
+    assert cells is not None  # exactly one of store / cells, checked above
     return InMemoryDataset(read_cells(cells), protocol, radii_angstrom=radii_list)
 
 

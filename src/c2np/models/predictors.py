@@ -132,6 +132,8 @@ class InversePredictor(nn.Module):
         self.head_kind = LATTICE_HEAD[family]
         self.lattice_head = MLP(pooled + (6 + H if self.head_kind == "flow" else 0), H, 6)
         self.sg_head = MLP(pooled, H, N_SG)
+        self.lat_mean: Tensor
+        self.lat_std: Tensor
         self.register_buffer("lat_mean", torch.tensor([4.0, 4.0, 4.0, 90.0, 90.0, 90.0]))
         self.register_buffer("lat_std", torch.ones(6))
 

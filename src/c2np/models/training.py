@@ -184,11 +184,12 @@ def _score_rows(task: str, store: Any, rows: np.ndarray, split: str, preds: Any,
     from c2np.tasks import inverse_target
 
     rec = store.recipes
-    common = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
+    common: dict[str, Any] = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
               "subset": "fidelity", "subset_definition": {"rows": "validation rows of a training run"},
               "model": model, "n_resamples": n_resamples}
+    res: Any
     if task == "forward":
-        res = score_forward(store, rows, preds, **common)
+        res = score_forward(store, rows, preds, **common)  # no shard: a full Results record
     else:
         mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
         res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
@@ -243,9 +244,9 @@ def reference_fidelity(store: Any, task: str, rows: np.ndarray, *,
         ftask = ForwardTask(store, split, "full")
         queries = [ForwardQuery(rec.sample_id(int(r)), c.cell, c.radius_angstrom, c.quaternion, c.centre_frac)
                    for r in rows for c in [condition_for_row(store, int(r))]]
-        for name, fit in FORWARD_BASELINES.items():
-            base = fit(ftask)
-            preds = {q.sample_id: p for q in queries if (p := _answer(base, q)) is not None}
+        for name, ffit in FORWARD_BASELINES.items():
+            fbase = ffit(ftask)
+            preds = {q.sample_id: p for q in queries if (p := _answer(fbase, q)) is not None}
             out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples)
         return out
     itask = InverseTask(store, split, "full")
@@ -575,7 +576,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                                     batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
             write_forward_predictions(out, preds)
         else:
-            pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+            pairs = [(q.sample_id, q.particle) for q in task.queries()  # type: ignore[union-attr]
+                     if keep is None or q.sample_id in keep]
             inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
                                    desc=f"predicting {meta['model']}")
             write_inverse_predictions(out, inv)
