@@ -366,10 +366,13 @@ def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
                       (r / R).unsqueeze(-1), ((r - R) / 2.0).clamp(-3, 3).unsqueeze(-1)], -1)
 
 
-def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1) -> tuple[Tensor, Tensor]:
+def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1,
+                         *, with_keys: bool = False) -> tuple[Tensor, ...]:
     """Displacements (N, S, k, 3) Å from each position (Å, particle frame) to the ``k`` nearest
     sites of the conditioning crystal occupied by species slot s, nearest first, and their
-    lengths (N, S, k) (1e3 Å for a slot the cell does not have).
+    lengths (N, S, k) (1e3 Å for a slot the cell does not have); with ``with_keys`` also an
+    int64 key (N, S, k) naming each site (sample, basis atom, lattice translation), equal for
+    two atoms exactly when they point at the same site.
 
     A property of the infinite lattice of the condition (cell, rotation, centre), the
     particle-frame counterpart of CSPNet's fractional-coordinate features: it enumerates no
@@ -384,7 +387,8 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     bslot = (c.basis_z.unsqueeze(-1) == c.slots_z[c.basis_batch]).float().argmax(-1)
     bslot_p, _ = to_padded(bslot.unsqueeze(-1), c.basis_batch, nb)
     diff = bfrac[batch] - frac.unsqueeze(1)  # (N, m, 3)
-    diff = diff - torch.round(diff)
+    rounded = torch.round(diff)
+    diff = diff - rounded
     lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
     shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
     cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
@@ -398,7 +402,14 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
     vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
     vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
-    return vec, dmin
+    if not with_keys:
+        return vec, dmin
+    m = bfrac.shape[1]
+    trans = (shifts.unsqueeze(0).unsqueeze(0) - rounded.unsqueeze(2)).long() + 2048  # (N, m, 27, 3)
+    base = batch.view(-1, 1, 1) * m + torch.arange(m, device=pos.device).view(1, -1, 1)  # (N, m, 1)
+    key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]  # (N, m, 27)
+    key = torch.gather(key.flatten(1).unsqueeze(1).expand(-1, S_, -1), 2, idx)
+    return vec, dmin, key
 
 
 _IMAGE_SHIFTS = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)],
