@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -324,7 +325,7 @@ class CrystalGenerator(nn.Module):
     # --- fit -------------------------------------------------------------------------------
     @classmethod
     def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None
-            ) -> "CrystalGenerator":
+            ) -> CrystalGenerator:
         """Train on ``examples`` (one thread is the caller's business)."""
         if not examples:
             raise C2NPInputError("crystal generator: no training examples")
@@ -391,7 +392,7 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     if not found:
         return None
     pick = None
-    for (t1, s1), (_, s2) in zip(found, found[1:]):
+    for (_, s1), (_, s2) in zip(found, found[1:]):
         if s1.spacegroup == s2.spacegroup:
             pick = s1
             break
