@@ -242,7 +242,7 @@ def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any], *,
     query order. ``executor`` (:mod:`c2np.executor`; default: this process) runs the
     queries in chunks of ``chunk``; on Dask ``model`` is sent to the workers, so it must
     pickle (a module-level function or a fitted model object)."""
-    queries = list(task.queries())
+    queries: list[ForwardQuery | InverseQuery] = list(task.queries())
     ex = executor if executor is not None else LocalExecutor(1)
     out: dict[str, Any] = {}
     k = 0
