@@ -37,7 +37,7 @@ Families:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -46,13 +46,29 @@ from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
 from c2np.carving import carve
-from c2np.particle import Particle
-from c2np.models.backbone import (EGNN, MLP, N_FRAME_FEATURES, N_Z, AdaLNBlock, ConditionBatch,
-                                  Conditioner, CountHead, ParticleBatch, collate_conditions, collate_particles,
-                                  frame_features, from_padded, knn_graph, lattice_site_vectors,
-                                  sinusoidal_embedding, site_edge_features, to_padded)
+from c2np.models.backbone import (
+    EGNN,
+    MLP,
+    N_FRAME_FEATURES,
+    N_Z,
+    AdaLNBlock,
+    ConditionBatch,
+    Conditioner,
+    CountHead,
+    ParticleBatch,
+    collate_conditions,
+    collate_particles,
+    frame_features,
+    from_padded,
+    knn_graph,
+    lattice_site_vectors,
+    sinusoidal_embedding,
+    site_edge_features,
+    to_padded,
+)
 from c2np.models.config import ModelConfig
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition
+from c2np.particle import Particle
 
 __all__ = ["GeneratorBase", "CDVAE", "DiffCSP", "FlowMM", "MatterGen", "ADiT", "SiteScorer",
            "GENERATORS", "alpha_bar", "ddpm_posterior_step"]
@@ -137,7 +153,7 @@ def sample_times(n: int, g: torch.Generator) -> Tensor:
     return torch.linspace(1.0, 0.0, int(n) + 1, device=g.device)
 
 
-def vp_denoise(denoiser: "Denoiser", u: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
+def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                c: ConditionBatch, x0_prev: Tensor | None, *, ve_input: bool) -> tuple[Tensor, Tensor, Tensor]:
     """One evaluation of an epsilon-predicting denoiser of a VP (DDPM) process on unit-ball
     positions ``u`` (N, 3) at times ``t`` (B,): (eps_hat, type output, x0_hat in Å).
