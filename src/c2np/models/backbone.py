@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -336,8 +337,9 @@ class CountHead(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.corr = MLP(8, hidden, 2)
-        nn.init.zeros_(self.corr[-1].weight)
-        nn.init.zeros_(self.corr[-1].bias)
+        last = cast(nn.Linear, self.corr[-1])
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def log_count(self, c: ConditionBatch, cond: Tensor | None = None) -> Tensor:
         """(B,) predicted log atom count (``cond`` is accepted for API symmetry and unused)."""
@@ -429,8 +431,9 @@ class EGNNLayer(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         if update_coords:
             self.coord = MLP(hidden, hidden, 1)
-            nn.init.normal_(self.coord[-1].weight, std=1e-3)
-            nn.init.zeros_(self.coord[-1].bias)
+            last = cast(nn.Linear, self.coord[-1])
+            nn.init.normal_(last.weight, std=1e-3)
+            nn.init.zeros_(last.bias)
 
     def forward(self, h: Tensor, x: Tensor, edges: Tensor,
                 edge_attr: Tensor | None = None) -> tuple[Tensor, Tensor]:
