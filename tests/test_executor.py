@@ -20,7 +20,6 @@ from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
-
 from helpers import two_perovskite_store
 
 distributed = pytest.importorskip("distributed")

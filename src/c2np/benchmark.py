@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,7 +129,8 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
                 continue
             task = open_task(task_name, store, split, subset)
             ids = [q.sample_id for q in task.queries()]
-            table = FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES
+            table: Mapping[str, Callable[[Any], Callable[[Any], Any]]] = (
+                FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES)
             for name in names:
                 if name not in table:
                     continue

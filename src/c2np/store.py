@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -378,7 +378,8 @@ class DatasetStore:
             bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
             raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
                                  f"{cols['quaternion'][bad].tolist()}")
-        centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
+        centre = cast(tuple[float, float, float],
+                      tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0))))
         table = RecipeTable(
             protocol=str(f.attrs["protocol"]), materials=materials,
             material_index=cols["material_index"].astype(np.int32),

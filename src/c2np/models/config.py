@@ -83,7 +83,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         known = {f.name for f in fields(cls)}
         bad = sorted(set(data) - known)
