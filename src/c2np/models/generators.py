@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -209,7 +210,7 @@ class GeneratorBase(nn.Module):
     @property
     def device(self) -> torch.device:
         """Device of the weights (every tensor a generator creates goes there)."""
-        return self.count_head.corr[0].weight.device
+        return cast(nn.Linear, self.count_head.corr[0]).weight.device
 
     def _sample_setup(self, conds: Sequence[Condition]) -> tuple[ConditionBatch, Tensor, Tensor, Tensor]:
         """Collated conditions, their embedding, and the sampled atom counts with the atom ->
@@ -383,6 +384,7 @@ class CDVAE(GeneratorBase):
     sphere (the finite-particle analogue of CDVAE wrapping coordinates into the cell)."""
 
     kl_weight = 1e-3
+    sigmas: Tensor  # buffer registered in __init__ (declared for the type checker)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -718,6 +720,10 @@ class ADiT(GeneratorBase):
     epochs x steps_per_epoch train the autoencoder."""
 
     kl_weight = 1e-3
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    steps_done: Tensor
+    lat_mean: Tensor
+    lat_var: Tensor
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
