@@ -59,6 +59,9 @@ _BASELINE_INFO = {
                "finds the lattice translations inside the particle, folds, detects symmetry (c2np.solver)"),
     "composition-lookup": ("Composition lookup (memorisation)", "baseline",
                            "the target of the training material with the nearest composition"),
+    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)", "baseline",
+                             "the training example with the nearest particle-descriptor histograms: its "
+                             "space group and its lattice scaled by the descriptor-scale ratio"),
     "majority-class": ("Majority class (floor)", "baseline",
                        "the most common space group and the mean lattice of the training examples"),
 }
