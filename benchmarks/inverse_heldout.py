@@ -19,8 +19,7 @@ from pathlib import Path
 
 import torch
 
-from c2np.baselines import (CompositionLookup, DescriptorNeighbour, MajorityClass,
-                            crystallographic_solver)
+from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.crystal_gen import load_generator
 from c2np.particle_descriptor import describe
 from c2np.tasks import InverseTask

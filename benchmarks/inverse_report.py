@@ -74,7 +74,8 @@ def main() -> int:
         if (m, "clean") not in res:
             continue
         conf = res[(m, "clean")].data["spacegroup_confusion"]
-        cols = sorted({c for r in conf.values() for c in r}, key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
+        cols = sorted({c for r in conf.values() for c in r},
+                      key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
         print(f"Confusion, {m} (clean; rows true, columns predicted):\n")
         print("| true \\ pred | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))

@@ -6,8 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from c2np.cells import (UnitCell, bravais_lattice, crystal_system, lattice_parameters, read_cells,
-                        read_cif, standardize, write_cif)
+from c2np.cells import (
+    UnitCell,
+    bravais_lattice,
+    crystal_system,
+    lattice_parameters,
+    read_cells,
+    read_cif,
+    standardize,
+    write_cif,
+)
 from c2np.errors import C2NPInputError
 
 GOOD_CIF = """data_KMgH3
@@ -237,14 +245,22 @@ def test_unreadable_atom_type_is_a_clear_error() -> None:
     AttributeError on a type symbol that is not an element."""
     from c2np.cells import read_cif_text
 
-    crash = "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\nH1 � 0.5 0 0\n"
+    crash = (
+        "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n"
+        "_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n"
+        "_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n"
+        "_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\n"
+        "H1 � 0.5 0 0\n"
+    )
     with pytest.raises(C2NPInputError, match="f.cif: not a readable CIF .AttributeError"):
         read_cif_text(crash, source="f.cif")
     with pytest.raises(C2NPInputError, match="f.cif: could not build a structure .KeyError"):
         read_cif_text(_cif(sites="K1 K 0.5 0.5 0.5\nH1 M-m 0.5 0 0\n"), source="f.cif")
 
 
-@pytest.mark.parametrize("kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")])
+@pytest.mark.parametrize(
+    "kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")]
+)
 def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str) -> None:
     """Found by benchmarks/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
     enumerate millions of periodic images (timeout); the reduced lattice is checked first."""

@@ -20,7 +20,6 @@ from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
-
 from helpers import two_perovskite_store
 
 distributed = pytest.importorskip("distributed")
@@ -118,3 +117,18 @@ def test_killed_worker_is_rerun_nothing_lost_or_duplicated(dask_executor, tmp_pa
     assert [i for i, _ in out] == items  # every item once, in order
     killed = int((tmp_path / "killed").read_text())
     assert killed not in {pid for i, pid in out if i in (4, 5)}  # its chunk ran elsewhere
+
+
+def test_dask_and_local_builds_give_the_same_store(dask_executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from c2np.store import build_store
+    from helpers import perovskite
+
+    cells = [perovskite(), perovskite(a=4.2, ids="NaMgH3", A=11)]
+    a = DatasetStore.open(build_store(cells, tmp_path / "a.h5", radii_angstrom=[6, 8, 10], progress=False))
+    b = DatasetStore.open(build_store(cells, tmp_path / "b.h5", radii_angstrom=[6, 8, 10], progress=False,
+                                      executor=dask_executor))
+    c = DatasetStore.open(build_store(cells, tmp_path / "c.h5", radii_angstrom=[6, 8, 10], progress=False,
+                                      executor=LocalExecutor(2)))
+    assert a.fingerprint == b.fingerprint == c.fingerprint
+    for row in (0, len(a.recipes.radius_angstrom) - 1):
+        assert np.array_equal(a.particle(row).positions_angstrom, b.particle(row).positions_angstrom)

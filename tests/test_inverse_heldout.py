@@ -12,12 +12,17 @@ import pytest
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, crystallographic_solver, predict
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
-from c2np.models.crystal_gen import (CrystalGenerator, GenConfig, cell_example, load_generator,
-                                     read_cell_to_prediction, save_generator)
+from c2np.models.crystal_gen import (
+    CrystalGenerator,
+    GenConfig,
+    cell_example,
+    load_generator,
+    read_cell_to_prediction,
+    save_generator,
+)
 from c2np.particle_descriptor import describe
 from c2np.store import DatasetStore, build_store
 from c2np.tasks import ForwardTask, InverseTask, inverse_target
-
 from helpers import crystal_zoo, perovskite
 
 # Lattice constants 0.6 Å apart: no training material is within the paper's 0.5 Å of another.

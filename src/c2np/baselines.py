@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
-from c2np.executor import Context, Executor, LocalExecutor, same as _same
+from c2np.executor import Context, Executor, LocalExecutor
+from c2np.executor import same as _same
 from c2np.metrics import InverseTarget
 from c2np.particle import Particle
 from c2np.particle_descriptor import ParticleDescriptor, describe
@@ -81,7 +83,7 @@ class Memorisation:
         self.table = {m: dict(v) for m, v in table.items()}
 
     @classmethod
-    def fit(cls, task: ForwardTask) -> "Memorisation":
+    def fit(cls, task: ForwardTask) -> Memorisation:
         """One training particle per (material, R) of the task's training examples, stored
         in the unrotated frame."""
         table: dict[str, dict[int, Particle]] = {}
@@ -129,7 +131,7 @@ class MajorityClass:
         self.prediction = prediction
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "MajorityClass":
+    def fit(cls, task: InverseTask) -> MajorityClass:
         """Count space groups and average lattice parameters over the training examples."""
         targets = [t for _, t in _training_targets(task, "majority class")]
         sg = Counter(int(t.spacegroup) for t in targets).most_common(1)[0][0]
@@ -150,7 +152,7 @@ class CompositionLookup:
         self.entries = [(dict(c), t) for c, t in entries]
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "CompositionLookup":
+    def fit(cls, task: InverseTask) -> CompositionLookup:
         """Composition and target of one training example per (material, R)."""
         return cls((_composition_of(q.particle.numbers), t)
                    for q, t in _training_targets(task, "composition lookup"))
@@ -183,7 +185,7 @@ class DescriptorNeighbour:
         self._n_species = np.array([len(d.numbers) for d, _ in self.entries])
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "DescriptorNeighbour":
+    def fit(cls, task: InverseTask) -> DescriptorNeighbour:
         """Descriptor and target of one training example per (material, R)."""
         return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
 
@@ -245,7 +247,7 @@ def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any], *,
     query order. ``executor`` (:mod:`c2np.executor`; default: this process) runs the
     queries in chunks of ``chunk``; on Dask ``model`` is sent to the workers, so it must
     pickle (a module-level function or a fitted model object)."""
-    queries = list(task.queries())
+    queries: list[ForwardQuery | InverseQuery] = list(task.queries())
     ex = executor if executor is not None else LocalExecutor(1)
     out: dict[str, Any] = {}
     k = 0

@@ -14,7 +14,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,9 @@ _BASELINE_INFO = {
                "finds the lattice translations inside the particle, folds, detects symmetry (c2np.solver)"),
     "composition-lookup": ("Composition lookup (memorisation)", "baseline",
                            "the target of the training material with the nearest composition"),
+    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)", "baseline",
+                             "the training example with the nearest particle-descriptor histograms: its "
+                             "space group and its lattice scaled by the descriptor-scale ratio"),
     "majority-class": ("Majority class (floor)", "baseline",
                        "the most common space group and the mean lattice of the training examples"),
 }
@@ -129,7 +132,8 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
                 continue
             task = open_task(task_name, store, split, subset)
             ids = [q.sample_id for q in task.queries()]
-            table = FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES
+            table: Mapping[str, Callable[[Any], Callable[[Any], Any]]] = (
+                FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES)
             for name in names:
                 if name not in table:
                     continue

@@ -27,13 +27,14 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from c2np.carving import carve
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
+from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import atomic_path
 from c2np.particle import Particle
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
@@ -112,26 +113,48 @@ def quaternions_to_matrices(quaternion: np.ndarray) -> np.ndarray:
 
 
 # --- building -----------------------------------------------------------------------------
+def _carve_pair(centre_frac: tuple[float, float, float],
+                item: tuple[UnitCell, int]) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """One base particle: (numbers, positions Å, boundary margin Å, paper supercell clips)."""
+    cell, r = item
+    res = carve(cell, r, centre_frac=centre_frac)
+    return (res.particle.numbers, res.particle.positions_angstrom, res.boundary_margin_angstrom,
+            bool(res.paper_supercell_clips))
+
+
 def carve_base_particles(cells: Sequence[UnitCell], table: RecipeTable, *,
-                         progress: bool = False) -> BaseParticles:
-    """Carve every (material, R) pair that the recipe table uses (float64 positions)."""
+                         progress: bool = False, executor: Executor | None = None,
+                         chunk: int = 4) -> BaseParticles:
+    """Carve every (material, R) pair that the recipe table uses (float64 positions), in
+    this process or through ``executor`` (:mod:`c2np.executor`; the result does not
+    depend on it)."""
     pairs = sorted({(int(m), int(r)) for m, r in zip(table.material_index, table.radius_angstrom)})
     by_id = {c.material_id: c for c in cells}
     nums: list[np.ndarray] = []
     poss: list[np.ndarray] = []
     margins = np.zeros(len(pairs))
     clips = np.zeros(len(pairs), dtype=bool)
-    iterator: Iterable[tuple[int, int]] = pairs
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(pairs, desc="carving base particles", unit="particle")
-    for j, (mi, r) in enumerate(iterator):
-        res = carve(by_id[table.materials[mi]], r, centre_frac=table.centre_frac)
-        nums.append(res.particle.numbers)
-        poss.append(res.particle.positions_angstrom)
-        margins[j] = res.boundary_margin_angstrom
-        clips[j] = res.paper_supercell_clips
+        bar = tqdm(total=len(pairs), desc="carving base particles", unit="particle")
+    ex = executor if executor is not None else LocalExecutor(1)
+    items = [(by_id[table.materials[mi]], r) for mi, r in pairs]
+    centre = tuple(float(x) for x in table.centre_frac)
+    j = 0
+    for part in ex.map(_carve_pair, items, context=Context(same, (centre,), value=centre),
+                       chunk=chunk):
+        for n, x, margin, clip in part:
+            nums.append(n)
+            poss.append(x)
+            margins[j] = margin
+            clips[j] = clip
+            j += 1
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
     offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(n) for n in nums])
     return BaseParticles(
@@ -226,11 +249,12 @@ def build_store(cells: Sequence[UnitCell], path: str | os.PathLike[str],
                 protocol: Protocol | str = "paper", *,
                 radii_angstrom: Sequence[int] | None = None,
                 centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0),
-                progress: bool = True) -> Path:
-    """Build recipes and base particles for ``cells`` and write the store atomically."""
+                progress: bool = True, executor: Executor | None = None) -> Path:
+    """Build recipes and base particles for ``cells`` and write the store atomically;
+    ``executor`` carves the base particles (:func:`carve_base_particles`)."""
     cells = sorted(cells, key=lambda c: c.material_id)
     table = build_recipes(cells, protocol, radii_angstrom=radii_angstrom, centre_frac=centre_frac)
-    base = carve_base_particles(cells, table, progress=progress)
+    base = carve_base_particles(cells, table, progress=progress, executor=executor)
     return write_store(path, cells, table, base)
 
 
@@ -378,7 +402,8 @@ class DatasetStore:
             bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
             raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
                                  f"{cols['quaternion'][bad].tolist()}")
-        centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
+        centre = cast(tuple[float, float, float],
+                      tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0))))
         table = RecipeTable(
             protocol=str(f.attrs["protocol"]), materials=materials,
             material_index=cols["material_index"].astype(np.int32),

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, esc, handle_errors, print_json
+from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
 from c2np.fileio import check_output_path
 
 
@@ -86,14 +86,22 @@ def build_cmd(
     radii: Optional[str] = typer.Option(None, "--radii", help="Subset of radii, e.g. 6,10,30 or 6-30."),
     centre: tuple[float, float, float] = typer.Option((0.0, 0.0, 0.0), "--centre", help="Carving centre (fractional)."),
     json_out: bool = typer.Option(False, "--json", help="Print the store summary as JSON."),
+    workers: int = typer.Option(1, "--workers", help="Processes carving base particles in parallel "
+                                "(0: one per available CPU). The store does not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Carve on Dask instead: local:N "
+                                            "or tcp://HOST:PORT (needs c2np\\[dask])."),
 ) -> None:
     """Build a dataset store: recipes plus every (material, R) base particle."""
     check_output_path(out)  # fail before the work, not after it
+    from c2np.executor import make_executor, parse_scheduler
     from c2np.store import DatasetStore, build_store
 
+    parse_scheduler(scheduler)
+    n_workers = resolve_workers(workers)
     cells = load_cells(cifs, materials)
-    path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
-                       progress=not json_out)
+    with make_executor(n_workers, scheduler) as ex:
+        path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
+                           progress=not json_out, executor=ex)
     info = DatasetStore.open(path).info()
     if json_out:
         print_json(info)

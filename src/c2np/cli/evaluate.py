@@ -91,7 +91,7 @@ def evaluate_cmd(
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Task 1: run the scoring on "
                                             "Dask instead of local processes: local:N (a LocalCluster "
                                             "of N workers) or tcp://HOST:PORT (a running scheduler); "
-                                            "needs c2np[dask]. Results do not depend on it."),
+                                            "needs c2np\\[dask]. Results do not depend on it."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Task 1: score only shard I of N "
                                         "(I/N, I = 0..N-1, e.g. a job-array index) and write a partial "
                                         "results file to --out; c2np merge-results combines the N parts."),

@@ -30,6 +30,7 @@ def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
         from c2np.store import DatasetStore
 
         return DatasetStore.open(store)
+    assert cells is not None  # exactly one of store / cells was given (checked above)
     from c2np.cells import read_cells
     from c2np.models.data import InMemoryDataset
 

@@ -14,25 +14,36 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.evaluation.shards import PartialResults, shard_positions
-from c2np.executor import Context, Executor, LocalExecutor
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
+from c2np.evaluation.shards import PartialResults, shard_positions
+from c2np.executor import Context, Executor, LocalExecutor
 from c2np.fileio import file_sha256
 from c2np.limits import check as check_limit
-from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
-                          Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
-                          inverse_metric_info, inverse_metrics)
+from c2np.metrics import (
+    F1_TOLERANCES_ANGSTROM,
+    PRIMARY,
+    InverseTarget,
+    MetricInfo,
+    ReferenceSummary,
+    Scores,
+    forward_failure,
+    forward_metric_info,
+    forward_metrics,
+    inverse_failure,
+    inverse_metric_info,
+    inverse_metrics,
+)
 from c2np.particle import Particle
-from c2np.predictions import (forward_format, inverse_values, iter_forward_predictions,
-                              read_inverse_predictions)
+from c2np.predictions import forward_format, inverse_values, iter_forward_predictions, read_inverse_predictions
 from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH", "RowInfo", "assemble_forward"]
@@ -373,7 +384,7 @@ class RowInfo:
     n_materials: int
 
     @classmethod
-    def of(cls, store: EvalStore, rows: np.ndarray) -> "RowInfo":
+    def of(cls, store: EvalStore, rows: np.ndarray) -> RowInfo:
         t = store.recipes
         rows = np.asarray(rows, dtype=np.int64)
         return cls([t.sample_id(int(r)) for r in rows],
@@ -382,7 +393,7 @@ class RowInfo:
                    [SPLITS[int(i)] for i in t.split[rows]],
                    str(t.protocol), str(store.fingerprint), len(t.materials))
 
-    def take(self, positions: Sequence[int]) -> "RowInfo":
+    def take(self, positions: Sequence[int]) -> RowInfo:
         pick = [int(k) for k in positions]
         return RowInfo([self.sample_ids[k] for k in pick], [self.materials[k] for k in pick],
                        [self.radii_angstrom[k] for k in pick], [self.splits[k] for k in pick],

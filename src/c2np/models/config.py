@@ -57,6 +57,7 @@ class ModelConfig:
     ve_input: bool = False
     site_features: bool = False
     site_k: int = 1
+    exclusion_iters: int = 0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0

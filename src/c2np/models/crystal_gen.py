@@ -31,9 +31,10 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -93,8 +94,11 @@ def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angs
     """The training pair of a training cell (its standardized primitive cell, spglib)."""
     import spglib
 
-    lat, frac, nums = spglib.standardize_cell(cell.to_spglib(), to_primitive=True, no_idealize=False,
-                                              symprec=symprec_angstrom)
+    # spglib annotates the cell as nested Sequences; it takes (and documents) NumPy arrays
+    std = spglib.standardize_cell(cell.to_spglib(), to_primitive=True, no_idealize=False,  # type: ignore[arg-type]
+                                  symprec=symprec_angstrom)
+    assert std is not None, f"{cell.material_id}: spglib could not standardize the cell"
+    lat, frac, nums = std
     slot_by_z = {int(z): int(s) for z, s in zip(descriptor.numbers, descriptor.slot_of)}
     slots = np.array([slot_by_z.get(int(z), N_SLOTS - 1) for z in nums], dtype=np.int64)
     order = np.argsort(slots, kind="stable")
@@ -160,6 +164,14 @@ def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
 class CrystalGenerator(nn.Module):
     """A task-2 crystal generator (see the module docstring). Call :meth:`fit` to train,
     :meth:`predict_descriptors` to answer."""
+
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    desc_mean: Tensor
+    desc_std: Tensor
+    lat_mean: Tensor
+    lat_std: Tensor
+    alpha_bar: Tensor
+    sigma: Tensor
 
     def __init__(self, cfg: GenConfig, n_desc: int, compositions: Sequence[tuple[int, ...]],
                  desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float) -> None:
@@ -324,7 +336,7 @@ class CrystalGenerator(nn.Module):
     # --- fit -------------------------------------------------------------------------------
     @classmethod
     def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None
-            ) -> "CrystalGenerator":
+            ) -> CrystalGenerator:
         """Train on ``examples`` (one thread is the caller's business)."""
         if not examples:
             raise C2NPInputError("crystal generator: no training examples")
@@ -391,7 +403,7 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     if not found:
         return None
     pick = None
-    for (t1, s1), (_, s2) in zip(found, found[1:]):
+    for (_, s1), (_, s2) in zip(found, found[1:]):
         if s1.spacegroup == s2.spacegroup:
             pick = s1
             break

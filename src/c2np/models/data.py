@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
 import numpy as np
@@ -114,19 +114,14 @@ def condition_for_row(store: Any, row: int) -> Condition:
         raise C2NPInputError(f"store has no unit cell for material {material!r}")
     return Condition(cell=store.cells[material], radius_angstrom=float(rec.radius_angstrom[row]),
                      quaternion=np.array(rec.quaternion[row], dtype=np.float64),
-                     centre_frac=_centre(rec.centre_frac))
-
-
-def _centre(values: Any) -> tuple[float, float, float]:
-    x, y, z = (float(v) for v in values)
-    return (x, y, z)
+                     centre_frac=cast(tuple[float, float, float], tuple(float(x) for x in rec.centre_frac)))
 
 
 def condition_from_query(query: Any) -> Condition:
     """The generator input of a :class:`c2np.tasks.ForwardQuery` (its fields without the id)."""
     return Condition(cell=query.cell, radius_angstrom=float(query.radius_angstrom),
                      quaternion=np.array(query.quaternion, dtype=np.float64),
-                     centre_frac=_centre(query.centre_frac))
+                     centre_frac=cast(tuple[float, float, float], tuple(float(x) for x in query.centre_frac)))
 
 
 def species_slots(cell: UnitCell) -> np.ndarray:

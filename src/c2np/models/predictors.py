@@ -108,6 +108,9 @@ class InversePredictor(nn.Module):
     task = "inverse"
     #: every tensor of this model follows the module's device (checked by training for non-CPU devices)
     device_ready = True
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    lat_mean: Tensor
+    lat_std: Tensor
 
     def __init__(self, family: str, cfg: ModelConfig) -> None:
         super().__init__()

@@ -181,19 +181,20 @@ def _score_rows(task: str, store: Any, rows: np.ndarray, split: str, preds: Any,
     loop of ``c2np evaluate``) of ``preds`` on ``rows``, as ``val_{metric}`` with ``_lo``/``_hi``
     (95 % bootstrap interval), ``n_fidelity`` and ``fidelity_failed``."""
     from c2np.evaluation.harness import score_forward, score_inverse
+    from c2np.evaluation.results import Results
     from c2np.tasks import inverse_target
 
     rec = store.recipes
     common: dict[str, Any] = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
               "subset": "fidelity", "subset_definition": {"rows": "validation rows of a training run"},
               "model": model, "n_resamples": n_resamples}
-    res: Any
     if task == "forward":
-        res = score_forward(store, rows, preds, **common)  # no shard: a full Results record
+        res = score_forward(store, rows, preds, **common)
     else:
         mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
         res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
                             **common)
+    assert isinstance(res, Results)  # no shard was asked for, so never PartialResults
     out: dict[str, float] = {"n_fidelity": float(len(rows)), "fidelity_failed": float(res.n_failed)}
     for m in FIDELITY_METRICS[task]:
         r = res.overall[m]
@@ -244,17 +245,17 @@ def reference_fidelity(store: Any, task: str, rows: np.ndarray, *,
         ftask = ForwardTask(store, split, "full")
         queries = [ForwardQuery(rec.sample_id(int(r)), c.cell, c.radius_angstrom, c.quaternion, c.centre_frac)
                    for r in rows for c in [condition_for_row(store, int(r))]]
-        for name, ffit in FORWARD_BASELINES.items():
-            fbase = ffit(ftask)
-            preds = {q.sample_id: p for q in queries if (p := _answer(fbase, q)) is not None}
+        for name, fit in FORWARD_BASELINES.items():
+            base = fit(ftask)
+            preds = {q.sample_id: p for q in queries if (p := _answer(base, q)) is not None}
             out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples)
         return out
     itask = InverseTask(store, split, "full")
     ids = {opaque_sample_id(str(store.fingerprint), rec.sample_id(int(r))): int(r) for r in rows}
     iqueries = [InverseQuery(sid, store.particle(r)) for sid, r in ids.items()]
-    for name, fit in INVERSE_BASELINES.items():
-        base = fit(itask)
-        preds = {q.sample_id: p for q in iqueries if (p := _answer(base, q)) is not None}
+    for name, ifit in INVERSE_BASELINES.items():
+        ibase = ifit(itask)
+        preds = {q.sample_id: p for q in iqueries if (p := _answer(ibase, q)) is not None}
         out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples,
                                 id_index=ids)
     return out
@@ -576,8 +577,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                                     batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
             write_forward_predictions(out, preds)
         else:
-            pairs = [(q.sample_id, q.particle) for q in task.queries()  # type: ignore[union-attr]
-                     if keep is None or q.sample_id in keep]
+            assert isinstance(task, InverseTask)
+            pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
             inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
                                    desc=f"predicting {meta['model']}")
             write_inverse_predictions(out, inv)
