@@ -46,9 +46,8 @@ def key(nums, pos):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    from helpers import crystal_zoo
-
     from c2np.carving import carve
+    from helpers import crystal_zoo
 
     print("| family | centre | R (Å) | atoms | same set as independent enumeration (max dev, Å) "
           "| c2np (ms) | 20³ supercell (ms) | ratio | supercell clips |")

@@ -98,8 +98,8 @@ def main() -> None:
         ]
         print(f"{len(cells)} materials, {n} samples, {atoms} atoms read; reference on "
               f"{args.reference_materials} material(s)\n")
-        print(f"| quantity | original approach | c2np | ratio |")
-        print(f"|---|---:|---:|---:|")
+        print("| quantity | original approach | c2np | ratio |")
+        print("|---|---:|---:|---:|")
         for name, ref, ours in rows:
             print(f"| {name} | {ref:.3f} | {ours:.4f} | {ref / ours:.0f}x |")
         print(f"| read: rotated particles per second | - | {n / t_read:,.0f} | |")

@@ -74,10 +74,10 @@ def main() -> None:
                 t0 = time.perf_counter()
                 try:
                     res = solve(numbers, positions)
-                    errs = np.abs(np.array(res.lattice_params) - np.array(want))
+                    errs = np.abs(res.lattice.as_array() - np.array(want))
                     ok = (res.spacegroup == st.spacegroup and bool(np.all(errs[:3] <= LENGTH_TOL_ANGSTROM))
                           and bool(np.all(errs[3:] <= ANGLE_TOL_DEG)))
-                    msg = (f"got {res.spacegroup} {np.round(res.lattice_params, 2)} want {st.spacegroup}, "
+                    msg = (f"got {res.spacegroup} {np.round(res.lattice.as_array(), 2)} want {st.spacegroup}, "
                            f"confidence {res.confidence:.2f}")
                 except Exception as exc:  # a solver error is a failure, reported
                     ok, msg = False, f"error: {exc}"

@@ -67,9 +67,9 @@ def load_crystals(kind: str, cells_path: str | None) -> tuple[str, list]:
             cells = list(cells.values()) if isinstance(cells, dict) else list(cells)
             if cells:
                 return f"perovskite catalog ({len(cells)} materials)", cells
-        except ImportError:
+        except ImportError as exc:
             if kind == "catalog":
-                raise SystemExit("c2np.catalog is not importable")
+                raise SystemExit("c2np.catalog is not importable") from exc
     return "textbook prototypes (c2np.catalog.textbook)", [prototype_cell(n) for n in prototype_names()]
 
 
@@ -95,7 +95,7 @@ def run_trial(cell, target, radius: float, noise: float, rng: np.random.Generato
         return Trial(cell.material_id, radius, noise, part.n_atoms, False, False, False, False,
                      np.inf, np.inf, 0.0, time.perf_counter() - t0, f"error: {exc}")
     dt = time.perf_counter() - t0
-    got = np.array(out.lattice_params)
+    got = out.lattice.as_array()
     want = np.array(target.lattice_params)
     dl = np.abs(got[:3] - want[:3])
     da = np.abs(got[3:] - want[3:])

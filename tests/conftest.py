@@ -12,7 +12,6 @@ os.environ.setdefault("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="c2np-cache-"))
 os.environ.setdefault("NUMBA_CACHE_DIR", tempfile.mkdtemp(prefix="c2np-numba-"))
 
 from c2np.cells import UnitCell  # noqa: E402
-
 from helpers import crystal_zoo, perovskite  # noqa: E402
 
 

@@ -25,3 +25,18 @@ def test_failures_count_at_their_penalty_and_groups_are_sorted() -> None:
     assert groups["6"]["f1"]["mean"] == 0.5 and groups["6"]["f1"]["n_failed"] == 1
     none_ok = aggregate(values[2:], ok[2:], ["f1"], n_resamples=10)["f1"]
     assert none_ok["mean_successes"] is None and none_ok["mean"] == 0.0
+
+
+def test_bootstrap_in_blocks_equals_one_draw_and_is_limited(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+    import pytest
+
+    import c2np.evaluation.aggregate as agg
+    from c2np.errors import C2NPLimitError
+
+    v = np.random.default_rng(3).normal(size=(37, 4))
+    whole = agg.bootstrap_mean_ci(v, n_resamples=501, seed=9)
+    monkeypatch.setattr(agg, "_BLOCK_DRAWS", 37 * 7)  # 7 resamples per block
+    assert np.array_equal(agg.bootstrap_mean_ci(v, n_resamples=501, seed=9), whole)
+    with pytest.raises(C2NPLimitError, match="bootstrap resamples: 100,000,000 resamples exceeds the limit"):
+        agg.bootstrap_mean_ci(v, n_resamples=100_000_000)

@@ -4,8 +4,15 @@ InverseQuery, fitted baselines see the task's training examples only."""
 import numpy as np
 import pytest
 
-from c2np.baselines import (CompositionLookup, MajorityClass, Memorisation, analytic_carve,
-                            crystallographic_solver, predict, random_ball)
+from c2np.baselines import (
+    CompositionLookup,
+    MajorityClass,
+    Memorisation,
+    analytic_carve,
+    crystallographic_solver,
+    predict,
+    random_ball,
+)
 from c2np.store import DatasetStore, build_store
 from c2np.tasks import ForwardTask, InverseTask, inverse_target
 

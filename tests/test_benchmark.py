@@ -44,17 +44,54 @@ def test_run_benchmark_ceiling_floor_and_files(tmp_path: Path, store_path: Path)
         assert res["dataset"]["fingerprint"] and res["predictions"]["sha256"]
 
 
-def test_model_predictions_on_disk_are_ranked(tmp_path: Path, store_path: Path) -> None:
+def _my_submission(folder: Path, store_path: Path, *, nan_first: bool = True) -> list[str]:
+    """A "trained model" submission for task 1 / OOD: one H atom per sample (NaN for the first)."""
+    from c2np.store import DatasetStore
+    from c2np.tasks import ForwardTask
+
+    store = DatasetStore.open(store_path)
+    ids = [q.sample_id for q in ForwardTask(store, "ood").queries()]
+    (folder / "forward").mkdir(parents=True)
+    frames = []
+    for k, sid in enumerate(ids):
+        xyz = "nan nan nan" if (k == 0 and nan_first) else "0 0 0"
+        frames.append(f'1\nProperties=species:S:1:pos:R:3 sample_id={sid} pbc="F F F"\nH {xyz}\n')
+    (folder / "forward" / "ood.extxyz").write_text("".join(frames))
+    (folder / "model.yml").write_text(
+        "schema: c2np.submission/1\n"
+        "model: {id: my-model, name: My model, version: '1', family: test, kind: learned,\n"
+        "        authors: [me], repository: here, license: MIT}\n"
+        f"training: {{protocol: paper, store_fingerprint: {store.fingerprint}}}\n"
+        "hardware: laptop\nwall_time_seconds: {training: 1, inference: 1}\n"
+        "c2np_version: 0.1.0\ndate: 2026-01-19\ntasks: [forward]\n")
+    return ids
+
+
+def test_a_submission_dropped_beside_the_baselines_is_ranked(tmp_path: Path, store_path: Path) -> None:
     out = tmp_path / "out"
-    # a "trained model" that predicts nothing useful: an empty particle file for one sample only
-    pred = out / "predictions" / "forward" / "my-model" / "ood.extxyz"
-    pred.parent.mkdir(parents=True)
-    pred.write_text("1\nProperties=species:S:1:pos:R:3 sample_id=KMgH3/R6/rot_1 pbc=\"F F F\"\nH 0 0 0\n")
-    s = run_benchmark(store_path, out, splits=["ood"], tasks=["forward"], forward_models=["analytic-carve", "random-ball"],
-                      n_resamples=20, progress=False)
+    ids = _my_submission(out / "submissions" / "my-model", store_path)
+    s = run_benchmark(store_path, out, splits=["ood"], tasks=["forward"],
+                      forward_models=["analytic-carve", "random-ball"], n_resamples=20, progress=False)
     row = next(r for r in s.rows if r.model == "my-model")
-    assert row.n_failed == row.n_samples - 1  # every sample without a prediction is a failure
+    assert row.n_samples == len(ids) and row.n_failed == 1  # the NaN sample is a failure, counted
     assert row.metrics["f1@0.1"] < 0.05
+    assert (out / "submissions" / "analytic-carve" / "model.yml").is_file()
+    assert (out / "report" / "models" / "my-model.html").is_file()
+
+
+def test_an_invalid_submission_stops_the_benchmark(tmp_path: Path, store_path: Path) -> None:
+    from c2np.leaderboard import SubmissionProblems
+
+    out = tmp_path / "out"
+    ids = _my_submission(out / "submissions" / "my-model", store_path)
+    f = out / "submissions" / "my-model" / "forward" / "ood.extxyz"
+    f.write_text(f.read_text().replace(f"sample_id={ids[-1]} ", "sample_id=KMgH3/R6/rot_9999 "))
+    assert "rot_9999" in f.read_text()
+    with pytest.raises(SubmissionProblems) as exc:
+        run_benchmark(store_path, out, splits=["ood"], tasks=["forward"], forward_models=["random-ball"],
+                      n_resamples=20, progress=False)
+    text = str(exc.value)
+    assert "rot_9999" in text and "unknown sample id" in text and ids[-1] in text  # both problems named
 
 
 def test_cli_benchmark_json_and_bad_input(tmp_path: Path, store_path: Path) -> None:

@@ -138,3 +138,33 @@ def test_identity_quaternion_leaves_base_unchanged(kmgh3: UnitCell) -> None:
     a = carve(kmgh3, 7.0).particle
     b = carve(kmgh3, 7.0, quaternion=(0, 0, 0, 1)).particle
     assert a.positions_angstrom.tobytes() == b.positions_angstrom.tobytes()
+
+
+# --- limits (issue 16) -------------------------------------------------------------------------
+def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
+    from c2np import limits
+    from c2np.errors import C2NPLimitError
+    from helpers import perovskite
+
+    monkeypatch.delenv(limits.ENV_VAR, raising=False)
+    with pytest.raises(C2NPLimitError, match="R = 1000 Å.*radius_angstrom"):
+        carve(perovskite(), 1000)
+    flat = UnitCell("flat", [[4, 0, 0], [0, 4, 0], [0, 0, 1e-5]], [1], [[0, 0, 0]])
+    with pytest.raises(C2NPLimitError, match="flat at R = 6 Å .estimated atoms.*atoms_per_particle"):
+        carve(flat, 6)
+    with limits.override(carve_candidates=1000):
+        with pytest.raises(C2NPLimitError, match="periodic images to examine"):
+            carve(perovskite(), 10)
+
+
+def test_carving_in_blocks_gives_the_same_particle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory is bounded by examining images in blocks; the result must not depend on it."""
+    import c2np.carving as carving
+    from helpers import perovskite
+
+    whole = carve(perovskite(), 12, centre_frac=(0.1, 0.2, 0.3))
+    monkeypatch.setattr(carving, "_CHUNK_IMAGES", 7)
+    blocks = carve(perovskite(), 12, centre_frac=(0.1, 0.2, 0.3))
+    assert np.array_equal(whole.particle.numbers, blocks.particle.numbers)
+    assert np.array_equal(whole.particle.positions_angstrom, blocks.particle.positions_angstrom)
+    assert whole.boundary_margin_angstrom == blocks.boundary_margin_angstrom

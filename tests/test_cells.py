@@ -3,9 +3,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from c2np.cells import (UnitCell, bravais_lattice, crystal_system, lattice_parameters, read_cells,
-                        read_cif, standardize, write_cif)
+from c2np.cells import (
+    UnitCell,
+    bravais_lattice,
+    crystal_system,
+    lattice_parameters,
+    read_cells,
+    read_cif,
+    standardize,
+    write_cif,
+)
 from c2np.errors import C2NPInputError
 
 GOOD_CIF = """data_KMgH3
@@ -110,3 +120,194 @@ def test_standardize_tilted(zoo: dict[str, UnitCell]) -> None:
     assert standardize(zoo["orthorhombic"]).spacegroup == 62
     assert standardize(zoo["hexagonal"]).spacegroup == 194
     assert standardize(zoo["trigonal"]).spacegroup == 166
+
+
+# --- hostile CIF input (issue 16) ------------------------------------------------------------
+def _cif(a: str = "4.02", b: str = "4.02", c: str = "4.02", angles: tuple[str, str, str] = ("90", "90", "90"),
+         sites: str = "K1 K 0.5 0.5 0.5\nMg1 Mg 0 0 0\nH1 H 0.5 0 0\nH2 H 0 0.5 0\nH3 H 0 0 0.5\n",
+         group: str = "'P 1'") -> str:
+    return (f"data_x\n_cell_length_a {a}\n_cell_length_b {b}\n_cell_length_c {c}\n"
+            f"_cell_angle_alpha {angles[0]}\n_cell_angle_beta {angles[1]}\n_cell_angle_gamma {angles[2]}\n"
+            f"_symmetry_space_group_name_H-M {group}\nloop_\n_atom_site_label\n_atom_site_type_symbol\n"
+            f"_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\n{sites}")
+
+
+@pytest.mark.parametrize("kwargs", [dict(a="-4.02"), dict(b="0"), dict(angles=("170", "170", "170")),
+                                    dict(angles=("90", "90", "180")), dict(angles=("10", "10", "90"))])
+def test_impossible_cell_parameters_are_refused(tmp_path: Path, kwargs: dict) -> None:
+    from c2np.cells import read_cif_text
+
+    with pytest.raises(C2NPInputError, match="bad.cif: impossible cell parameters"):
+        read_cif_text(_cif(**kwargs), source="bad.cif")
+
+
+def test_overlapping_atoms_are_refused() -> None:
+    from c2np.cells import read_cif_text
+
+    sites = "Mg1 Mg 0 0 0\nMg2 Mg 0.01 0 0\n"  # 0.04 Å apart
+    with pytest.raises(C2NPInputError, match="o.cif: atoms 1 and 2 are 0.0402 Å apart.*overlapping"):
+        read_cif_text(_cif(sites=sites), source="o.cif")
+    across = "Mg1 Mg 0.001 0 0\nMg2 Mg 0.999 0 0\n"  # apart across the cell boundary only
+    with pytest.raises(C2NPInputError, match="overlapping"):
+        read_cif_text(_cif(sites=across), source="o.cif")
+
+
+def test_symmetry_expansion_equals_ase_and_is_linear() -> None:
+    """The fast expansion gives ASE's atoms in ASE's order; a 10,000-atom P1 file reads."""
+    import io
+    import warnings
+
+    from ase.io.cif import parse_cif
+
+    from c2np.cells import _block_atoms, read_cif_text
+
+    text = _cif(a="5.1", b="5.1", c="5.1", group="'F m -3 m'",
+                sites="Na1 Na 0 0 0\nCl1 Cl 0.5 0.5 0.5\nH1 H 0.25 0.25 0.25\nH2 H 0.75 0.75 0.75\n")
+    block = next(b for b in parse_cif(io.StringIO(text)) if b.has_structure())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = block.get_atoms()
+    mine = _block_atoms(block, source="x")
+    assert mine.get_chemical_symbols() == ref.get_chemical_symbols()
+    assert np.array_equal(mine.get_scaled_positions(wrap=False), ref.get_scaled_positions(wrap=False))
+    n_side = 22  # 10,648 atoms on a grid 1.8 Å apart
+    grid = np.stack(np.meshgrid(*[np.arange(n_side) / n_side] * 3, indexing="ij"), -1).reshape(-1, 3)
+    sites = "".join(f"H{i} H {x:.6f} {y:.6f} {z:.6f}\n" for i, (x, y, z) in enumerate(grid))
+    big = read_cif_text(_cif(a="39.6", b="39.6", c="39.6", sites=sites), source="big.cif")
+    assert big.n_atoms == n_side ** 3
+
+
+def test_cif_limits_are_checked_before_expansion(monkeypatch: pytest.MonkeyPatch) -> None:
+    from c2np import limits
+    from c2np.cells import read_cif_text
+    from c2np.errors import C2NPLimitError
+
+    monkeypatch.setenv(limits.ENV_VAR, "cell_atoms=4")
+    with pytest.raises(C2NPLimitError, match="k.cif .5 sites x 1 symmetry operations.*cell_atoms = 4"):
+        read_cif_text(_cif(), source="k.cif")
+    monkeypatch.setenv(limits.ENV_VAR, "cif_bytes=100")
+    with pytest.raises(C2NPLimitError, match="cif_bytes"):
+        read_cif_text(_cif(), source="k.cif")
+
+
+def test_folder_and_zip_agree_on_suffix_case_and_names(tmp_path: Path) -> None:
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "KMgH3.CIF").write_text(GOOD_CIF)
+    (folder / "notes.txt").write_text("not a cif")
+    assert [c.material_id for c in read_cells(folder)] == ["KMgH3"]
+    zpath = tmp_path / "c.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        zf.writestr("KMgH3.CIF", GOOD_CIF)
+    assert [c.material_id for c in read_cells(zpath)] == ["KMgH3"]
+    (folder / "kmgh3.cif").write_text(GOOD_CIF)
+    with pytest.raises(C2NPInputError, match="differ only in case"):
+        read_cells(folder)
+
+
+@pytest.mark.parametrize("member", ["a b.cif", "KMgH₃.cif", "-x.cif", "sub/.hidden.cif", "x\ny.cif", "a[1].cif"])
+def test_unsafe_cif_names_are_refused(tmp_path: Path, member: str) -> None:
+    zpath = tmp_path / "c.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        zf.writestr(member, GOOD_CIF)
+    with pytest.raises(C2NPInputError, match="not a safe name"):
+        read_cells(zpath)
+
+
+def test_zip_folders_never_reach_the_material_id(tmp_path: Path) -> None:
+    zpath = tmp_path / "c.zip"
+    with zipfile.ZipFile(zpath, "w") as zf:
+        zf.writestr("../../Evil.cif", GOOD_CIF)
+        zf.writestr("/abs/Other.cif", GOOD_CIF)
+    assert [c.material_id for c in read_cells(zpath)] == ["Evil", "Other"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.zip"]
+
+
+def test_zip_bomb_member_is_refused_before_decompression(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from c2np import limits
+    from c2np.errors import C2NPLimitError
+
+    zpath = tmp_path / "bomb.zip"
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("Zeros.cif", b"\0" * 5_000_000)  # 5 MB of zeros, ~5 kB compressed
+    assert zpath.stat().st_size < 100_000
+    monkeypatch.setenv(limits.ENV_VAR, "cif_bytes=1e6")
+    with pytest.raises(C2NPLimitError, match="bomb.zip!Zeros.cif .uncompressed.: 5,000,000 bytes.*cif_bytes"):
+        read_cells(zpath)
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(zpath.read_bytes()[:-30])
+    with pytest.raises(C2NPInputError, match="damaged.zip"):
+        read_cells(damaged)
+
+
+def test_unreadable_atom_type_is_a_clear_error() -> None:
+    """Found by benchmarks/fuzz_readers.py (atheris): ASE's has_structure() raised
+    AttributeError on a type symbol that is not an element."""
+    from c2np.cells import read_cif_text
+
+    crash = (
+        "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n"
+        "_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n"
+        "_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n"
+        "_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\n"
+        "H1 � 0.5 0 0\n"
+    )
+    with pytest.raises(C2NPInputError, match="f.cif: not a readable CIF .AttributeError"):
+        read_cif_text(crash, source="f.cif")
+    with pytest.raises(C2NPInputError, match="f.cif: could not build a structure .KeyError"):
+        read_cif_text(_cif(sites="K1 K 0.5 0.5 0.5\nH1 M-m 0.5 0 0\n"), source="f.cif")
+
+
+@pytest.mark.parametrize(
+    "kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")]
+)
+def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str) -> None:
+    """Found by benchmarks/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
+    enumerate millions of periodic images (timeout); the reduced lattice is checked first."""
+    from c2np.cells import read_cif_text
+
+    with pytest.raises(C2NPInputError, match=f"flat.cif: the lattice has a translation of {shortest} Å"):
+        read_cif_text(_cif(**kwargs), source="flat.cif")
+
+
+_GROUPS = {225: "c", 227: "c", 229: "c", 221: "c", 194: "h", 191: "h", 167: "h", 166: "h", 62: "o", 14: "m",
+           12: "m", 2: "a", 141: "t", 136: "t", 186: "h"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(sg=st.sampled_from(sorted(_GROUPS)),
+       sites=st.lists(st.tuples(*[st.sampled_from([0.0, 0.25, 0.5, 1 / 3, 2 / 3]) | st.floats(0, 1)] * 3),
+                      min_size=1, max_size=4))
+def test_symmetry_expansion_equals_ase_property(sg: int, sites: list) -> None:
+    """For any sites in these groups (special positions included) the fast expansion gives
+    ASE's atoms in ASE's order."""
+    import io
+    import warnings
+
+    from ase.io.cif import parse_cif
+
+    from c2np.cells import _block_atoms
+
+    family = _GROUPS[sg]
+    a, b, c, al, be, ga = 5.1, 6.2, 7.3, 90, 90, 90
+    if family == "c":
+        b = c = a
+    elif family == "h":
+        b, ga = a, 120
+    elif family == "t":
+        b = a
+    elif family == "m":
+        be = 101
+    elif family == "a":
+        al, be, ga = 81, 95, 102
+    text = (f"data_t\n_cell_length_a {a}\n_cell_length_b {b}\n_cell_length_c {c}\n_cell_angle_alpha {al}\n"
+            f"_cell_angle_beta {be}\n_cell_angle_gamma {ga}\n_symmetry_Int_Tables_number {sg}\nloop_\n"
+            "_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\n"
+            + "".join(f"H{i} H {x:.6f} {y:.6f} {z:.6f}\n" for i, (x, y, z) in enumerate(sites)))
+    block = next(b for b in parse_cif(io.StringIO(text)) if b.has_structure())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = block.get_atoms()
+    mine = _block_atoms(block, source="t.cif")
+    assert mine.get_chemical_symbols() == ref.get_chemical_symbols()
+    assert np.array_equal(mine.get_scaled_positions(wrap=False), ref.get_scaled_positions(wrap=False))

@@ -16,12 +16,10 @@ from c2np.cli import build_app
 from c2np.errors import C2NPInputError
 from c2np.fileio import file_sha256
 from c2np.particle import Particle
-from c2np.predictions import (write_forward_predictions, write_forward_predictions_h5,
-                              write_inverse_predictions)
+from c2np.predictions import write_forward_predictions, write_forward_predictions_h5, write_inverse_predictions
 from c2np.splits import build_recipes
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, InverseTask, inverse_target, select_rows
-
 from helpers import perovskite, two_perovskite_store
 
 
@@ -225,3 +223,78 @@ def test_cli_evaluate_forward_default_workers(tmp_path: Path, store: DatasetStor
     assert data["n_failed"] == 0 and data["metrics"]["overall"]["f1@0.1"]["mean"] == 1.0
     r = runner.invoke(app, [*base, "--workers", "-1"])
     assert r.exit_code == 2 and "--workers" in r.output
+
+
+def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
+                                                          perfect: dict[str, Particle],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import c2np.assignment as assignment
+
+    rng = np.random.default_rng(1)
+    collapsed = {sid: Particle(p.numbers, rng.normal(scale=0.3, size=(p.n_atoms, 3)))
+                 for sid, p in perfect.items()}
+    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # small sets: dense, exact
+    assert exact.data["matched_rmsd_uncertified"] == 0 and exact.data["matched_rmsd_bounds"] == []
+    # the sparse path with almost no work allowed: values are bounds, listed with their gap
+    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(assignment, "BIDS_PER_POINT", 1)
+    monkeypatch.setattr(assignment, "MIN_BUDGET_POINTS", 0)
+    res = evaluate_forward(store, collapsed, "id", n_resamples=20)
+    bounds = res.data["matched_rmsd_bounds"]
+    assert res.data["matched_rmsd_uncertified"] == len(bounds) > 0
+    values = dict(zip(res.data["samples"]["sample_id"], res.data["samples"]["matched_rmsd"]))
+    ref = dict(zip(exact.data["samples"]["sample_id"], exact.data["samples"]["matched_rmsd"]))
+    for b in bounds:
+        assert b["matched_rmsd_angstrom"] == values[b["sample_id"]]
+        assert b["lower_bound_angstrom"] <= ref[b["sample_id"]] + 1e-9 <= b["matched_rmsd_angstrom"] + 2e-9
+        assert b["gap_angstrom"] == pytest.approx(b["matched_rmsd_angstrom"] - b["lower_bound_angstrom"])
+    assert res.data["matched_rmsd_max_gap_angstrom"] == max(b["gap_angstrom"] for b in bounds)
+
+
+# --- hostile predictions and stores (issue 16) --------------------------------------------------
+def test_huge_but_finite_predictions_fail_one_sample_each(tmp_path: Path, store: DatasetStore,
+                                                          perfect: dict[str, Particle]) -> None:
+    ids = list(perfect)
+    preds = dict(perfect)
+    base = perfect[ids[0]]
+    preds[ids[0]] = Particle(base.numbers, base.positions_angstrom + np.array([1e155, 0, 0]))
+    preds[ids[1]] = Particle(base.numbers[:1], np.array([[1e308, -1e308, 1e308]]))
+    many = np.tile(base.positions_angstrom, (20, 1))  # 20 x the reference atoms, overlapping
+    preds[ids[2]] = Particle(np.tile(base.numbers, 20), many + 1e-3 * np.arange(len(many))[:, None])
+    res = evaluate_forward(store, preds, "id", n_resamples=100)
+    assert res.n_failed == 3
+    reasons = {f["sample_id"]: f["reason"] for f in res.failed_samples}
+    assert "beyond 10000 Å" in reasons[ids[0]] and "beyond 10000 Å" in reasons[ids[1]]
+    assert "prediction_atoms_factor" in reasons[ids[2]]
+    out = res.write(tmp_path / "r.json")  # allow_nan=False: would raise on a non-finite value
+    json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("values, reason", [
+    ((5.0, 5.0, 5.0, 170.0, 170.0, 170.0, 221), "close no cell"),
+    ((1e308, 4.0, 4.0, 90.0, 90.0, 90.0, 221), "beyond 10000 Å"),
+    ((4.0, 4.0, 4.0, 10.0, 10.0, 90.0, 221), "close no cell"),
+])
+def test_impossible_or_absurd_cells_are_failures(store: DatasetStore, values: tuple, reason: str) -> None:
+    task = InverseTask(store, "id")
+    preds = {q.sample_id: (4.02, 4.02, 4.02, 90.0, 90.0, 90.0, 221) for q in task.queries()}
+    first = next(iter(preds))
+    preds[first] = values
+    res = task.evaluate(preds, n_resamples=100)
+    assert res.n_failed == 1 and reason in res.failed_samples[0]["reason"]
+
+
+def test_a_tampered_store_is_refused_before_scoring(tmp_path: Path) -> None:
+    import h5py
+
+    path = two_perovskite_store(tmp_path / "t.h5")
+    with h5py.File(path, "r+") as f:
+        f["base/positions"][2, 1] += 3e-5  # below the 1e-4 Å the old verify tolerated
+    with pytest.raises(C2NPInputError, match="does not match its fingerprint"):
+        ForwardTask.open(path, "id")
+    preds = write_forward_predictions(tmp_path / "p.extxyz", {"KMgH3/R10/rot_1": carve(perovskite(), 10).particle})
+    res = CliRunner().invoke(build_app(), ["evaluate", "--store", str(path), "--task", "forward", "--split", "id",
+                                           "--predictions", str(preds),
+                                           "-o", str(tmp_path / "r.json")])
+    assert res.exit_code == 2 and "fingerprint" in res.output, res.output
+    assert not (tmp_path / "r.json").exists()

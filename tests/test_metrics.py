@@ -16,11 +16,19 @@ from scipy.spatial.transform import Rotation
 
 from c2np.carving import carve
 from c2np.lattice import LatticeParameters
-from c2np.metrics import (InverseTarget, ReferenceSummary, composition_distance,
-                          forward_metrics, forward_penalties, inverse_metrics,
-                          inverse_penalties, matched_sq_distances, pair_distance_counts,
-                          pair_distance_error, permutation_invariant_lattice_rmse)
-
+from c2np.metrics import (
+    InverseTarget,
+    ReferenceSummary,
+    composition_distance,
+    forward_metrics,
+    forward_penalties,
+    inverse_metrics,
+    inverse_penalties,
+    matched_sq_distances,
+    pair_distance_counts,
+    pair_distance_error,
+    permutation_invariant_lattice_rmse,
+)
 from helpers import perovskite
 
 
@@ -201,27 +209,31 @@ def test_sparse_assignment_equals_dense() -> None:
     pick = rng.permutation(700)[:650]
     for noise, must_certify in ((0.3, True), (0.6, False)):
         p = g[pick] + rng.normal(scale=noise, size=(650, 3))
-        s, n, cert = matched_sq_distances(p, g)  # 650 x 700 > dense limit: sparse path
+        res = matched_sq_distances(p, g)  # 650 x 700 > dense limit: sparse path
         c = cdist(p, g, "sqeuclidean")
         ri, ci = linear_sum_assignment(c)
-        assert n == 650
-        assert cert or not must_certify
-        # certified or not, it is a valid assignment, so never below the optimum
-        assert s >= c[ri, ci].sum() * (1 - 1e-12)
-        assert s == pytest.approx(c[ri, ci].sum(), rel=1e-10)
+        opt = c[ri, ci].sum()
+        assert res.n_pairs == 650 and res.method == "auction"
+        assert res.exact or not must_certify
+        # exact or not, it is a valid assignment and a valid bound around the optimum
+        assert res.sum_sq_angstrom2 >= opt * (1 - 1e-12)
+        assert res.lower_bound_angstrom2 <= opt * (1 + 1e-12)
+        assert res.sum_sq_angstrom2 == pytest.approx(opt, rel=1e-10)
 
 
 def test_collapsed_prediction_falls_back_to_a_valid_upper_bound() -> None:
     rng = np.random.default_rng(5)
     g = rng.uniform(-10, 10, size=(700, 3))
     p = np.zeros((650, 3))  # every atom on one point: no full matching among near neighbours
-    s, n, cert = matched_sq_distances(p, g)
+    res = matched_sq_distances(p, g)
     c = cdist(p, g, "sqeuclidean")
     ri, ci = linear_sum_assignment(c)
-    assert n == 650 and np.isfinite(s)
-    assert s >= c[ri, ci].sum() * (1 - 1e-12)
-    if cert:  # a certified value must be the optimum
-        assert s == pytest.approx(c[ri, ci].sum(), rel=1e-9)
+    opt = c[ri, ci].sum()
+    assert res.n_pairs == 650 and np.isfinite(res.sum_sq_angstrom2)
+    assert res.sum_sq_angstrom2 >= opt * (1 - 1e-12)
+    assert res.lower_bound_angstrom2 <= opt * (1 + 1e-12)
+    if res.exact:  # a certified value must be the optimum
+        assert res.sum_sq_angstrom2 == pytest.approx(opt, rel=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
@@ -289,8 +301,15 @@ def test_inverse_failures() -> None:
 def test_metric_enumeration_names_every_score_once() -> None:
     """The Metric enumeration is the one list of names: the score dicts of both tasks and
     their failure values use exactly its members; the headline lists are members too."""
-    from c2np.metrics import (HEADLINE, PRIMARY, Metric, forward_metric_info, forward_penalties,
-                              inverse_metric_info, inverse_penalties)
+    from c2np.metrics import (
+        HEADLINE,
+        PRIMARY,
+        Metric,
+        forward_metric_info,
+        forward_penalties,
+        inverse_metric_info,
+        inverse_penalties,
+    )
 
     pos = np.array([[0.0, 0.0, 0.0], [1.5, 0.0, 0.0], [0.0, 1.5, 0.0], [0.0, 0.0, 1.5]])
     nums = np.array([1, 1, 8, 8])

@@ -3,8 +3,14 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from c2np.errors import SamplingError
-from c2np.orientations import (draw_paper_quaternion, geodesic_angle_deg, min_separation_deg, n_rotations,
-                               sample_orientations, site_rotation_group)
+from c2np.orientations import (
+    draw_paper_quaternion,
+    geodesic_angle_deg,
+    min_separation_deg,
+    n_rotations,
+    sample_orientations,
+    site_rotation_group,
+)
 from c2np.splits import PAPER, STRICT, build_recipes
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.spatial.distance import pdist
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.spatial.distance import pdist
 from scipy.spatial.transform import Rotation
 
 from c2np.metrics import EDGE_SNAP_ANGSTROM, pair_distance_counts

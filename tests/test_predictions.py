@@ -11,9 +11,16 @@ from c2np.errors import C2NPInputError
 from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
 from c2np.particle_io import iter_extxyz, iter_xyz_frames, read_particle, write_extxyz
-from c2np.predictions import (INVERSE_COLUMNS, InversePrediction, inverse_values, iter_forward_predictions,
-                              read_inverse_predictions, write_forward_predictions,
-                              write_forward_predictions_h5, write_inverse_predictions)
+from c2np.predictions import (
+    INVERSE_COLUMNS,
+    InversePrediction,
+    inverse_values,
+    iter_forward_predictions,
+    read_inverse_predictions,
+    write_forward_predictions,
+    write_forward_predictions_h5,
+    write_inverse_predictions,
+)
 
 SID = "KMgH3/R10/rot_1"
 
@@ -136,3 +143,37 @@ def test_csv_empty_value_is_a_failure_not_an_error(tmp_path: Path) -> None:
     path.write_text("sample_id,a,b,c,alpha,beta,gamma,spacegroup\nX/R6/rot_1,4,,4,90,90,90,nan\n")
     row = read_inverse_predictions(path)["X/R6/rot_1"]
     assert np.isnan(row.params[1]) and np.isnan(row.spacegroup)
+
+
+# --- hostile prediction files (issue 16) ------------------------------------------------------
+def test_space_group_4_1_is_not_read_as_41(tmp_path: Path) -> None:
+    p = tmp_path / "p.csv"
+    p.write_text("sample_id,a,b,c,alpha,beta,gamma,spacegroup\ns,4,4,4,90,90,90,4_1\n")
+    with pytest.raises(C2NPInputError, match="line 2: column 'spacegroup' is not a number: '4_1'"):
+        read_inverse_predictions(p)
+
+
+def test_unterminated_quote_names_the_line_it_starts_on(tmp_path: Path) -> None:
+    p = tmp_path / "p.csv"
+    p.write_text("sample_id,a,b,c,alpha,beta,gamma,spacegroup\ns1,4,4,4,90,90,90,221\n"
+                 '"s2,4,4,4,90,90,90,221\ns3,4,4,4,90,90,90,221\ns4,4,4,4,90,90,90,221\n')
+    with pytest.raises(C2NPInputError, match="line 3: a quoted field runs over 3 lines .an unterminated quote"):
+        read_inverse_predictions(p)
+
+
+def test_tiny_h5_declaring_300_million_atoms_is_refused(tmp_path: Path) -> None:
+    import h5py
+
+    from c2np.errors import C2NPLimitError
+    from c2np.predictions import FORWARD_H5_FORMAT, iter_forward_predictions
+
+    p = tmp_path / "p.h5"
+    with h5py.File(p, "w") as f:
+        f.attrs["format"] = FORWARD_H5_FORMAT
+        f.create_dataset("sample_ids", data=np.array([b"a/R6/rot_0"]))
+        f.create_dataset("offsets", data=np.array([0, 300_000_000]))
+        f.create_dataset("numbers", shape=(300_000_000,), dtype="i2", chunks=(1 << 16,), compression="gzip")
+        f.create_dataset("positions", shape=(300_000_000, 3), dtype="f4", chunks=(1 << 16, 3), compression="gzip")
+    assert p.stat().st_size < 20_000
+    with pytest.raises(C2NPLimitError, match="p.h5: /numbers declares 600,000,000 bytes"):
+        list(iter_forward_predictions(p))

@@ -12,7 +12,6 @@ from c2np.errors import C2NPInputError
 from c2np.evaluation.results import HASH_KEY, RESULTS_SCHEMA, Results, canonical_json, content_sha256
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
-
 from helpers import two_perovskite_store
 
 

@@ -11,12 +11,12 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from c2np.carving import carve
-from c2np.particle import Particle
+from c2np.catalog.textbook import TEXTBOOK_PROTOTYPES, prototype_cell
 from c2np.cells import read_cif, standardize
 from c2np.errors import C2NPInputError
+from c2np.particle import Particle
 from c2np.particle_io import write_extxyz
-from c2np.catalog.textbook import TEXTBOOK_PROTOTYPES, prototype_cell
-from c2np.solver import SolverResult, solve, solve_particle
+from c2np.solver import SolverResult, SolverSettings, solve, solve_particle
 
 LENGTH_TOL = 0.05  # Å
 ANGLE_TOL = 0.5  # degrees
@@ -38,7 +38,7 @@ def _assert_matches(result: SolverResult, name: str, *, length_tol: float = LENG
                     angle_tol: float = ANGLE_TOL) -> None:
     target = standardize(prototype_cell(name))
     assert result.spacegroup == target.spacegroup, (name, result.international, target.international)
-    got = np.array(result.lattice_params)
+    got = np.array(result.lattice.as_array())
     want = np.array(target.lattice_params)
     np.testing.assert_allclose(got[:3], want[:3], atol=length_tol, rtol=0, err_msg=name)
     np.testing.assert_allclose(got[3:], want[3:], atol=angle_tol, rtol=0, err_msg=name)
@@ -81,7 +81,7 @@ def test_result_independent_of_position_orientation_and_order() -> None:
         results.append(solve(base.numbers[perm], pos))
     for r in results[1:]:
         assert r.spacegroup == results[0].spacegroup
-        np.testing.assert_allclose(r.lattice_params, results[0].lattice_params, atol=1e-6)
+        np.testing.assert_allclose(r.lattice.as_array(), results[0].lattice.as_array(), atol=1e-6)
         assert r.cell.n_atoms == results[0].cell.n_atoms
 
 
@@ -194,7 +194,7 @@ def test_cli_identify_bad_input_exits_2(tmp_path: Path) -> None:
     few = tmp_path / "few.xyz"
     few.write_text("2\n\nH 0 0 0\nH 0.74 0 0\n")
     res = runner.invoke(app, ["identify", str(few)])
-    assert res.exit_code == 2
+    assert res.exit_code == 1  # a readable particle without a lattice: no answer, not bad input
     assert "few.xyz" in res.output
     res = runner.invoke(app, ["identify", str(tmp_path / "missing.xyz")])
     assert res.exit_code == 2
@@ -217,7 +217,7 @@ def test_recovers_monoclinic_and_triclinic(spacegroup: int, cellpar: tuple, basi
     res = carve(cell, 9.0, centre_frac=rng.random(3), quaternion=Rotation.random(random_state=rng).as_quat())
     result = solve(res.particle.numbers, res.particle.positions_angstrom)
     assert result.spacegroup == target.spacegroup
-    np.testing.assert_allclose(result.lattice_params, target.lattice_params, atol=1e-3)
+    np.testing.assert_allclose(result.lattice.as_array(), target.lattice_params, atol=1e-3)
 
 
 # --- small catalog particles (issue 5: R = 6 Å with the paper's OOD rotations) ---------------
@@ -248,7 +248,7 @@ def test_small_catalog_particles_in_every_orientation(material: str) -> None:
         perm = rng.permutation(particle.n_atoms)
         result = solve(particle.numbers[perm], particle.positions_angstrom[perm] + rng.uniform(-9, 9, 3))
         assert result.spacegroup == target.spacegroup, (material, result.international)
-        np.testing.assert_allclose(result.lattice_params, target.lattice_params, atol=1e-3)
+        np.testing.assert_allclose(result.lattice.as_array(), target.lattice_params, atol=1e-3)
         assert 0.0 < result.confidence <= 1.0
 
 
@@ -261,22 +261,22 @@ def test_low_support_and_restored_sites_lower_the_confidence() -> None:
 
 
 def test_complete_sites_restores_an_absent_site() -> None:
-    from c2np.solver import _complete_sites
+    from c2np.solver.symmetry import complete_sites
 
     cell = prototype_cell("NaMgH3-Pnma")
     lat = np.asarray(cell.lattice_angstrom, float)
     frac, nums = np.asarray(cell.frac_coords, float), np.asarray(cell.numbers)
     drop = int(np.flatnonzero(nums == 1)[0])
     keep = np.arange(len(nums)) != drop
-    f2, z2 = _complete_sites(lat, frac[keep], nums[keep], tol_angstrom=0.01)
+    f2, z2 = complete_sites(lat, frac[keep], nums[keep], tol_angstrom=0.01)
     assert len(z2) == len(nums) and sorted(z2.tolist()) == sorted(nums.tolist())
     assert np.linalg.norm(_min_image_frac(f2[-1] - frac[drop]) @ lat) < 0.01
     # a complete cell is returned as is; so is one missing a fifth of its sites or more
-    f3, z3 = _complete_sites(lat, frac, nums, tol_angstrom=0.01)
+    _, z3 = complete_sites(lat, frac, nums, tol_angstrom=0.01)
     assert len(z3) == len(nums)
     rutile = prototype_cell("TiO2-rutile")
     keep_r = np.arange(len(rutile.numbers)) != 2
-    _, z4 = _complete_sites(np.asarray(rutile.lattice_angstrom, float),
+    _, z4 = complete_sites(np.asarray(rutile.lattice_angstrom, float),
                             np.asarray(rutile.frac_coords, float)[keep_r],
                             np.asarray(rutile.numbers)[keep_r], tol_angstrom=0.01)
     assert len(z4) == len(rutile.numbers) - 1
@@ -287,10 +287,81 @@ def _min_image_frac(d: np.ndarray) -> np.ndarray:
 
 
 def test_whole_shells_never_split_equal_distances() -> None:
-    from c2np.solver import _whole_shells
+    from c2np.solver.geometry import whole_shells
 
     r = np.array([0.0, 1.0, 1.0, 1.0 + 1e-9, 2.0, 2.0])
-    assert _whole_shells(r, 2) == 4
-    assert _whole_shells(r, 4) == 4
-    assert _whole_shells(r, 5) == 6
-    assert _whole_shells(r, 0) == 0
+    assert whole_shells(r, 2) == 4
+    assert whole_shells(r, 4) == 4
+    assert whole_shells(r, 5) == 6
+    assert whole_shells(r, 0) == 0
+
+
+# --- settings and steps -------------------------------------------------------------------------
+def test_settings_are_frozen_keyword_only_and_checked() -> None:
+    settings = SolverSettings(symprec_sweep_angstrom=(0.1, 0.001, 0.01))
+    assert settings.symprec_sweep_angstrom == (0.001, 0.01, 0.1)  # stored tight to loose
+    with pytest.raises(AttributeError):
+        settings.min_atoms = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        SolverSettings(8)  # type: ignore[misc]
+    for bad in ({"symprec_sweep_angstrom": ()}, {"symprec_sweep_angstrom": (0.01, -1.0)},
+                {"symprec_sweep_angstrom": (float("nan"),)}, {"chunk_size": 0},
+                {"boundary_margin_angstrom": float("inf")}, {"match_fraction": 1.5}):
+        with pytest.raises(C2NPInputError):
+            SolverSettings(**bad)
+
+
+def test_settings_reach_the_steps() -> None:
+    part = carve(prototype_cell("Fe-bcc"), 7.0).particle
+    with pytest.raises(C2NPInputError, match="at least 1000 needed"):
+        solve_particle(part, settings=SolverSettings(min_atoms=1000))
+    # a translation budget shorter than the bcc nearest-neighbour vector finds no lattice
+    with pytest.raises(C2NPInputError, match="no candidate translations|no lattice"):
+        solve_particle(part, settings=SolverSettings(max_translation_angstrom=1.0))
+    loose = solve_particle(part, settings=SolverSettings(symprec_sweep_angstrom=(0.05, 0.1, 0.2)))
+    assert loose.spacegroup == 229 and loose.symprec_angstrom == 0.05
+
+
+def test_steps_run_one_by_one() -> None:
+    from c2np.solver.candidates import candidate_translations
+    from c2np.solver.frame import particle_frame
+    from c2np.solver.neighbours import neighbour_scale
+    from c2np.solver.search import find_lattice
+
+    cell = prototype_cell("Cu-fcc")
+    a = float(np.linalg.norm(np.asarray(cell.lattice_angstrom)[0]))
+    part = carve(cell, 8.0, centre_frac=(0.1, 0.2, 0.3)).particle
+    settings = SolverSettings()
+    frame = particle_frame(part.numbers, part.positions_angstrom, settings)
+    assert frame.n_atoms == part.n_atoms
+    np.testing.assert_allclose(frame.rel.mean(axis=0), 0.0, atol=1e-9)
+    scale = neighbour_scale(frame, settings)
+    assert scale.d_same_min_angstrom == pytest.approx(a / np.sqrt(2.0), abs=1e-6)  # fcc nearest neighbour
+    cands = candidate_translations(frame, scale, settings)
+    lengths = np.linalg.norm(cands.vectors, axis=1)
+    assert np.all(np.diff(lengths) >= -1e-6) and cands.reference_element == 29
+    found = find_lattice(frame, scale, cands, settings)
+    assert abs(np.linalg.det(found.accepted.basis)) == pytest.approx(a ** 3 / 4, rel=1e-6)  # primitive fcc
+    assert not found.low_support
+
+
+def test_result_lattice_is_the_lattice_record() -> None:
+    from c2np.lattice import LatticeParameters
+
+    result = solve_particle(carve(prototype_cell("Mg-hcp"), 8.0).particle)
+    assert isinstance(result.lattice, LatticeParameters) and result.lattice.is_valid()
+    data = result.to_dict()
+    assert [data[k] for k in ("a", "b", "c", "alpha", "beta", "gamma")] == result.lattice.as_array().tolist()
+
+
+def test_memory_layout_of_the_input_does_not_change_the_answer() -> None:
+    # (the old solver differed in the last bits here: sums over C- and F-ordered arrays round differently)
+    rng = np.random.default_rng(0)
+    part = carve(prototype_cell("ZnO-wurtzite"), 9.0, centre_frac=rng.random(3),
+                 quaternion=Rotation.random(random_state=rng).as_quat()).particle
+    numbers, positions = part.numbers, part.positions_angstrom
+    c_order = solve(numbers, np.ascontiguousarray(positions))
+    f_order = solve(numbers, np.asfortranarray(positions))
+    assert f_order.spacegroup == c_order.spacegroup
+    assert np.array_equal(f_order.lattice.as_array(), c_order.lattice.as_array())
+    assert np.array_equal(f_order.primitive_lattice_angstrom, c_order.primitive_lattice_angstrom)

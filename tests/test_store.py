@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from c2np.carving import carve
 from c2np.cells import write_cif
 from c2np.cli import build_app
-from c2np.errors import C2NPStoreError
+from c2np.errors import C2NPInputError, C2NPStoreError
 from c2np.formats import export_extxyz, export_original, import_original
 from c2np.loaders import collate_particles, iter_arrays, iter_atoms, torch_dataset
 from c2np.particle_io import iter_extxyz
@@ -178,3 +178,118 @@ def test_cli_carve_writes_particle(tmp_path: Path, kmgh3) -> None:
     (_, part, info), = list(iter_extxyz(out))
     assert part.n_atoms == json.loads(r.stdout)["n_atoms"] == carve(kmgh3, 6).particle.n_atoms
     assert info["material"] == "KMgH3"
+
+
+# --- hostile stores (issue 16) ---------------------------------------------------------------
+def _rename_material(path: Path, new: str) -> None:
+    with h5py.File(path, "r+") as f:
+        ids = [s.decode() for s in f["cells/material_ids"][()]]
+        old = ids[0]
+        ids[0] = new
+        del f["cells/material_ids"]
+        f["cells"].create_dataset("material_ids", data=np.array([i.encode() for i in ids], dtype="S"))
+        mats = [new if m == old else m for m in json.loads(f["recipes"].attrs["materials"])]
+        f["recipes"].attrs["materials"] = json.dumps(mats)
+
+
+@pytest.mark.parametrize("evil", ["../../x", "/tmp/abs", "a\nb", ".hidden"])
+def test_store_with_unsafe_material_id_is_refused_everywhere(tmp_path: Path, store_path: Path, evil: str) -> None:
+    _rename_material(store_path, evil)
+    with pytest.raises(C2NPStoreError, match="not a safe name"):
+        DatasetStore.open(store_path)
+    res = CliRunner().invoke(build_app(), ["export", str(store_path), "--format", "original",
+                                           "-o", str(tmp_path / "exp")])
+    assert res.exit_code == 2 and "not a safe name" in res.output
+    res = CliRunner().invoke(build_app(), ["verify", str(store_path)])
+    assert res.exit_code == 2
+    assert not (tmp_path / "exp").exists() and not (tmp_path.parent / "x").exists()
+
+
+def test_build_refuses_unsafe_ids(tmp_path: Path, kmgh3) -> None:
+    with pytest.raises(C2NPStoreError, match="not a safe name"):
+        build_store([kmgh3.with_id("../up")], tmp_path / "ds.h5", radii_angstrom=[6], progress=False)
+    assert not (tmp_path / "ds.h5").exists()
+
+
+def test_tiny_store_declaring_huge_arrays_is_refused_before_reading(tmp_path: Path, store_path: Path) -> None:
+    from c2np.errors import C2NPLimitError
+
+    with h5py.File(store_path, "r+") as f:
+        del f["base/positions"]
+        f["base"].create_dataset("positions", shape=(300_000_000, 3), dtype="f4", chunks=(1 << 16, 3),
+                                 compression="gzip")  # nothing written: a few kB on disk
+    assert store_path.stat().st_size < 1_000_000
+    with pytest.raises(C2NPLimitError, match="/base/positions declares 3,600,000,000 bytes"):
+        DatasetStore.open(store_path)
+
+
+def test_verify_catches_margins_clip_flags_and_tiny_shifts(tmp_path: Path, store_path: Path) -> None:
+    import shutil
+
+    cases = {
+        "shift": lambda f: f["base/positions"].__setitem__((5, 1), f["base/positions"][5, 1] + 2e-5),
+        "margin": lambda f: f["base/boundary_margin"].__setitem__(0, f["base/boundary_margin"][0] + 1e-3),
+        "clip": lambda f: f["base/paper_supercell_clips"].__setitem__(1, not f["base/paper_supercell_clips"][1]),
+    }
+    expected = {"shift": "positions differ", "margin": "boundary margin", "clip": "clip flag"}
+    for name, tamper in cases.items():
+        copy = tmp_path / f"{name}.h5"
+        shutil.copy(store_path, copy)
+        with h5py.File(copy, "r+") as f:
+            tamper(f)
+        rep = verify_store(copy)
+        assert not rep.ok and any(expected[name] in p for p in rep.problems), (name, rep.problems)
+        res = CliRunner().invoke(build_app(), ["verify", str(copy)])
+        assert res.exit_code == 1
+
+
+def test_require_intact_refuses_a_tampered_store(tmp_path: Path, store_path: Path) -> None:
+    from c2np.store import require_intact
+
+    require_intact(DatasetStore.open(store_path))
+    with h5py.File(store_path, "r+") as f:
+        f["base/positions"][0, 0] += 1e-4
+    os.utime(store_path, ns=(0, 0))  # a new modification time: the cached check is not reused
+    with pytest.raises(C2NPStoreError, match="does not match its fingerprint.*positions differ"):
+        require_intact(DatasetStore.open(store_path))
+
+
+def _raw_archive(tmp_path: Path, kmgh3, lines_r6: list[str]) -> Path:
+    root = tmp_path / "raw"
+    write_cif(kmgh3, root / "cifs" / "KMgH3.cif")
+    (root / "materials").mkdir()
+    (root / "materials" / "KMgH3_R6.xyz").write_text("\n".join(lines_r6) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("lines, match", [
+    (["0", "empty"], "frame 0 has no atoms"),
+    (["1", "", "X 0 0 0"], "line 3.: unknown element 'X'"),
+    (["2", "", "K 0 0 0", "Mg 1e30 0 0"], "line 3: atom 5e\\+29 Å from the particle centre"),
+    (["2", "", "K 0 0 0", "Mg 0 0 0.1"], "lines 3 and 4: atoms closer than 0.5 Å"),
+    (["4_1", ""], "line 1.: expected an atom count, got '4_1'"),
+    (["1", "", "K nan 0 0"], "frame 0 .line 1.: atom 0 has a non-finite position"),
+])
+def test_import_original_refuses_bad_particles(tmp_path: Path, kmgh3, lines: list[str], match: str) -> None:
+    root = _raw_archive(tmp_path, kmgh3, lines)
+    with pytest.raises(C2NPInputError, match=match):
+        import_original(root, tmp_path / "imp.h5", progress=False)
+    assert not (tmp_path / "imp.h5").exists()
+
+
+def test_import_original_reads_upper_case_suffix(tmp_path: Path, kmgh3) -> None:
+    p = carve(kmgh3, 6).particle
+    lines = [str(p.n_atoms), ""] + [f"{s} {x:.6f} {y:.6f} {z:.6f}" for s, (x, y, z) in
+                                    zip(p.to_ase().get_chemical_symbols(), p.positions_angstrom)]
+    root = _raw_archive(tmp_path, kmgh3, lines)
+    (root / "materials" / "KMgH3_R6.xyz").rename(root / "materials" / "KMgH3_R6.XYZ")
+    assert len(DatasetStore.open(import_original(root, tmp_path / "imp.h5", progress=False))) == 164
+
+
+@pytest.mark.parametrize("version", [float("inf"), 1.0, "1", -1])
+def test_odd_format_versions_are_a_clear_error(store_path: Path, version: object) -> None:
+    """Found by tests/test_fuzz_readers.py: an infinite format_version raised OverflowError."""
+    with h5py.File(store_path, "r+") as f:
+        f.attrs["format_version"] = version
+    with pytest.raises(C2NPStoreError, match="format version"):
+        DatasetStore.open(store_path)

@@ -19,9 +19,17 @@ from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
 from c2np.predictions import InversePrediction, write_inverse_predictions
 from c2np.store import DatasetStore, build_store
-from c2np.tasks import (EVAL_ROTATIONS_PER_GROUP, ForwardQuery, ForwardTask, InverseQuery, InverseTask,
-                        example_rows, inverse_target, opaque_sample_id, select_rows)
-
+from c2np.tasks import (
+    EVAL_ROTATIONS_PER_GROUP,
+    ForwardQuery,
+    ForwardTask,
+    InverseQuery,
+    InverseTask,
+    example_rows,
+    inverse_target,
+    opaque_sample_id,
+    select_rows,
+)
 from helpers import perovskite, two_perovskite_store
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"

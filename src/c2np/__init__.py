@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from c2np.version import __version__
 
 # name -> module that owns it (one home per concept)
 _EXPORTS: dict[str, str] = {
@@ -52,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "Results": "c2np.evaluation.results",
     # the solver
     "solve_particle": "c2np.solver",
+    "SolverSettings": "c2np.solver",
+    "SolverResult": "c2np.solver",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -66,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from c2np.orientations import geodesic_angle_deg, sample_orientations
     from c2np.particle import Particle
     from c2np.predictions import InversePrediction
-    from c2np.solver import solve_particle
+    from c2np.solver import SolverResult, SolverSettings, solve_particle
     from c2np.splits import Protocol, get_protocol
     from c2np.store import DatasetStore, build_store, verify_store
     from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask

@@ -16,20 +16,25 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
+from c2np.executor import Context, Executor, LocalExecutor
+from c2np.executor import same as _same
 from c2np.metrics import InverseTarget
 from c2np.particle import Particle
+from c2np.particle_descriptor import ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
 from c2np.solver import solve
 from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask
 
 __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "CompositionLookup",
-           "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES", "predict"]
+           "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES",
+           "HELDOUT_BASELINES", "predict"]
 
 ForwardModel = Callable[[ForwardQuery], Particle]
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
@@ -78,7 +83,7 @@ class Memorisation:
         self.table = {m: dict(v) for m, v in table.items()}
 
     @classmethod
-    def fit(cls, task: ForwardTask) -> "Memorisation":
+    def fit(cls, task: ForwardTask) -> Memorisation:
         """One training particle per (material, R) of the task's training examples, stored
         in the unrotated frame."""
         table: dict[str, dict[int, Particle]] = {}
@@ -126,7 +131,7 @@ class MajorityClass:
         self.prediction = prediction
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "MajorityClass":
+    def fit(cls, task: InverseTask) -> MajorityClass:
         """Count space groups and average lattice parameters over the training examples."""
         targets = [t for _, t in _training_targets(task, "majority class")]
         sg = Counter(int(t.spacegroup) for t in targets).most_common(1)[0][0]
@@ -147,7 +152,7 @@ class CompositionLookup:
         self.entries = [(dict(c), t) for c, t in entries]
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "CompositionLookup":
+    def fit(cls, task: InverseTask) -> CompositionLookup:
         """Composition and target of one training example per (material, R)."""
         return cls((_composition_of(q.particle.numbers), t)
                    for q, t in _training_targets(task, "composition lookup"))
@@ -165,6 +170,40 @@ class CompositionLookup:
         return _prediction(min(self.entries, key=score)[1])
 
 
+class DescriptorNeighbour:
+    """Memorisation by particle descriptor (the strong task-2 floor): the training example
+    whose :func:`c2np.particle_descriptor.describe` histograms are nearest (Euclidean; among
+    examples with the same number of species when there are any), its space group, and its
+    lattice lengths scaled by the ratio of the descriptor scales ``s_query / s_train`` (the
+    nearest-neighbour distance ratio); angles as the neighbour's. Sees only the particle."""
+
+    def __init__(self, entries: Iterable[tuple[ParticleDescriptor, InverseTarget]]) -> None:
+        self.entries = list(entries)
+        if not self.entries:
+            raise C2NPInputError("descriptor neighbour: no training examples")
+        self._hist = np.stack([d.histograms.ravel() for d, _ in self.entries])
+        self._n_species = np.array([len(d.numbers) for d, _ in self.entries])
+
+    @classmethod
+    def fit(cls, task: InverseTask) -> DescriptorNeighbour:
+        """Descriptor and target of one training example per (material, R)."""
+        return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
+
+    def __call__(self, query: InverseQuery) -> InversePrediction:
+        return self.from_descriptor(describe(query.particle))
+
+    def from_descriptor(self, d: ParticleDescriptor) -> InversePrediction:
+        """The prediction for a particle given by its descriptor."""
+        dist = np.linalg.norm(self._hist - d.histograms.ravel()[None, :], axis=1)
+        same = self._n_species == len(d.numbers)
+        if np.any(same):
+            dist = np.where(same, dist, np.inf)
+        ref, target = self.entries[int(np.argmin(dist))]
+        ratio = d.scale_angstrom / ref.scale_angstrom
+        p = np.asarray(target.params, dtype=np.float64)
+        return InversePrediction.from_values(np.r_[p[:3] * ratio, p[3:]], int(target.spacegroup))
+
+
 def crystallographic_solver(query: InverseQuery) -> InversePrediction | None:
     """The crystallographic solver on the particle (:func:`c2np.solver.solve`). A particle the
     solver cannot handle gets no prediction (the harness counts it as a failure)."""
@@ -172,7 +211,7 @@ def crystallographic_solver(query: InverseQuery) -> InversePrediction | None:
         res = solve(query.particle.numbers, query.particle.positions_angstrom)
     except C2NPInputError:
         return None
-    return InversePrediction.from_values(res.lattice_params, int(res.spacegroup))
+    return InversePrediction(res.lattice, int(res.spacegroup))
 
 
 def _no_fit(model: Callable[..., Any]) -> Callable[[Any], Callable[..., Any]]:
@@ -190,14 +229,31 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "composition-lookup": CompositionLookup.fit,
     "majority-class": MajorityClass.fit,
 }
+#: Task-2 floors for held-out materials (protocol strict), beside INVERSE_BASELINES; not (yet)
+#: a leaderboard row (the benchmark's baseline table is INVERSE_BASELINES).
+HELDOUT_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
+    "descriptor-neighbour": DescriptorNeighbour.fit,
+}
 
 
-def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any]) -> dict[str, Any]:
+def _answer(model: Callable[[Any], Any], query: Any) -> Any:
+    return model(query)
+
+
+def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any], *,
+            executor: Executor | None = None, chunk: int = 16) -> dict[str, Any]:
     """``{sample_id: prediction}`` of ``model`` over the task's queries (a query the model
-    answers with None is left out: the harness scores it as a missing prediction)."""
+    answers with None is left out: the harness scores it as a missing prediction), in
+    query order. ``executor`` (:mod:`c2np.executor`; default: this process) runs the
+    queries in chunks of ``chunk``; on Dask ``model`` is sent to the workers, so it must
+    pickle (a module-level function or a fitted model object)."""
+    queries: list[ForwardQuery | InverseQuery] = list(task.queries())
+    ex = executor if executor is not None else LocalExecutor(1)
     out: dict[str, Any] = {}
-    for q in task.queries():
-        pred = model(q)
-        if pred is not None:
-            out[q.sample_id] = pred
+    k = 0
+    for part in ex.map(_answer, queries, context=Context(_same, (model,), value=model), chunk=chunk):
+        for pred in part:
+            if pred is not None:
+                out[queries[k].sample_id] = pred
+            k += 1
     return out

@@ -1,39 +1,70 @@
-"""Run every baseline (and every model with predictions on disk) on a store, evaluate them
-with the harness and write the leaderboard and its plots.
+"""Run every baseline on a store, write each as a submission, and rebuild the leaderboard
+from the submission folders (:func:`c2np.leaderboard.build_leaderboard`): results, Markdown /
+JSON tables, PNG plots and the offline report site.
 
-Prediction files live in ``{predictions_dir}/{task}/{model}/{split}.{extxyz|h5|csv}``; the
-baselines are written there too, so a trained model's files (from ``c2np predict``) dropped
-into the same layout are picked up and ranked beside them.
+The baselines are written to ``{out}/submissions/<baseline>/`` (``model.yml`` + prediction
+files, docs/submissions.md); a trained model's submission folder placed there is checked,
+scored and ranked beside them.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
-from c2np.metrics import HEADLINE, PRIMARY, Metric
+from c2np.metrics import HEADLINE, PRIMARY
 from c2np.particle import Particle
-from c2np.predictions import (iter_forward_predictions, read_inverse_predictions, write_forward_predictions,
-                              write_inverse_predictions)
-from c2np.report import (LeaderboardRow, normalise, plot_confusion, plot_id_vs_ood, plot_metric_vs_radius,
-                         plot_particles, write_leaderboard)
-from c2np.splits import get_protocol
+from c2np.predictions import (
+    iter_forward_predictions,
+    read_inverse_predictions,
+    write_forward_predictions,
+    write_inverse_predictions,
+)
+from c2np.report import (
+    METRIC_LABELS,
+    RADIUS_PLOTS,
+    LeaderboardRow,
+    plot_confusion,
+    plot_id_vs_ood,
+    plot_metric_vs_radius,
+    plot_particles,
+    write_leaderboard,
+)
+from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
-from c2np.tasks import ForwardTask, InverseTask, inverse_target, opaque_sample_id, open_task, select_rows
+from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows
 
-__all__ = ["BenchmarkSummary", "run_benchmark", "discover_predictions"]
+__all__ = ["BenchmarkSummary", "run_benchmark", "baseline_model_yml", "summary_json"]
 
-#: Per-radius plots: the primary metric of each task and one more.
-_RADIUS_PLOTS = {"forward": (PRIMARY["forward"], Metric.CHAMFER),
-                 "inverse": (PRIMARY["inverse"], Metric.SPACEGROUP_ACCURACY)}
-_EXT = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
+_BASELINE_INFO = {
+    "analytic-carve": ("Analytic carve (ceiling)", "carve-based baseline",
+                       "carves the sphere from the unit cell exactly (c2np.carving): the ceiling"),
+    "memorisation": ("Nearest-training-sample memorisation", "carve-based baseline",
+                     "the training particle of the same material at the nearest train radius, rotated, "
+                     "cropped to R"),
+    "random-ball": ("Uniform random ball (floor)", "baseline",
+                    "the right number of atoms, uniform in the ball, with the cell's composition: the floor"),
+    "solver": ("Crystallographic solver", "baseline",
+               "finds the lattice translations inside the particle, folds, detects symmetry (c2np.solver)"),
+    "composition-lookup": ("Composition lookup (memorisation)", "baseline",
+                           "the target of the training material with the nearest composition"),
+    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)", "baseline",
+                             "the training example with the nearest particle-descriptor histograms: its "
+                             "space group and its lattice scaled by the descriptor-scale ratio"),
+    "majority-class": ("Majority class (floor)", "baseline",
+                       "the most common space group and the mean lattice of the training examples"),
+}
 
 
 @dataclass(frozen=True)
@@ -47,6 +78,8 @@ class BenchmarkSummary:
         plots: PNG files.
         rows: the leaderboard rows (normalised scores included).
         seconds: wall time.
+        report_index: ``report/index.html``, the offline HTML report (``c2np.site``).
+        submissions_dir: the submission folders the leaderboard was built from.
     """
 
     out_dir: Path
@@ -56,31 +89,67 @@ class BenchmarkSummary:
     plots: tuple[Path, ...]
     rows: tuple[LeaderboardRow, ...]
     seconds: float
+    report_index: Path | None = None
+    submissions_dir: Path | None = None
 
 
-def discover_predictions(pred_dir: Path, task: str, split: str) -> dict[str, Path]:
-    """Model name -> prediction file for (task, split) under ``pred_dir``."""
-    out: dict[str, Path] = {}
-    root = pred_dir / task
-    if not root.is_dir():
-        return out
-    for model_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        for ext in _EXT[task]:
-            f = model_dir / f"{split}{ext}"
-            if f.is_file():
-                out[model_dir.name] = f
-                break
-    return out
+def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_seconds: float,
+                       subset: str) -> str:
+    """The ``model.yml`` of a built-in baseline as a submission (schema ``c2np.submission/1``)."""
+    import yaml
+
+    from c2np.version import __version__
+
+    title, kind, what = _BASELINE_INFO[name]
+    doc = {
+        "schema": "c2np.submission/1",
+        "model": {"id": name, "name": title, "version": __version__, "family": "baseline", "kind": kind,
+                  "authors": ["c2np"], "repository": f"c2np {__version__} (c2np.baselines)", "license": "MIT",
+                  "description": what},
+        "training": {"protocol": store.recipes.protocol, "store_fingerprint": store.fingerprint,
+                     "data": "none (no fitting)" if name in ("analytic-carve", "random-ball", "solver")
+                     else "the train split of the store"},
+        "hardware": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "wall_time_seconds": {"training": 0.0, "inference": round(float(inference_seconds), 3)},
+        "c2np_version": __version__,
+        "date": _dt.date.today().isoformat(),
+        "tasks": [task],
+        "subset": subset,
+    }
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
-def _row_from_results(data: dict[str, Any], path: Path) -> LeaderboardRow:
-    overall = data["metrics"]["overall"]
-    info = data.get("metric_info", {})
-    return LeaderboardRow(
-        model=data["model"], task=data["task"], split=data["split"], protocol=data["protocol"],
-        metrics={k: v["mean"] for k, v in overall.items()},
-        higher_is_better={k: m.get("better") == "higher" for k, m in info.items() if m.get("better") in ("higher", "lower")},
-        n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path))
+def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Sequence[str], tasks: Sequence[str],
+                                splits: Sequence[str], subset: str, say: Callable[[str], None]) -> dict[str, float]:
+    """Predict with every baseline and write ``sub_dir/<name>/<task>/<split>.*``; a sample a
+    baseline does not answer gets an explicit unusable entry (an empty particle / NaN row),
+    so every id is present and the harness scores it as a failure. Returns seconds per
+    baseline."""
+    seconds = {n: 0.0 for n in names}
+    for split in splits:
+        for task_name in tasks:
+            if split == "heldout" and task_name == "forward":
+                continue
+            task = open_task(task_name, store, split, subset)
+            ids = [q.sample_id for q in task.queries()]
+            table: Mapping[str, Callable[[Any], Callable[[Any], Any]]] = (
+                FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES)
+            for name in names:
+                if name not in table:
+                    continue
+                say(f"{task_name} · {split} · {name}: predicting {len(task)} samples")
+                t0 = time.perf_counter()
+                preds = predict(task, table[name](task))
+                seconds[name] += time.perf_counter() - t0
+                if isinstance(task, ForwardTask):
+                    empty = Particle(np.zeros(0, dtype=np.int64), np.zeros((0, 3)))
+                    write_forward_predictions(sub_dir / name / "forward" / f"{split}.extxyz",
+                                              {sid: preds.get(sid, empty) for sid in ids})
+                else:
+                    nan = (float("nan"),) * 7
+                    write_inverse_predictions(sub_dir / name / "inverse" / f"{split}.csv",
+                                              {sid: preds.get(sid, nan) for sid in ids})
+    return seconds
 
 
 def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -90,17 +159,27 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   inverse_models: Sequence[str] | None = None,
                   seed: int = 0, n_resamples: int = 1000, progress: bool = True,
                   log: Callable[[str], None] | None = None, workers: int = 1) -> BenchmarkSummary:
-    """Predict with the baselines, evaluate everything found, write leaderboard and plots.
-    ``workers`` processes score task-1 samples (results do not depend on it)."""
-    import time
+    """Predict with the baselines, write them as submissions under ``out/submissions``,
+    then build the leaderboard (results, tables, plots, report site) from every submission
+    there. ``workers`` processes score task-1 samples (results do not depend on it)."""
+    from c2np.leaderboard import build_leaderboard
+    from c2np.submissions import prediction_file
 
     t_start = time.perf_counter()
     say = log or (lambda _msg: None)
     out = Path(out_dir)
+    unknown_tasks = [t for t in tasks if t not in ("forward", "inverse")]
+    if unknown_tasks or not tasks:
+        raise C2NPInputError(f"--tasks: unknown task(s) {unknown_tasks or '(none given)'}; choose from "
+                             "forward, inverse")
+    unknown_splits = [s for s in splits if s not in SPLITS]
+    if unknown_splits or not splits:
+        raise C2NPInputError(f"--splits: unknown split(s) {unknown_splits or '(none given)'}; choose from "
+                             f"{', '.join(SPLITS)}")
+    if subset not in ("eval", "full"):
+        raise C2NPInputError(f"--subset: unknown subset {subset!r}; choose eval or full")
     store = DatasetStore.open(store_path)
     protocol = get_protocol(store.protocol)
-    pred_dir = out / "predictions"
-    res_dir = out / "results"
     fwd = list(FORWARD_BASELINES) if forward_models is None else list(forward_models)
     inv = list(INVERSE_BASELINES) if inverse_models is None else list(inverse_models)
     for name in fwd:
@@ -109,66 +188,50 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     for name in inv:
         if name not in INVERSE_BASELINES:
             raise C2NPInputError(f"unknown task-2 baseline {name!r}; choose from {sorted(INVERSE_BASELINES)}")
-
-    results_files: list[Path] = []
-    rows: list[LeaderboardRow] = []
-    per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
-    inverse_preds: dict[tuple[str, str], Path] = {}
+    names = [n for n in fwd if "forward" in tasks] + [n for n in inv if "inverse" in tasks]
     all_splits = list(splits)
     if store.recipes.heldout_materials and "heldout" not in all_splits and "inverse" in tasks:
         all_splits.append("heldout")  # strict protocol: task 2 on held-out materials
-    for split in all_splits:
-        split_tasks = ["inverse"] if split == "heldout" else list(tasks)
-        for task_name in split_tasks:
-            task = open_task(task_name, store, split, subset)
-            if isinstance(task, ForwardTask):
-                for name in fwd:
-                    say(f"task 1 · {split} · {name}: predicting {len(task)} particles")
-                    preds = predict(task, FORWARD_BASELINES[name](task))
-                    write_forward_predictions(pred_dir / "forward" / name / f"{split}.extxyz", preds)
-            else:
-                for name in inv:
-                    say(f"task 2 · {split} · {name}: predicting {len(task)} lattices")
-                    preds_inv = predict(task, INVERSE_BASELINES[name](task))
-                    write_inverse_predictions(pred_dir / "inverse" / name / f"{split}.csv", preds_inv)
-            for model, path in discover_predictions(pred_dir, task_name, split).items():
-                say(f"evaluating {task_name} · {split} · {model}")
-                if isinstance(task, ForwardTask):
-                    res = task.evaluate(path, model=model, seed=seed, n_resamples=n_resamples,
-                                        progress=progress, workers=workers)
-                else:
-                    res = task.evaluate(path, model=model, seed=seed, n_resamples=n_resamples,
-                                        progress=progress)
-                rpath = res.write(res_dir / f"{model}__{task_name}__{store.protocol}__{split}.json")
-                results_files.append(rpath)
-                rows.append(_row_from_results(res.data, rpath))
-                pr = res.data["metrics"]["per_radius"]
-                for metric in _RADIUS_PLOTS[task_name]:
-                    per_radius.setdefault((task_name, metric.value), {}).setdefault(model, {}).update(
-                        {int(r): v[metric.value]["mean"] for r, v in pr.items()})
-                if isinstance(task, InverseTask):
-                    inverse_preds[(model, split)] = path
+    sub_dir = out / "submissions"
+    seconds = _write_baseline_predictions(store, sub_dir, names, tasks, all_splits, subset, say)
+    from c2np.fileio import write_text
 
-    rows = normalise(rows)
-    plots = _plots(store, protocol, rows, per_radius, inverse_preds, out / "plots", splits, subset)
-    headline = {task: [m.value for m in names] for task, names in HEADLINE.items()}
-    paths = write_leaderboard(rows, out, headline=headline, extra={
-        "store": str(store.path), "fingerprint": store.fingerprint, "protocol": store.protocol,
-        "subset": subset, "splits": ",".join(splits)},
-        footer="## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots))
-    return BenchmarkSummary(out, paths["markdown"], paths["json"], tuple(results_files), tuple(plots),
-                            tuple(rows), time.perf_counter() - t_start)
+    for name in names:
+        task = "forward" if name in FORWARD_BASELINES else "inverse"
+        write_text(sub_dir / name / "model.yml",
+                   baseline_model_yml(name, task, store, inference_seconds=seconds[name], subset=subset))
+    lb = build_leaderboard(sub_dir, store, results_dir=out / "results", leaderboard_dir=out,
+                           site_dir=out / "report", tasks=tasks, splits=splits, n_resamples=n_resamples,
+                           seed=seed, workers=workers, progress=progress, log=say)
+    per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    inverse_preds: dict[tuple[str, str], Path] = {}
+    forward_preds: dict[tuple[str, str], Path] = {}
+    for d in lb.documents:
+        task_name, model, split = d["task"], d["model"], d["split"]
+        for metric in RADIUS_PLOTS[task_name]:
+            per_radius.setdefault((task_name, metric.value), {}).setdefault(model, {}).update(
+                {int(r): v[metric.value]["mean"] for r, v in d["metrics"]["per_radius"].items()})
+        path, _ = prediction_file(sub_dir / model, task_name, split)
+        if path is not None:
+            (forward_preds if task_name == "forward" else inverse_preds)[(model, split)] = path
+    plots = _plots(store, protocol, lb.rows, per_radius, inverse_preds, forward_preds, out / "plots", splits,
+                   subset)
+    footer = ("## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots)
+              + "\n\nInteractive report (tables with intervals, plots, 3D particle viewer): "
+                "[report/index.html](report/index.html)")
+    write_leaderboard(lb.rows, out, headline={t: [m.value for m in ms] for t, ms in HEADLINE.items()},
+                      extra=lb.extra, footer=footer)  # the same tables, now with the plots
+    return BenchmarkSummary(out, lb.leaderboard_md, lb.leaderboard_json, lb.results, tuple(plots), lb.rows,
+                            time.perf_counter() - t_start, lb.report_index, sub_dir)
 
 
-_LABELS = {Metric.F1_0_1.value: "atom F1 at 0.1 Å", Metric.CHAMFER.value: "mean Chamfer distance (Å)",
-           Metric.JOINT_ACCURACY_PAPER.value: "joint accuracy (paper tolerance)",
-           Metric.SPACEGROUP_ACCURACY.value: "space-group accuracy"}
+_LABELS = METRIC_LABELS
 
 
 def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
            per_radius: dict[tuple[str, str], dict[str, dict[int, float]]],
-           inverse_preds: dict[tuple[str, str], Path], plot_dir: Path,
-           splits: Sequence[str], subset: str) -> list[Path]:
+           inverse_preds: dict[tuple[str, str], Path], forward_preds: dict[tuple[str, str], Path],
+           plot_dir: Path, splits: Sequence[str], subset: str) -> list[Path]:
     plots: list[Path] = []
     for (task, metric), series in per_radius.items():
         plots.append(plot_metric_vs_radius(series, _LABELS.get(metric, metric), protocol,
@@ -195,15 +258,14 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
                                     title=f"space-group confusion: {model}, {split}"))
         break
     # a predicted particle beside the true one: the largest OOD particle, memorisation if run
-    fwd_dir = plot_dir.parent / "predictions" / "forward"
     split = "ood" if "ood" in splits else splits[-1]
     sel = select_rows(store.recipes, split, subset)
-    if len(sel) and fwd_dir.is_dir():
+    if len(sel):
         row = int(sel[np.argmax(store.recipes.radius_angstrom[sel])])
         sid = store.recipes.sample_id(row)
         for model in ("memorisation", "random-ball"):
-            f = fwd_dir / model / f"{split}.extxyz"
-            if not f.is_file():
+            f = forward_preds.get((model, split))
+            if f is None:
                 continue
             for _, pid, nums, pos in iter_forward_predictions(f):
                 if pid == sid:
@@ -220,4 +282,6 @@ def summary_json(summary: BenchmarkSummary) -> dict[str, Any]:
             "leaderboard_json": str(summary.leaderboard_json),
             "results": [str(p) for p in summary.results], "plots": [str(p) for p in summary.plots],
             "seconds": round(summary.seconds, 2),
+            "report": str(summary.report_index) if summary.report_index else None,
+            "submissions": str(summary.submissions_dir) if summary.submissions_dir else None,
             "rows": json.loads(summary.leaderboard_json.read_text())["rows"]}

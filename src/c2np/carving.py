@@ -13,6 +13,7 @@ from scipy.spatial.transform import Rotation
 
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
+from c2np.limits import check as check_limit
 from c2np.particle import Particle
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "IDENTITY_QUAT",
     "INCLUSION_TOL_ANGSTROM",
     "PAPER_SUPERCELL",
+    "estimated_atoms",
+    "check_carve_size",
 ]
 
 INCLUSION_TOL_ANGSTROM = 1e-6
@@ -95,6 +98,25 @@ def rotate_positions(positions_angstrom: np.ndarray, quaternion: np.ndarray) -> 
     return np.asarray(positions_angstrom, dtype=np.float64) @ matrix.T
 
 
+_CHUNK_IMAGES = 1_000_000  # atom images examined at once while carving
+
+
+def estimated_atoms(cell: UnitCell, radius_angstrom: float) -> float:
+    """Expected atom count of a sphere of radius R (Å): the cell's number density times the
+    sphere volume (the count itself differs by the surface shell)."""
+    return cell.number_density_per_angstrom3 * 4.0 / 3.0 * np.pi * float(radius_angstrom) ** 3
+
+
+def check_carve_size(cell: UnitCell, radius_angstrom: float, n_translations: float) -> None:
+    """Refuse, before allocating, a sphere beyond the limits ``radius_angstrom``,
+    ``atoms_per_particle`` (estimated) or ``carve_candidates`` (translations x basis atoms;
+    a nearly flat cell needs very many)."""
+    what = f"carving {cell.material_id} at R = {radius_angstrom:g} Å"
+    check_limit("radius_angstrom", radius_angstrom, what=what)
+    check_limit("atoms_per_particle", estimated_atoms(cell, radius_angstrom), what=what + " (estimated atoms)")
+    check_limit("carve_candidates", n_translations * cell.n_atoms, what=what + " (periodic images to examine)")
+
+
 def carve(cell: UnitCell, radius_angstrom: float, *,
           centre_frac: np.ndarray | tuple[float, float, float] = (0.0, 0.0, 0.0),
           quaternion: np.ndarray | tuple[float, ...] | None = None,
@@ -117,8 +139,10 @@ def carve(cell: UnitCell, radius_angstrom: float, *,
     recip = np.linalg.inv(lattice).T  # rows b_i: fractional coordinate u_i = x . b_i
     reach = radius + inclusion_tol_angstrom + 1e-9
     half = reach * np.linalg.norm(recip, axis=1)  # sphere's half-extent in each fractional coordinate
-    lo = np.floor(centre - half - frac.max(axis=0)).astype(np.int64)
-    hi = np.ceil(centre + half - frac.min(axis=0)).astype(np.int64)
+    lo_f = np.floor(centre - half - frac.max(axis=0))
+    hi_f = np.ceil(centre + half - frac.min(axis=0))
+    check_carve_size(cell, radius, float(np.prod(hi_f - lo_f + 1.0)))
+    lo, hi = lo_f.astype(np.int64), hi_f.astype(np.int64)
     axes = [np.arange(lo[i], hi[i] + 1, dtype=np.float64) for i in range(3)]
     n_translations = int(np.prod([len(a) for a in axes]))
 
@@ -129,8 +153,10 @@ def carve(cell: UnitCell, radius_angstrom: float, *,
     keep_num: list[np.ndarray] = []
     margin = np.inf
     grid_bc = np.stack(np.meshgrid(axes[1], axes[2], indexing="ij"), axis=-1).reshape(-1, 2)
-    t_bc = grid_bc @ lattice[1:]  # (k, 3)
-    for n0 in axes[0]:
+    t_bc_all = grid_bc @ lattice[1:]  # (k, 3)
+    step = max(1, _CHUNK_IMAGES // len(rel_basis))  # bounds the memory of one block
+    blocks = [(n0, t_bc_all[i:i + step]) for n0 in axes[0] for i in range(0, len(t_bc_all), step)]
+    for n0, t_bc in blocks:
         t = t_bc + n0 * lattice[0]  # (k, 3)
         pos = (t[:, None, :] + rel_basis[None, :, :]).reshape(-1, 3)
         dist = np.sqrt(np.einsum("ij,ij->i", pos, pos))

@@ -13,7 +13,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -132,7 +132,7 @@ class UnitCell:
         """(a, b, c, alpha, beta, gamma) of this cell as given (Å, degrees)."""
         return lattice_parameters(self.lattice_angstrom)
 
-    def with_id(self, material_id: str) -> "UnitCell":
+    def with_id(self, material_id: str) -> UnitCell:
         """Copy with another material id."""
         return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
 
@@ -145,7 +145,7 @@ class UnitCell:
                      cell=self.lattice_angstrom, pbc=True)
 
     @classmethod
-    def from_ase(cls, atoms: Any, material_id: str) -> "UnitCell":
+    def from_ase(cls, atoms: Any, material_id: str) -> UnitCell:
         """From a periodic :class:`ase.Atoms`."""
         return cls(material_id, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
                    atoms.get_scaled_positions(wrap=False))
@@ -164,11 +164,11 @@ class UnitCell:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "UnitCell":
+    def from_dict(cls, data: dict[str, Any]) -> UnitCell:
         """Inverse of :meth:`to_dict`."""
         return cls(data["material_id"], data["lattice_angstrom"], data["numbers"], data["frac_coords"])
 
-    def same_as(self, other: "UnitCell", *, atol: float = 0.0) -> bool:
+    def same_as(self, other: UnitCell, *, atol: float = 0.0) -> bool:
         """True when ids, species and (within ``atol``) lattice and coordinates agree."""
         return (self.material_id == other.material_id
                 and np.array_equal(self.numbers, other.numbers)
@@ -184,21 +184,30 @@ def lattice_parameters(lattice_angstrom: np.ndarray) -> tuple[float, float, floa
 
 
 # --- CIF ---------------------------------------------------------------------------------
+#: Atoms closer than this (Å, periodic images included) make a CIF unphysical (overlapping sites).
+MIN_ATOM_DISTANCE_ANGSTROM = 0.5
+_SITE_SYMPREC = 1e-3  # fractional distance below which two symmetry images are one site (as ASE)
+
+
 def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> UnitCell:
     """Parse CIF text (first data block) into a :class:`UnitCell`.
 
     ``source`` names the file in error messages. Partial occupancy, empty and malformed
-    files raise :class:`C2NPInputError`.
+    files, impossible cell parameters (non-positive lengths, angles that close no cell) and
+    overlapping atoms raise :class:`C2NPInputError`; files beyond the limits ``cif_bytes``
+    and ``cell_atoms`` raise :class:`C2NPLimitError` before they are expanded.
     """
     from ase.io.cif import parse_cif
 
+    from c2np.limits import check as check_limit
+
+    check_limit("cif_bytes", len(text), what=source)
     if not text.strip():
         raise C2NPInputError(f"{source}: CIF file is empty")
     try:
-        blocks = list(parse_cif(io.StringIO(text)))
-    except Exception as exc:  # ASE raises many types on malformed CIF
+        blocks = [b for b in parse_cif(io.StringIO(text)) if b.has_structure()]
+    except Exception as exc:  # ASE raises many types on malformed CIF (also in has_structure)
         raise C2NPInputError(f"{source}: not a readable CIF ({type(exc).__name__}: {exc})") from exc
-    blocks = [b for b in blocks if b.has_structure()]
     if not blocks:
         raise C2NPInputError(f"{source}: CIF has no crystal structure (cell and atom sites)")
     block = blocks[0]
@@ -214,13 +223,16 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
                 f"{source}: partial occupancy at atom site {int(bad[0]) + 1} "
                 f"(occupancy {occ_arr[bad[0]]:g}); c2np needs fully ordered structures")
     try:
-        atoms = block.get_atoms()
+        atoms = _block_atoms(block, source=source)
+    except C2NPInputError:
+        raise
     except Exception as exc:
         raise C2NPInputError(f"{source}: could not build a structure ({type(exc).__name__}: {exc})") from exc
     if len(atoms) == 0:
         raise C2NPInputError(f"{source}: CIF has no atoms")
     if not np.all(atoms.pbc) or atoms.cell.rank < 3:
         raise C2NPInputError(f"{source}: CIF does not define a 3D cell")
+    _check_no_overlap(atoms, source=source)
     mid = material_id if material_id is not None else Path(source).stem
     try:
         return UnitCell.from_ase(atoms, mid)
@@ -228,10 +240,109 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
         raise C2NPInputError(f"{source}: {exc}") from exc
 
 
+def _block_atoms(block: Any, *, source: str) -> Any:
+    """The conventional cell of a CIF block as ASE ``Atoms``: what ``block.get_atoms()``
+    returns (same atoms, same order), with the symmetry expansion done in O(n) per site
+    instead of ASE's O(n^2) comparison of every site with every earlier orbit (a
+    10,000-atom P1 file took minutes)."""
+    from ase import Atoms
+
+    from c2np.lattice import LatticeParameters
+    from c2np.limits import check as check_limit
+
+    cellpar = block.get_cellpar()
+    if cellpar is None or not LatticeParameters.from_array(cellpar).is_valid():
+        shown = "missing" if cellpar is None else ", ".join(f"{x:g}" for x in cellpar)
+        raise C2NPInputError(f"{source}: impossible cell parameters a, b, c, alpha, beta, gamma = "
+                             f"{shown} (lengths must be > 0 Å and the angles must close a cell)")
+    unsym = block.get_unsymmetrized_structure()
+    spacegroup = block.get_spacegroup(True)
+    ops = spacegroup.get_symop()
+    check_limit("cell_atoms", len(unsym) * len(ops), what=f"{source} ({len(unsym)} sites x {len(ops)} "
+                                                          "symmetry operations)")
+    sites, kinds = _equivalent_sites(ops, unsym.get_scaled_positions(), symprec=_SITE_SYMPREC)
+    symbols = unsym.get_chemical_symbols()
+    return Atoms([symbols[k] for k in kinds], scaled_positions=sites, cell=unsym.cell, pbc=True)
+
+
+def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
+                      symprec: float) -> tuple[np.ndarray, list[int]]:
+    """Every symmetry image of the listed sites, each once: (positions (n, 3) in [0, 1),
+    index of the listed site of each). A listed site within ``symprec`` (fractional, per
+    axis, periodic) of an image of an earlier site is dropped, as ASE does; images are
+    kept in the order of the operations. Uses a hash grid, so the cost is linear in sites."""
+    rot = np.array([r for r, _ in ops], dtype=float)
+    trans = np.array([t for _, t in ops], dtype=float) % 1.0
+    n_bins = max(1, int(np.floor(1.0 / symprec)))
+    grid: dict[tuple[int, int, int], list[np.ndarray]] = {}
+    offsets = [(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)]
+
+    def near(point: np.ndarray) -> bool:
+        key = np.floor((point % 1.0) * n_bins).astype(int) % n_bins
+        for off in offsets:
+            cell = (key + off) % n_bins
+            for other in grid.get((int(cell[0]), int(cell[1]), int(cell[2])), ()):
+                diff = point - other
+                diff -= np.rint(diff)
+                if np.all(np.abs(diff) < symprec):
+                    return True
+        return False
+
+    def add(point: np.ndarray) -> None:
+        key = np.floor((point % 1.0) * n_bins).astype(int) % n_bins
+        grid.setdefault((int(key[0]), int(key[1]), int(key[2])), []).append(point)
+
+    sites: list[np.ndarray] = []
+    kinds: list[int] = []
+    for kind, pos in enumerate(np.asarray(scaled, dtype=float).reshape(-1, 3)):
+        if near(pos):
+            continue  # equivalent to an image of an earlier site
+        images = ((rot @ pos) + trans) % 1.0
+        diff = images[:, None, :] - images[None, :, :]
+        diff -= np.rint(diff)
+        same = np.all(np.abs(diff) < symprec, axis=-1)
+        keep: list[int] = []
+        for i in range(len(images)):
+            if not any(same[i, j] for j in keep):
+                keep.append(i)
+        for i in keep:
+            sites.append(images[i])
+            kinds.append(kind)
+        for i in keep:
+            add(images[i])
+    return (np.array(sites) if sites else np.zeros((0, 3))), kinds
+
+
+def _check_no_overlap(atoms: Any, *, source: str) -> None:
+    """Refuse atoms closer than :data:`MIN_ATOM_DISTANCE_ANGSTROM` (periodic images included)."""
+    from ase import Atoms
+    from ase.geometry import minkowski_reduce
+    from ase.neighborlist import neighbor_list
+
+    # the same lattice in its reduced basis: a very skewed or nearly flat cell would make the
+    # neighbour search enumerate an enormous number of images
+    reduced, _ = minkowski_reduce(atoms.cell[:])
+    shortest = float(np.min(np.linalg.norm(reduced, axis=1)))
+    if shortest < MIN_ATOM_DISTANCE_ANGSTROM:
+        raise C2NPInputError(f"{source}: the lattice has a translation of {shortest:.3g} Å (< "
+                             f"{MIN_ATOM_DISTANCE_ANGSTROM} Å): every atom overlaps its own periodic image")
+    compact = Atoms(numbers=atoms.numbers, positions=atoms.positions, cell=reduced, pbc=True)
+    compact.wrap()
+    i, j, d = neighbor_list("ijd", compact, MIN_ATOM_DISTANCE_ANGSTROM)
+    if len(d):
+        k = int(np.argmin(d))
+        raise C2NPInputError(f"{source}: atoms {int(i[k]) + 1} and {int(j[k]) + 1} are {d[k]:.3g} Å apart "
+                             f"(< {MIN_ATOM_DISTANCE_ANGSTROM} Å): overlapping sites")
+
+
 def read_cif(path: str | os.PathLike[str], *, material_id: str | None = None) -> UnitCell:
     """Read the first structure of a CIF file; the material id defaults to the file stem."""
+    from c2np.limits import check as check_limit
+
     p = Path(path)
     try:
+        if p.is_file():
+            check_limit("cif_bytes", p.stat().st_size, what=str(p))
         text = p.read_text(encoding="utf-8", errors="strict")
     except FileNotFoundError as exc:
         raise C2NPInputError(f"{p}: no such CIF file") from exc
@@ -241,32 +352,51 @@ def read_cif(path: str | os.PathLike[str], *, material_id: str | None = None) ->
 
 
 def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
-    """Read every ``*.cif`` of a folder or a zip archive, sorted by material id.
+    """Read every ``*.cif`` (any case of the suffix) of a folder or a zip archive, sorted by
+    material id.
 
-    Zip members are parsed in memory: nothing is extracted to disk, so no member can be
-    written outside any folder. Duplicate material ids are an error.
+    The material id is the file (member) name without its suffix and must pass the
+    safe-name rule (:mod:`c2np.names`); ids equal but for case are refused. Zip members are
+    parsed in memory: nothing is extracted to disk, so no member can be written outside
+    any folder; members beyond the limit ``cif_bytes`` (uncompressed) are refused before they
+    are decompressed.
     """
+    from c2np.limits import check as check_limit
+    from c2np.names import check_distinct_names, check_safe_name
+
     p = Path(path)
     cells: list[UnitCell] = []
     if p.is_dir():
-        files = sorted(p.glob("*.cif"))
+        files = sorted(f for f in p.iterdir() if f.suffix.lower() == ".cif" and f.is_file())
         if not files:
             raise C2NPInputError(f"{p}: folder has no *.cif files")
+        for f in files:
+            _check_cif_name(f.stem, source=str(f))
         cells = [read_cif(f) for f in files]
     elif p.is_file() and zipfile.is_zipfile(p):
-        with zipfile.ZipFile(p) as zf:
-            members = sorted(n for n in zf.namelist() if n.lower().endswith(".cif") and not n.endswith("/"))
-            if not members:
-                raise C2NPInputError(f"{p}: zip archive has no .cif members")
-            for name in members:
-                raw = zf.read(name)
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise C2NPInputError(f"{p}!{name}: not UTF-8 text ({exc})") from exc
-                cells.append(read_cif_text(text, source=f"{p}!{name}",
-                                           material_id=Path(name).stem))
+        try:
+            with zipfile.ZipFile(p) as zf:
+                members = sorted((i for i in zf.infolist() if i.filename.lower().endswith(".cif")
+                                  and not i.is_dir()), key=lambda i: i.filename)
+                if not members:
+                    raise C2NPInputError(f"{p}: zip archive has no .cif members")
+                check_limit("zip_total_bytes", sum(i.file_size for i in members), what=f"{p} (.cif members)")
+                for info in members:
+                    source = f"{p}!{info.filename}"
+                    stem = Path(info.filename).stem
+                    _check_cif_name(stem, source=source)
+                    check_limit("cif_bytes", info.file_size, what=f"{source} (uncompressed)")
+                    with zf.open(info) as fh:  # read at most the limit, whatever the header says
+                        raw = fh.read(int(min(info.file_size, _limit("cif_bytes"))) + 1)
+                    try:
+                        text = raw.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise C2NPInputError(f"{source}: not UTF-8 text ({exc})") from exc
+                    cells.append(read_cif_text(text, source=source, material_id=stem))
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as exc:
+            raise C2NPInputError(f"{p}: damaged or unsupported zip archive ({exc})") from exc
     elif p.is_file() and p.suffix.lower() == ".cif":
+        _check_cif_name(p.stem, source=str(p))
         cells = [read_cif(p)]
     else:
         raise C2NPInputError(f"{p}: expected a folder of CIF files, a .zip of them, or a .cif file")
@@ -274,7 +404,25 @@ def read_cells(path: str | os.PathLike[str]) -> list[UnitCell]:
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
         raise C2NPInputError(f"{p}: duplicate material ids {dup}")
+    check_distinct_names(ids, what=f"{p}: material ids")
+    for mid in ids:
+        check_safe_name(mid)
     return sorted(cells, key=lambda c: c.material_id)
+
+
+def _check_cif_name(stem: str, *, source: str) -> None:
+    from c2np.names import check_safe_name
+
+    try:
+        check_safe_name(stem, what="CIF name (material id)")
+    except C2NPInputError as exc:
+        raise C2NPInputError(f"{source}: {exc}") from exc
+
+
+def _limit(name: str) -> float:
+    from c2np.limits import effective
+
+    return effective(name)
 
 
 def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
@@ -310,7 +458,9 @@ def bravais_lattice(spacegroup: int) -> str:
 
     system = crystal_system(spacegroup)
     hall = _first_hall_number(int(spacegroup))
-    symbol = spglib.get_spacegroup_type(hall).international_short
+    sg_type = spglib.get_spacegroup_type(hall)
+    assert sg_type is not None, f"spglib has no space-group type for Hall number {hall}"
+    symbol = sg_type.international_short
     centring = symbol[0]
     if centring == "R":
         return "hR"
@@ -326,7 +476,9 @@ def _hall_table() -> dict[int, int]:
 
     table: dict[int, int] = {}
     for hall in range(1, 531):
-        table.setdefault(int(spglib.get_spacegroup_type(hall).number), hall)
+        sg_type = spglib.get_spacegroup_type(hall)
+        assert sg_type is not None, f"spglib has no space-group type for Hall number {hall}"
+        table.setdefault(int(sg_type.number), hall)
     return table
 
 
@@ -369,7 +521,8 @@ class StandardCell:
 
     def to_unit_cell(self, material_id: str) -> UnitCell:
         """The conventional cell as a :class:`UnitCell`."""
-        return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
+        return UnitCell(material_id, np.asarray(self.lattice_angstrom), np.asarray(self.numbers),
+                        np.asarray(self.frac_coords))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (lists instead of tuples)."""
@@ -398,7 +551,8 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         spg_cell = tuple(np.asarray(x) for x in cell)  # type: ignore[assignment]
         name = "cell"
     try:
-        ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,
+        # spglib annotates the cell as nested Sequences; it takes (and documents) NumPy arrays
+        ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,  # type: ignore[arg-type]
                                          angle_tolerance=angle_tolerance_deg)
     except Exception as exc:  # spglib >= 2.5 may raise instead of returning None
         raise C2NPInputError(f"{name}: spglib failed at symprec {symprec_angstrom} Å ({exc})") from exc
@@ -413,9 +567,11 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         crystal_system=crystal_system(number),
         bravais=bravais_lattice(number),
         parameters=LatticeParameters.from_lattice(lat),
-        lattice_angstrom=tuple(tuple(float(x) for x in row) for row in lat),
+        lattice_angstrom=cast(tuple[tuple[float, float, float], ...],
+                              tuple(tuple(float(x) for x in row) for row in lat)),
         numbers=tuple(int(z) for z in ds.std_types),
-        frac_coords=tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions)),
+        frac_coords=cast(tuple[tuple[float, float, float], ...],
+                         tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions))),
         symprec_angstrom=float(symprec_angstrom),
         library="spglib",
         library_version=str(spglib.__version__),

@@ -3,27 +3,155 @@
 Every file c2np writes goes through :func:`atomic_write` (text or bytes through a file
 object), :func:`atomic_path` (a writer that wants a file name: HDF5, ASE, matplotlib) or
 :func:`atomic_directory` (a folder built in full, then renamed). The rule is always the same:
-a temp file in the target folder, flushed and fsync'ed, renamed onto the target only when
-the block succeeded; on any error the temp file is removed and the old target is untouched.
+a temp file in the target folder (a fresh random name, hidden, ending in ``.tmp``, so a killed
+run's leftover is never read as a result, and carrying the process id, so that the next write
+to the same target removes the leftovers of processes that no longer run), flushed and fsync'ed,
+renamed onto the target only when the block succeeded, then the folder fsync'ed; on any error the
+temp file is removed and the old target is untouched.
+
+The target must be absent or a regular file: a folder, a symlink, a FIFO or a device is
+refused with an error naming the user's path (:func:`check_output_path`), never renamed
+over. A new file gets mode 0o666 less the umask; an overwritten file keeps its mode. A full
+disk, a read-only folder or a path under a file raise :class:`C2NPInputError` naming the
+target (exit code 2 in the CLI).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
-__all__ = ["atomic_path", "atomic_write", "atomic_directory", "write_text", "file_sha256"]
+from c2np.errors import C2NPInputError
+
+__all__ = ["atomic_path", "atomic_write", "atomic_directory", "write_text", "write_texts", "file_sha256",
+           "check_output_path", "remove_stale_temps", "TEMP_SUFFIX"]
+
+#: Suffix of every temp file and folder (readers never match it: ``*.h5``, ``*.cif``, ...).
+TEMP_SUFFIX = ".tmp"
+
+_ENV_ERRORS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "disk quota exceeded",
+               errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+               errno.EPERM: "operation not permitted", errno.EFBIG: "file too large",
+               errno.ENOTDIR: "a part of the path is a file, not a folder"}
+
+
+def _env_error(p: Path, exc: OSError) -> C2NPInputError:
+    why = _ENV_ERRORS.get(exc.errno or -1, exc.strerror or str(exc))
+    return C2NPInputError(f"{p}: cannot write ({why})")
+
+
+def check_output_path(path: str | os.PathLike[str], *, kind: str = "file") -> Path:
+    """``path`` as a :class:`Path` when c2np may write a ``kind`` (``"file"`` or
+    ``"folder"``) there: absent, or an existing regular file (a folder for ``"folder"``), and
+    its parent is not a file. Anything else is :class:`C2NPInputError` naming ``path``."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        raise C2NPInputError(f"{p}: cannot write here: a part of the path is a file, not a folder") from None
+    except OSError as exc:
+        raise _env_error(p, exc) from exc
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise C2NPInputError(f"{p}: is a symbolic link; c2np does not write through links "
+                                 "(give the target path or remove the link)")
+        if kind == "file" and stat.S_ISDIR(st.st_mode):
+            raise C2NPInputError(f"{p}: is a folder; give a file name")
+        if kind == "file" and not stat.S_ISREG(st.st_mode):
+            raise C2NPInputError(f"{p}: is not a regular file (a FIFO, socket or device); "
+                                 "c2np only replaces regular files")
+        if kind == "folder" and not stat.S_ISDIR(st.st_mode):
+            raise C2NPInputError(f"{p}: exists and is not a folder")
+    for parent in p.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise C2NPInputError(f"{p}: cannot write here: {parent} is a file, not a folder")
+            break
+    return p
+
+
+def _umask() -> int:
+    try:  # Linux: read it without changing it (os.umask would race with other threads)
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def _mode_for(p: Path) -> int:
+    """Mode of the file that replaces ``p``: its old mode, or 0o666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(p).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _temp_prefix(p: Path) -> str:
+    return f".{p.name}.{os.getpid()}."
+
+
+def remove_stale_temps(p: Path) -> list[Path]:
+    """Remove the temp files (and folders) that a killed run left beside ``p``: those whose
+    name carries the id of a process that no longer runs on this machine. Returns them."""
+    removed: list[Path] = []
+    try:
+        pattern = f".{glob.escape(p.name)}.*{TEMP_SUFFIX}"
+        candidates = list(p.parent.glob(pattern)) if p.parent.is_dir() else []
+    except OSError:
+        return removed
+    for cand in candidates:
+        pid_text = cand.name[len(p.name) + 2:].split(".", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+            continue
+        try:
+            if cand.is_dir() and not cand.is_symlink():
+                shutil.rmtree(cand)
+            else:
+                cand.unlink()
+            removed.append(cand)
+        except OSError:
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # it runs (as another user), or the number is no process id here: keep
+    return True
 
 
 def _temp_beside(p: Path) -> str:
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
+    check_output_path(p)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(p)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(p), suffix=TEMP_SUFFIX, dir=p.parent)
+    except OSError as exc:
+        raise _env_error(p, exc) from exc
+    try:
+        os.fchmod(fd, _mode_for(p))
+    finally:
+        os.close(fd)
     return tmp
 
 
@@ -35,6 +163,29 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # not every platform can open a folder
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _replace(tmp: str | Path, p: Path, *, kind: str = "file") -> None:
+    """Rename ``tmp`` onto ``p`` after checking again that ``p`` may be replaced."""
+    check_output_path(p, kind=kind)
+    try:
+        os.replace(tmp, p)
+    except OSError as exc:
+        raise _env_error(p, exc) from exc
+    _fsync_dir(p.parent)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     """Yield a temp file name beside ``path`` for a writer that takes a file name (HDF5,
@@ -43,9 +194,14 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     p = Path(path)
     tmp = _temp_beside(p)
     try:
-        yield tmp
-        _fsync_file(tmp)
-        os.replace(tmp, p)
+        try:
+            yield tmp
+            _fsync_file(tmp)
+        except OSError as exc:
+            if exc.errno in _ENV_ERRORS:  # full disk, quota, read-only: name the user's path
+                raise _env_error(p, exc) from exc
+            raise
+        _replace(tmp, p)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -66,6 +222,37 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "w", *,
             os.fsync(fh.fileno())
 
 
+def write_texts(texts: dict[Path, str]) -> list[Path]:
+    """Write several UTF-8 files as one unit: every temp file is written and fsync'ed before
+    the first rename, so a write error (full disk, ...) changes none of them; the renames
+    follow one another at once (the JSON of a pair first, so a reader of it is never ahead
+    of a stale companion for longer than one rename)."""
+    stack = contextlib.ExitStack()
+    with stack:
+        staged = []
+        for path, text in texts.items():
+            p = Path(path)
+            tmp = stack.enter_context(_staged(p))
+            with open(tmp, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            staged.append((tmp, p))
+        for tmp, p in sorted(staged, key=lambda tp: tp[1].suffix != ".json"):
+            _replace(tmp, p)
+    return [Path(p) for p in texts]
+
+
+@contextlib.contextmanager
+def _staged(p: Path) -> Iterator[str]:
+    tmp = _temp_beside(p)
+    try:
+        yield tmp
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns the path."""
     with atomic_write(path) as fh:
@@ -77,14 +264,24 @@ def write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temp folder beside ``path``; when the block succeeds it is renamed onto
     ``path`` (which must be absent or an empty folder), else removed with its contents."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent))
+    p = check_output_path(path, kind="folder")
     try:
-        yield tmp
+        p.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(p)
+        tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(p), suffix=TEMP_SUFFIX, dir=p.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0o700
+    except OSError as exc:
+        raise _env_error(p, exc) from exc
+    try:
+        try:
+            yield tmp
+        except OSError as exc:
+            if exc.errno in _ENV_ERRORS:
+                raise _env_error(p, exc) from exc
+            raise
         if p.is_dir() and not p.is_symlink():
             p.rmdir()  # only an empty folder can be replaced (rmdir refuses anything else)
-        os.replace(tmp, p)
+        _replace(tmp, p, kind="folder")
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

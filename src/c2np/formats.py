@@ -6,19 +6,20 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from c2np.carving import canonical_order, carve
-from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_directory
+from c2np.particle import Particle
 from c2np.particle_io import read_particle, write_extxyz
 from c2np.splits import SPLITS, build_recipes
-from c2np.store import BaseParticles, DatasetStore, write_store
+from c2np.store import BaseParticles, DatasetStore, check_store_names, write_store
 
 __all__ = ["export_extxyz", "export_original", "import_original"]
 
@@ -68,6 +69,7 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     ``cifs/{Material}.cif``. Everything is written into a temporary folder beside
     ``out_dir`` and renamed at the end; an existing non-empty ``out_dir`` is refused."""
     out = Path(out_dir)
+    check_store_names(list(store.materials), source=str(store.path))  # they become folder names
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
     with atomic_directory(out) as tmp:
@@ -86,17 +88,18 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     return out
 
 
-_XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>\d+)\.xyz$")
+_XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>[0-9]+)\.xyz$", re.IGNORECASE)
 
 
 def _recentre(cell: UnitCell, pos: np.ndarray) -> tuple[np.ndarray, float]:
     """Shift a pre-carved particle so that its sphere centre is the origin. The original
     centre is a lattice point (SPEC §3), so the centroid is snapped to the nearest lattice
     translation. Returns (positions, distance between centroid and snapped centre)."""
-    centroid = pos.mean(axis=0)
-    frac = centroid @ np.linalg.inv(cell.lattice_angstrom)
-    snapped = np.round(frac) @ cell.lattice_angstrom
-    return pos - snapped, float(np.linalg.norm(centroid - snapped))
+    with np.errstate(over="ignore", invalid="ignore"):  # absurd coordinates are refused later
+        centroid = pos.mean(axis=0)
+        frac = centroid @ np.linalg.inv(cell.lattice_angstrom)
+        snapped = np.round(frac) @ cell.lattice_angstrom
+        return pos - snapped, float(np.linalg.norm(centroid - snapped))
 
 
 def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[str], *,
@@ -114,7 +117,7 @@ def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[st
     if not mat_dir.is_dir():
         raise C2NPInputError(f"{root}: expected a folder 'materials/' with {{Material}}_R{{r}}.xyz files")
     files: dict[tuple[str, int], Path] = {}
-    for f in sorted(mat_dir.glob("*.xyz")):
+    for f in sorted(x for x in mat_dir.iterdir() if x.suffix.lower() == ".xyz" and x.is_file()):
         m = _XYZ_NAME.match(f.name)
         if not m:
             raise C2NPInputError(f"{f}: name does not match {{Material}}_R{{r}}.xyz")
@@ -142,6 +145,7 @@ def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[st
         mat = table.materials[mi]
         part = read_particle(files[(mat, r)])
         pos, shift_residual = _recentre(by_id[mat], part.positions_angstrom)
+        _check_imported(files[(mat, r)], part.numbers, pos, r)
         order = canonical_order(part.numbers, pos)
         nums, pos = part.numbers[order], pos[order].astype(np.float32).astype(np.float64)
         ref = carve(by_id[mat], r)
@@ -160,6 +164,30 @@ def import_original(root: str | os.PathLike[str], out_path: str | os.PathLike[st
                          np.array(margins), np.array(clips, dtype=bool))
     return write_store(out_path, used_cells, table, base, source="imported-original",
                        extra_attrs={"import_report": json.dumps(report)})
+
+
+#: Slack (Å) beyond R allowed for a pre-carved atom (the original generator's own tolerance).
+IMPORT_RADIUS_SLACK_ANGSTROM = 0.5
+
+
+def _check_imported(path: Path, numbers: np.ndarray, pos: np.ndarray, radius: int) -> None:
+    """A pre-carved particle must lie in its sphere and have no overlapping atoms."""
+    from scipy.spatial import cKDTree
+
+    from c2np.cells import MIN_ATOM_DISTANCE_ANGSTROM
+
+    with np.errstate(over="ignore", invalid="ignore"):
+        dist = np.linalg.norm(pos, axis=1)
+    outside = np.flatnonzero(~(dist <= radius + IMPORT_RADIUS_SLACK_ANGSTROM))  # NaN/inf count as outside
+    if len(outside):
+        far = int(outside[0])
+        raise C2NPInputError(f"{path}: line {far + 3}: atom {dist[far]:.6g} Å from the particle centre, "
+                             f"outside the R = {radius} Å sphere")
+    pairs = cKDTree(pos).query_pairs(MIN_ATOM_DISTANCE_ANGSTROM, output_type="ndarray")
+    if len(pairs):
+        i, j = sorted(int(x) for x in pairs[0])
+        raise C2NPInputError(f"{path}: lines {i + 3} and {j + 3}: atoms closer than "
+                             f"{MIN_ATOM_DISTANCE_ANGSTROM} Å (overlapping)")
 
 
 def _agreement(nums: np.ndarray, pos: np.ndarray, ref: Particle, tol_angstrom: float = 0.01) -> float:

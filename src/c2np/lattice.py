@@ -6,8 +6,8 @@ task-2 predictions, so that the order and the units are written down once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class LatticeParameters:
     gamma_deg: float
 
     @classmethod
-    def from_array(cls, values: Sequence[float] | np.ndarray) -> "LatticeParameters":
+    def from_array(cls, values: Sequence[float] | np.ndarray) -> LatticeParameters:
         """From (6,) a, b, c, alpha, beta, gamma."""
         arr = np.asarray(values, dtype=np.float64).reshape(-1)
         if arr.shape != (6,):
@@ -41,7 +41,7 @@ class LatticeParameters:
         return cls(*(float(v) for v in arr))
 
     @classmethod
-    def from_lattice(cls, lattice_angstrom: np.ndarray) -> "LatticeParameters":
+    def from_lattice(cls, lattice_angstrom: np.ndarray) -> LatticeParameters:
         """From (3, 3) lattice rows a, b, c (Å)."""
         lat = np.asarray(lattice_angstrom, dtype=np.float64).reshape(3, 3)
         lengths = np.linalg.norm(lat, axis=1)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ def torch_dataset(store: DatasetStore, split: str | None = None) -> Any:
     table = store.recipes
     ids = table.sample_ids()
 
-    class ParticleDataset(torch.utils.data.Dataset):  # type: ignore[name-defined,misc]
+    class ParticleDataset(torch.utils.data.Dataset):  # type: ignore[name-defined]
         """Samples of a c2np store as tensors."""
 
         def __len__(self) -> int:

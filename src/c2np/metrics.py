@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from c2np.assignment import AssignmentResult, min_sq_assignment
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
+
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
 
 __all__ = [
     "F1_TOLERANCES_ANGSTROM",
@@ -45,6 +50,8 @@ __all__ = [
     "composition_distance",
     "matched_sq_distances",
     "matched_atom_count",
+    "maximum_matching",
+    "tolerance_matching",
     "forward_metric_info",
     "forward_metrics",
     "forward_failure",
@@ -64,8 +71,6 @@ RDF_R_MAX_ANGSTROM: float = 10.0
 RDF_N_BINS: int = 128
 EDGE_SNAP_ANGSTROM: float = 1e-9
 MAX_ATOMIC_NUMBER = 118
-_RMSD_K_SEQUENCE = (6, 32)  # first graph, largest graph
-_DENSE_ASSIGNMENT_MAX_ENTRIES = 250_000
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class Metric(str, Enum):
     """
 
     def __new__(cls, name: str, task: str, unit: str, better: str, penalty: str,
-                paper: bool = False) -> "Metric":
+                paper: bool = False) -> Metric:
         obj = str.__new__(cls, name)
         obj._value_ = name
         obj.task = task
@@ -327,7 +332,7 @@ def _pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarr
 
 
 @functools.cache
-def _pair_sweep_kernel() -> "object":
+def _pair_sweep_kernel() -> Callable[..., None]:
     """:func:`_pair_sweep` compiled with numba on first call. The machine code is cached on
     disk (``__pycache__`` beside this file, else ``NUMBA_CACHE_DIR`` or the user cache);
     where no cache folder is writable it is compiled once per process instead."""
@@ -377,8 +382,7 @@ def pair_distance_error(counts_pred: np.ndarray, n_pred: int, counts_ref: np.nda
 # ----------------------------------------------------------------------------------------
 def hull_volume_angstrom3(positions_angstrom: np.ndarray) -> float:
     """Convex-hull volume in Å³; 0 for fewer than 4 atoms or a flat (degenerate) set."""
-    from scipy.spatial import ConvexHull
-    from scipy.spatial import QhullError
+    from scipy.spatial import ConvexHull, QhullError
 
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if len(x) < 4:
@@ -416,132 +420,19 @@ def composition_distance(numbers_pred: np.ndarray, numbers_ref: np.ndarray) -> f
 
 
 def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
-                         pred_tree: "object | None" = None, ref_tree: "object | None" = None
-                         ) -> tuple[float, int, bool]:
+                         pred_tree: object | None = None, ref_tree: object | None = None
+                         ) -> AssignmentResult:
     """Minimum total squared distance of a one-to-one assignment between two point sets.
 
     Every atom of the smaller set is paired with a distinct atom of the larger one so that
-    ``Σ |p − g|²`` is minimal. Returns ``(sum_sq_angstrom2, n_pairs, certified)``.
-
-    Method (exact where it matters, never O(n³) on large sets):
-    1. if the nearest neighbours of the smaller set are all distinct, that pairing is
-       optimal (each term is individually minimal): exact;
-    2. small sets (``n_small · n_large <= 250,000``): dense ``linear_sum_assignment``: exact;
-    3. otherwise the exact minimum over a sparse candidate graph: every atom's k = 6
-       nearest neighbours on the other side, both ways (k grows to 32, then fallback edges
-       (i, i) are added, only if that graph has no full matching), solved by
-       ``min_weight_full_bipartite_matching``. It is **certified** globally optimal when
-       ``min_i (LB − d1_i² + dk_i²) >= cost`` with ``LB = Σ d1²`` (any pairing that uses an
-       edge outside the graph at atom i costs at least that); when the k = 32 bound already
-       exceeds the k = 6 cost, the k = 32 graph is solved and certifies. Otherwise
-       ``certified`` is False and the value, that of a valid pairing, is an upper bound.
+    ``Σ |p − g|²`` (Å²) is minimal; :func:`c2np.assignment.min_sq_assignment` gives the
+    value, a certified lower bound and whether they meet (``exact``). Trees are optional
+    cKDTrees of the two sets.
     """
-    from scipy.spatial import cKDTree
-
-    p = np.asarray(pred_angstrom, dtype=np.float64)
-    g = np.asarray(ref_angstrom, dtype=np.float64)
-    if len(p) == 0 or len(g) == 0:
-        return 0.0, 0, True
-    if len(p) <= len(g):
-        small, large, large_tree = p, g, ref_tree
-    else:
-        small, large, large_tree = g, p, pred_tree
-    if large_tree is None:
-        large_tree = cKDTree(large)
-    d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
-    return _assignment_sq(small, large, large_tree, d1, j1)
+    return min_sq_assignment(pred_angstrom, ref_angstrom, tree_a=pred_tree, tree_b=ref_tree)
 
 
-def _assignment_sq(small: np.ndarray, large: np.ndarray, large_tree: "object",
-                   d1: np.ndarray, j1: np.ndarray) -> tuple[float, int, bool]:
-    """:func:`matched_sq_distances` given the smaller set's nearest neighbours (d1, j1)."""
-    ns, nl = len(small), len(large)
-    if len(np.unique(j1)) == ns:
-        return float(np.sum(d1 * d1)), ns, True
-    if ns * nl <= _DENSE_ASSIGNMENT_MAX_ENTRIES:
-        from scipy.optimize import linear_sum_assignment
-        from scipy.spatial.distance import cdist
-
-        cost = cdist(small, large, "sqeuclidean")
-        ri, ci = linear_sum_assignment(cost)
-        return float(cost[ri, ci].sum()), ns, True
-    small_tree = _tree(small)
-    lb = float(np.sum(d1 * d1))  # no assignment costs less than every atom's nearest
-
-    def solve(k: int) -> tuple[float, float] | None:
-        """(optimal cost on the k-NN union graph, certificate bound), None if the graph
-        has no full matching."""
-        d, j = large_tree.query(small, k=k)  # type: ignore[attr-defined]
-        d = d.reshape(ns, k)
-        j = j.reshape(ns, k)
-        kl = min(k, ns)
-        dl, il = small_tree.query(large, k=kl)  # type: ignore[attr-defined]
-        rows = np.concatenate([np.repeat(np.arange(ns), k), il.reshape(-1)])
-        cols = np.concatenate([j.reshape(-1), np.repeat(np.arange(nl), kl)])
-        cost = _union_graph_cost(small, large, rows, cols)
-        if cost is None:
-            return None
-        return cost, float(np.min(lb - d1 * d1 + d[:, -1] ** 2))
-
-    k = min(_RMSD_K_SEQUENCE[0], nl)
-    res = solve(k)
-    while res is None and k < min(_RMSD_K_SEQUENCE[-1], nl):
-        k = min(4 * k, _RMSD_K_SEQUENCE[-1], nl)
-        res = solve(k)
-    if res is None:
-        # no full matching among near neighbours: add one fallback edge per atom (i, i)
-        kk = min(_RMSD_K_SEQUENCE[-1], nl)
-        d, j = large_tree.query(small, k=kk)  # type: ignore[attr-defined]
-        rows = np.concatenate([np.repeat(np.arange(ns), kk), np.arange(ns)])
-        cols = np.concatenate([j.reshape(ns, kk).reshape(-1), np.arange(ns)])
-        cost = _union_graph_cost(small, large, rows, cols)
-        assert cost is not None  # (i, i) for all i is a full matching
-        bound = float(np.min(lb - d1 * d1 + d.reshape(ns, kk)[:, -1] ** 2))
-        return cost, ns, kk >= nl or bound >= cost - 1e-9 * (1.0 + cost)
-    cost, bound = res
-    tol = 1e-9 * (1.0 + cost)
-    if k >= nl or bound >= cost - tol:
-        return cost, ns, True
-    k2 = min(_RMSD_K_SEQUENCE[-1], nl)
-    if k2 > k:
-        # a larger graph certifies for sure when the current cost already meets its bound
-        d, _ = large_tree.query(small, k=k2)  # type: ignore[attr-defined]
-        bound2 = float(np.min(lb - d1 * d1 + d.reshape(ns, k2)[:, -1] ** 2))
-        if k2 >= nl or bound2 >= cost - tol:
-            res2 = solve(k2)
-            if res2 is not None and res2[0] <= cost:
-                return res2[0], ns, True
-    return cost, ns, False
-
-
-def _union_graph_cost(small: np.ndarray, large: np.ndarray, rows: np.ndarray,
-                      cols: np.ndarray) -> float | None:
-    """Minimum Σ|s − l|² of a matching saturating ``small`` over the given edges (duplicates
-    allowed), or None when no such matching exists."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import min_weight_full_bipartite_matching
-
-    ns, nl = len(small), len(large)
-    key = np.unique(rows.astype(np.int64) * nl + cols)
-    r, c = key // nl, key % nl
-    w = np.einsum("ij,ij->i", small[r] - large[c], small[r] - large[c])
-    # The solver gets integer-valued costs (w in units of 2^-s Å², s <= 30, exact in
-    # float64): with arbitrary float costs scipy's LAPJVsp can loop without end (seen on
-    # feasible 1,800-atom graphs). Rounding moves the total of any matching by at most
-    # ns · 2^-(s+1) Å²; the returned value is the exact float sum of the matching found.
-    # +1 Å² offset: the solver treats 0 as "no edge"; every full matching has ns edges, so
-    # a constant shift does not change which matching is optimal.
-    wmax = float(w.max()) if len(w) else 0.0
-    unit = 2.0 ** min(30, math.floor(40.0 - math.log2(wmax + 2.0)))
-    graph = csr_matrix((np.rint(w * unit) + unit, (r, c)), shape=(ns, nl))
-    try:
-        ri, ci = min_weight_full_bipartite_matching(graph)
-    except ValueError:
-        return None
-    return float(np.sum((small[ri] - large[ci]) ** 2))
-
-
-def _tree(points: np.ndarray) -> "object":
+def _tree(points: np.ndarray) -> cKDTree:
     """A cKDTree built for speed (unbalanced, sliding-midpoint splits: half the build time
     of the default, same query results)."""
     from scipy.spatial import cKDTree
@@ -549,7 +440,7 @@ def _tree(points: np.ndarray) -> "object":
     return cKDTree(points, balanced_tree=False, compact_nodes=False)
 
 
-def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstrom: float = 1.5
+def _nearest_distances(query: np.ndarray, tree: object, *, first_bound_angstrom: float = 1.5
                        ) -> np.ndarray:
     """Exact nearest-neighbour distances; a first query bounded at ``first_bound_angstrom``
     (cheaper), then an unbounded one for the points it left without a neighbour."""
@@ -560,17 +451,49 @@ def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstro
     return d
 
 
-def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
-    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> np.ndarray:
+    """A maximum bipartite matching on the given (pred i, ref j) edges: (n_pred,) int64, the
+    reference partner of each predicted atom or -1 (scipy's Hopcroft-Karp)."""
     if len(pairs_i) == 0:
-        return 0
+        return np.full(n_pred, -1, dtype=np.int64)
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import maximum_bipartite_matching
 
     graph = csr_matrix((np.ones(len(pairs_i), dtype=np.int8), (pairs_i, pairs_j)),
                        shape=(n_pred, n_ref))
-    match = maximum_bipartite_matching(graph, perm_type="column")
-    return int(np.count_nonzero(match >= 0))
+    return np.asarray(maximum_bipartite_matching(graph, perm_type="column"), dtype=np.int64)
+
+
+def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
+    """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
+    return int(np.count_nonzero(maximum_matching(pairs_i, pairs_j, n_pred, n_ref) >= 0))
+
+
+def tolerance_matching(pred_numbers: np.ndarray, pred_positions_angstrom: np.ndarray,
+                       ref_numbers: np.ndarray, ref_positions_angstrom: np.ndarray, *,
+                       tolerance_angstrom: float) -> np.ndarray:
+    """Which atoms the atom precision / recall / F1 at ``tolerance_angstrom`` count as matched.
+
+    A maximum one-to-one matching of same-element (pred, ref) pairs closer than the
+    tolerance (strictly below), element by element, as in :func:`forward_metrics`. Returns
+    (n_pred,) int64: the index of each predicted atom's reference partner, or -1. The number
+    of partners is that metric's matched count M.
+    """
+    zp = np.asarray(pred_numbers, dtype=np.int64)
+    xp = np.asarray(pred_positions_angstrom, dtype=np.float64).reshape(len(zp), 3)
+    zg = np.asarray(ref_numbers, dtype=np.int64)
+    xg = np.asarray(ref_positions_angstrom, dtype=np.float64).reshape(len(zg), 3)
+    out = np.full(len(zp), -1, dtype=np.int64)
+    for z in np.intersect1d(np.unique(zp), np.unique(zg)):
+        ip = np.flatnonzero(zp == z)
+        ig = np.flatnonzero(zg == z)
+        pairs = _tree(xp[ip]).sparse_distance_matrix(_tree(xg[ig]), float(tolerance_angstrom),
+                                                     output_type="ndarray")
+        sel = pairs["v"] < tolerance_angstrom
+        match = maximum_matching(pairs["i"][sel], pairs["j"][sel], len(ip), len(ig))
+        ok = match >= 0
+        out[ip[ok]] = ig[match[ok]]
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -599,7 +522,7 @@ class ReferenceSummary:
     @classmethod
     def from_particle(cls, numbers: np.ndarray, positions_angstrom: np.ndarray, *,
                       radius_angstrom: float, r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
-                      n_bins: int = RDF_N_BINS) -> "ReferenceSummary":
+                      n_bins: int = RDF_N_BINS) -> ReferenceSummary:
         """Compute the summary of G (any rotation of it gives the same summary)."""
         z = np.asarray(numbers, dtype=np.int64).copy()
         x = np.asarray(positions_angstrom, dtype=np.float64)
@@ -682,6 +605,11 @@ def forward_failure(reason: str, reference: ReferenceSummary, *,
                   details={"n_pred": 0, "n_ref": reference.n_atoms})
 
 
+#: Coordinates and lattice lengths beyond this (Å) are not a prediction of a particle or a
+#: crystal: the sample fails (their squares would overflow the metrics).
+MAX_COORDINATE_ANGSTROM = 1e4
+
+
 def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.ndarray | None
                              ) -> str | None:
     """Why a predicted particle cannot be scored, or None when it can."""
@@ -698,6 +626,21 @@ def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.
     if not np.all(np.isfinite(x)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=1))[0])
         return f"non-finite position (atom {bad})"
+    far = np.flatnonzero(np.any(np.abs(x) > MAX_COORDINATE_ANGSTROM, axis=1))
+    if len(far):
+        return f"position beyond {MAX_COORDINATE_ANGSTROM:g} Å (atom {int(far[0])})"
+    return None
+
+
+def check_prediction_size(n_pred: int, n_ref: int) -> str | None:
+    """Why a predicted particle is too large to score in bounded time (the limit
+    ``prediction_atoms_factor``: that many times the reference's atoms, plus 100), or None."""
+    from c2np.limits import effective
+
+    factor = effective("prediction_atoms_factor")
+    if n_pred > factor * n_ref + 100:
+        return (f"{n_pred} predicted atoms exceed the limit prediction_atoms_factor ({factor:g} x "
+                f"{n_ref} reference atoms + 100; raise it with `c2np --limit prediction_atoms_factor=N`)")
     return None
 
 
@@ -718,6 +661,8 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
             raise ValueError("forward_metrics needs reference or radius_angstrom")
         reference = ReferenceSummary.from_particle(zg, xg, radius_angstrom=radius_angstrom)
     reason = check_forward_prediction(pred_numbers, pred_positions_angstrom)
+    if reason is None:
+        reason = check_prediction_size(len(np.asarray(pred_numbers)), reference.n_atoms)
     if reason is not None:
         return forward_failure(reason, reference, tolerances_angstrom=tolerances_angstrom)
     zp = np.asarray(pred_numbers, dtype=np.int64)
@@ -736,6 +681,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     tol_max = float(max(tolerances_angstrom))
     matched = {t: 0 for t in tolerances_angstrom}
     sq_sum = 0.0
+    sq_lower = 0.0
     n_pairs = 0
     certified = True
     elements = np.intersect1d(np.unique(zp), np.unique(zg))
@@ -766,10 +712,11 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         far = ~np.isfinite(d1)
         if far.any():
             d1[far], j1[far] = large_tree.query(small[far], k=1)
-        s, k, cert = _assignment_sq(small, large, large_tree, d1, j1)
-        sq_sum += s
-        n_pairs += k
-        certified &= cert
+        res = min_sq_assignment(small, large, tree_b=large_tree, nearest=(d1, j1))
+        sq_sum += res.sum_sq_angstrom2
+        sq_lower += res.lower_bound_angstrom2
+        n_pairs += res.n_pairs
+        certified &= res.exact
         pi, gj = (si, lj) if pred_small else (lj, si)
         for t in tolerances_angstrom:
             sel = dv < t
@@ -777,6 +724,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
 
     diameter = 2.0 * reference.radius_angstrom
     matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter
+    matched_rmsd_lower = math.sqrt(max(sq_lower, 0.0) / n_pairs) if n_pairs else diameter
     paper_rmsd = math.sqrt(sq_sum / (3 * n_pairs)) if n_pairs else diameter / math.sqrt(3.0)
 
     v_p = hull_volume_angstrom3(xp)
@@ -806,7 +754,12 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     })
     details = {"n_pred": n_p, "n_ref": n_g, "n_matched_pairs": n_pairs,
                "matched_rmsd_certified": bool(certified),
+               "matched_rmsd_lower_bound": matched_rmsd_lower,
+               "matched_rmsd_gap": matched_rmsd - matched_rmsd_lower,
                "hull_volume_pred_angstrom3": v_p}
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:  # never a non-finite number in a results file: the sample fails instead
+        return forward_failure(f"metric {bad[0]} is not finite", reference, tolerances_angstrom=tolerances_angstrom)
     return Scores(values=values, ok=True, details=details)
 
 
@@ -923,6 +876,10 @@ def check_inverse_prediction(params: Sequence[float] | np.ndarray | None,
         return "non-positive lattice length"
     if np.any(p[3:] <= 0) or np.any(p[3:] >= 180):
         return "lattice angle outside (0, 180) degrees"
+    if np.any(p[:3] > MAX_COORDINATE_ANGSTROM):
+        return f"lattice length beyond {MAX_COORDINATE_ANGSTROM:g} Å"
+    if not LatticeParameters.from_array(p).is_valid():
+        return "the angles close no cell (e.g. 170°, 170°, 170°)"
     sg = float(spacegroup)
     if not math.isfinite(sg) or sg != int(sg) or not 1 <= int(sg) <= 230:
         return f"space group {spacegroup!r} outside 1..230"
@@ -944,7 +901,10 @@ def inverse_metrics(params: Sequence[float] | np.ndarray | None,
     if reason is not None:
         return inverse_failure(reason, target)
     p = np.asarray(params, dtype=np.float64).reshape(6)
-    return Scores(values=_inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
-                                         length_tol_angstrom=length_tol_angstrom,
-                                         angle_tol_deg=angle_tol_deg,
-                                         length_rel_tol=length_rel_tol))
+    values = _inverse_values(p, int(float(spacegroup)), target,  # type: ignore[arg-type]
+                             length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
+                             length_rel_tol=length_rel_tol)
+    bad = [k for k, v in values.items() if not math.isfinite(v)]
+    if bad:
+        return inverse_failure(f"metric {bad[0]} is not finite", target)
+    return Scores(values=values)

@@ -147,7 +147,8 @@ def site_rotation_group(cell: UnitCell, centre_frac: np.ndarray | tuple[float, f
     sphere onto itself, so orientations that differ by them give the same particle."""
     import spglib
 
-    sym = spglib.get_symmetry(cell.to_spglib(), symprec=symprec_angstrom)
+    # spglib's hints ask for nested Sequences; it takes (and documents) NumPy arrays
+    sym = spglib.get_symmetry(cell.to_spglib(), symprec=symprec_angstrom)  # type: ignore[arg-type]
     centre = np.asarray(centre_frac, dtype=float)
     lat_t = cell.lattice_angstrom.T
     inv_lat_t = np.linalg.inv(lat_t)

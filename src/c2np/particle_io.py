@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
-from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_write
+from c2np.limits import check as check_limit
+from c2np.particle import Particle
 
 __all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "iter_xyz_frames",
            "XyzFrame", "read_particle", "read_frames"]
@@ -29,7 +31,7 @@ __all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "iter_xyz_frame
 
 def _info_value(value: Any) -> str:
     if isinstance(value, str):
-        if any(ch in value for ch in ' "=\t'):
+        if any(ch in value for ch in ' "=\t\n\r\\'):  # a raw newline would end the comment line
             return json.dumps(value)
         return value
     if isinstance(value, (bool, np.bool_)):
@@ -139,7 +141,7 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
     symbols = _symbol_table()
     frame = 0
     line_no = 0
-    with open(p, "r", encoding="utf-8", errors="strict") as fh:
+    with open(p, encoding="utf-8", errors="strict") as fh:
         while True:
             try:
                 head = fh.readline()
@@ -151,12 +153,11 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
             if head.strip() == "":
                 continue  # blank lines between frames
             where = f"{p}: frame {frame} (line {line_no})"
-            try:
-                n = int(head.strip())
-            except ValueError:
-                raise C2NPInputError(f"{where}: expected an atom count, got {head.strip()[:40]!r}") from None
-            if n < 0:
-                raise C2NPInputError(f"{where}: negative atom count {n}")
+            count = head.strip()
+            if not (count.isascii() and count.isdigit()):  # int() would read '4_1' as 41, '+3' as 3
+                raise C2NPInputError(f"{where}: expected an atom count, got {count[:40]!r}")
+            n = int(count)
+            check_limit("atoms_per_particle", n, what=where)
             count_line = line_no
             try:
                 comment = fh.readline()

@@ -17,9 +17,10 @@ import csv
 import io
 import math
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from c2np.fileio import atomic_path, atomic_write
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
 from c2np.particle import Particle
 from c2np.particle_io import iter_xyz_frames, write_extxyz
+from c2np.store import check_declared_sizes
 
 __all__ = ["FORWARD_H5_FORMAT", "FORWARD_H5_VERSION", "INVERSE_COLUMNS", "InversePrediction",
            "InverseRow", "inverse_values", "forward_format", "iter_forward_predictions",
@@ -52,7 +54,7 @@ class InversePrediction:
     spacegroup: int
 
     @classmethod
-    def from_values(cls, values: Sequence[float], spacegroup: int) -> "InversePrediction":
+    def from_values(cls, values: Sequence[float], spacegroup: int) -> InversePrediction:
         """From (6,) a, b, c, alpha, beta, gamma and a space-group number."""
         return cls(LatticeParameters.from_array(values), int(spacegroup))
 
@@ -113,8 +115,10 @@ def _iter_h5_predictions(p: Path) -> Iterator[tuple[str, str, np.ndarray, np.nda
         if fmt != FORWARD_H5_FORMAT:
             raise C2NPInputError(f"{p}: format attribute is {fmt!r}, expected {FORWARD_H5_FORMAT!r}")
         for name in ("sample_ids", "offsets", "numbers", "positions"):
-            if name not in f:
+            if name not in f or not isinstance(f[name], h5py.Dataset):
                 raise C2NPInputError(f"{p}: missing dataset /{name}")
+        check_declared_sizes(f, ["sample_ids", "offsets", "numbers", "positions"], source=str(p),
+                             limit="prediction_bytes")
         ids = [s.decode() if isinstance(s, bytes) else str(s) for s in f["sample_ids"][()]]
         offsets = np.asarray(f["offsets"][()], dtype=np.int64)
         numbers = np.asarray(f["numbers"][()])
@@ -212,6 +216,8 @@ def _parse_number(text: str, where: str, column: str) -> float:
     if t == "":
         return math.nan  # an empty field is a missing value: the sample fails
     try:
+        if "_" in t:  # float() reads '4_1' as 41: a space-group symbol must not become a number
+            raise ValueError(t)
         return float(t)
     except ValueError:
         raise C2NPInputError(f"{where}: column {column!r} is not a number: {t[:40]!r}") from None
@@ -245,12 +251,16 @@ def read_inverse_predictions(path: str | os.PathLike[str]) -> dict[str, InverseR
         raise C2NPInputError(f"{p}: line 1: repeated column(s) {dup}")
     col = {c: header.index(c) for c in INVERSE_COLUMNS}
     out: dict[str, InverseRow] = {}
+    end = reader.line_num
     try:
         for fields in reader:
-            line = reader.line_num
+            line, end = end + 1, reader.line_num  # a quoted field may span lines: name the first
             where = f"{p}: line {line}"
             if not fields or all(f.strip() == "" for f in fields):
                 continue
+            if any("\n" in f or "\r" in f for f in fields):
+                raise C2NPInputError(f"{where}: a quoted field runs over {end - line + 1} lines "
+                                     "(an unterminated quote?)")
             if len(fields) != len(header):
                 raise C2NPInputError(f"{where}: expected {len(header)} fields, got {len(fields)}")
             sid = fields[col["sample_id"]].strip()

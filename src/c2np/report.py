@@ -12,24 +12,44 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from c2np.fileio import atomic_path, write_texts
+from c2np.metrics import PRIMARY, Metric
+from c2np.models import display_name
 from c2np.particle import Particle
-from c2np.fileio import atomic_path, atomic_write
 from c2np.splits import Protocol
 
-__all__ = ["LeaderboardRow", "normalise", "write_leaderboard", "plot_metric_vs_radius",
+__all__ = ["LeaderboardRow", "normalise", "row_from_results", "write_leaderboard", "plot_metric_vs_radius",
            "plot_id_vs_ood", "plot_confusion", "plot_particles", "plot_results", "new_figure",
-           "save_figure", "FORWARD_FLOOR", "FORWARD_CEILING",
-           "INVERSE_FLOOR"]
+           "save_figure", "FORWARD_FLOOR", "FORWARD_CEILING", "INVERSE_FLOOR", "REFERENCE_BASELINES",
+           "METRIC_LABELS", "RADIUS_PLOTS"]
 
 FORWARD_FLOOR = "random-ball"
 FORWARD_CEILING = "analytic-carve"
 INVERSE_FLOOR = "majority-class"
+# Plot labels of the metrics drawn against the radius (``RADIUS_PLOTS``).
+METRIC_LABELS: dict[str, str] = {
+    Metric.F1_0_1.value: "atom F1 at 0.1 Å", Metric.F1_0_5.value: "atom F1 at 0.5 Å",
+    Metric.CHAMFER.value: "mean Chamfer distance (Å)",
+    Metric.JOINT_ACCURACY_PAPER.value: "joint accuracy (paper tolerance)",
+    Metric.SPACEGROUP_ACCURACY.value: "space-group accuracy",
+}
+# Per-radius plots: the primary metric of each task and one more.
+RADIUS_PLOTS: dict[str, tuple[Metric, Metric]] = {
+    "forward": (PRIMARY["forward"], Metric.CHAMFER),
+    "inverse": (PRIMARY["inverse"], Metric.SPACEGROUP_ACCURACY),
+}
+# The baselines every table that ranks models shows on its rows (SPEC §9, §12).
+REFERENCE_BASELINES: dict[str, tuple[str, ...]] = {
+    "forward": ("analytic-carve", "memorisation", "random-ball"),
+    "inverse": ("solver", "composition-lookup", "majority-class"),
+}
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,8 @@ class LeaderboardRow:
         higher_is_better: metric name -> direction.
         n_samples, n_failed: counts.
         results_file: the results JSON this row came from.
+        normalised: metric name -> normalised score (filled by :func:`normalise`).
+        ci95: metric name -> 95 % bootstrap interval ``[lo, hi]`` of the overall value.
     """
 
     model: str
@@ -54,6 +76,21 @@ class LeaderboardRow:
     n_failed: int
     results_file: str = ""
     normalised: Mapping[str, float | None] = field(default_factory=dict)
+    ci95: Mapping[str, Sequence[float] | None] = field(default_factory=dict)
+
+
+def row_from_results(data: Mapping[str, Any], path: str | os.PathLike[str] = "") -> LeaderboardRow:
+    """The leaderboard row of one results document (``c2np.results/1``; not normalised)."""
+    overall = data["metrics"]["overall"]
+    info = data.get("metric_info", {})
+    return LeaderboardRow(
+        model=str(data["model"]), task=str(data["task"]), split=str(data["split"]),
+        protocol=str(data["protocol"]),
+        metrics={k: v["mean"] for k, v in overall.items()},
+        higher_is_better={k: m.get("better") == "higher" for k, m in info.items()
+                          if m.get("better") in ("higher", "lower")},
+        n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path),
+        ci95={k: (list(v["ci95"]) if v.get("ci95") is not None else None) for k, v in overall.items()})
 
 
 def _perfect(higher_is_better: bool) -> float:
@@ -121,16 +158,15 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         lines.append("|---|---|---:|---:|" + "---:|" * len(names))
         for r in sorted(trows, key=lambda x: (x.split, x.model)):
             cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
-            lines.append(f"| {r.model} | {r.split} | {r.n_samples} | {r.n_failed} | " + " | ".join(cells) + " |")
+            lines.append(f"| {display_name(r.model, r.task)} | {r.split} | {r.n_samples} | {r.n_failed} | "
+                         + " | ".join(cells) + " |")
     if footer:
         lines += ["", footer]
     md = out / "leaderboard.md"
     js = out / "leaderboard.json"
-    with atomic_write(md) as fh:
-        fh.write("\n".join(lines) + "\n")
-    with atomic_write(js) as fh:
-        json.dump({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})}, fh,
-                  indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    doc = json.dumps({"rows": [asdict(r) for r in rows], **({"extra": dict(extra)} if extra else {})},
+                     indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    write_texts({js: doc, md: "\n".join(lines) + "\n"})  # both or neither on a write error
     return {"markdown": md, "json": js}
 
 

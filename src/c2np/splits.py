@@ -9,15 +9,14 @@ train, validates on held-out train radii and holds out ~20 % of materials for ta
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
-from c2np.orientations import (min_separation_deg, n_rotations, sample_orientations,
-                               site_rotation_group)
+from c2np.orientations import min_separation_deg, n_rotations, sample_orientations, site_rotation_group
 
 __all__ = ["Protocol", "PAPER", "STRICT", "PROTOCOLS", "get_protocol", "RecipeTable",
            "build_recipes", "SPLITS", "sample_id"]
@@ -203,6 +202,10 @@ def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper",
                              f"({proto.radii_angstrom[0]}..{proto.radii_angstrom[-1]} Å)")
     if not cells:
         raise C2NPInputError("no unit cells given")
+    centre = np.asarray(centre_frac, dtype=np.float64).reshape(-1)
+    if centre.shape != (3,) or not np.all(np.isfinite(centre)):
+        raise C2NPInputError(f"centre_frac must be 3 finite fractional coordinates, got {centre_frac!r}")
+    centre_xyz = (float(centre[0]), float(centre[1]), float(centre[2]))
     materials = tuple(c.material_id for c in cells)
     if len(set(materials)) != len(materials):
         raise C2NPInputError("duplicate material ids in the cells")
@@ -238,7 +241,7 @@ def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper",
 
     identity = np.array([[0.0, 0.0, 0.0, 1.0]])
     m_idx, r_col, k_col, q_col, s_col = [], [], [], [], []
-    for mi, cell in enumerate(cells):
+    for mi in range(len(cells)):
         fam = family(groups[mi])
         for r in radii:
             split = proto.radius_split(r)
@@ -271,7 +274,7 @@ def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper",
         rotation_index=np.concatenate(k_col).astype(np.int32),
         quaternion=np.concatenate(q_col).astype(np.float64),
         split=split_arr, heldout_materials=heldout,
-        centre_frac=tuple(float(x) for x in centre_frac),
+        centre_frac=centre_xyz,
     )
     object.__setattr__(table, "summary", summarize(table, proto, groups))
     return table

@@ -24,23 +24,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
-from c2np import __version__
 from c2np.carving import carve
-from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
+from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import atomic_path
+from c2np.particle import Particle
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
+from c2np.version import __version__
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
            "write_store", "fingerprint", "carve_base_particles", "verify_store", "VerifyReport",
-           "quaternions_to_matrices"]
+           "quaternions_to_matrices", "check_store_names", "check_declared_sizes", "verify_opened",
+           "require_intact"]
 
 FORMAT = "c2np-store"
 FORMAT_VERSION = 1
@@ -110,26 +113,48 @@ def quaternions_to_matrices(quaternion: np.ndarray) -> np.ndarray:
 
 
 # --- building -----------------------------------------------------------------------------
+def _carve_pair(centre_frac: tuple[float, float, float],
+                item: tuple[UnitCell, int]) -> tuple[np.ndarray, np.ndarray, float, bool]:
+    """One base particle: (numbers, positions Å, boundary margin Å, paper supercell clips)."""
+    cell, r = item
+    res = carve(cell, r, centre_frac=centre_frac)
+    return (res.particle.numbers, res.particle.positions_angstrom, res.boundary_margin_angstrom,
+            bool(res.paper_supercell_clips))
+
+
 def carve_base_particles(cells: Sequence[UnitCell], table: RecipeTable, *,
-                         progress: bool = False) -> BaseParticles:
-    """Carve every (material, R) pair that the recipe table uses (float64 positions)."""
+                         progress: bool = False, executor: Executor | None = None,
+                         chunk: int = 4) -> BaseParticles:
+    """Carve every (material, R) pair that the recipe table uses (float64 positions), in
+    this process or through ``executor`` (:mod:`c2np.executor`; the result does not
+    depend on it)."""
     pairs = sorted({(int(m), int(r)) for m, r in zip(table.material_index, table.radius_angstrom)})
     by_id = {c.material_id: c for c in cells}
     nums: list[np.ndarray] = []
     poss: list[np.ndarray] = []
     margins = np.zeros(len(pairs))
     clips = np.zeros(len(pairs), dtype=bool)
-    iterator: Iterable[tuple[int, int]] = pairs
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        iterator = tqdm(pairs, desc="carving base particles", unit="particle")
-    for j, (mi, r) in enumerate(iterator):
-        res = carve(by_id[table.materials[mi]], r, centre_frac=table.centre_frac)
-        nums.append(res.particle.numbers)
-        poss.append(res.particle.positions_angstrom)
-        margins[j] = res.boundary_margin_angstrom
-        clips[j] = res.paper_supercell_clips
+        bar = tqdm(total=len(pairs), desc="carving base particles", unit="particle")
+    ex = executor if executor is not None else LocalExecutor(1)
+    items = [(by_id[table.materials[mi]], r) for mi, r in pairs]
+    centre = tuple(float(x) for x in table.centre_frac)
+    j = 0
+    for part in ex.map(_carve_pair, items, context=Context(same, (centre,), value=centre),
+                       chunk=chunk):
+        for n, x, margin, clip in part:
+            nums.append(n)
+            poss.append(x)
+            margins[j] = margin
+            clips[j] = clip
+            j += 1
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
     offsets = np.zeros(len(pairs) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(n) for n in nums])
     return BaseParticles(
@@ -176,6 +201,7 @@ def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: 
     import h5py
 
     p = Path(path)
+    check_store_names([c.material_id for c in cells], source=str(p))
     p.parent.mkdir(parents=True, exist_ok=True)
     fp = fingerprint(cells, table, base)
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
@@ -223,11 +249,12 @@ def build_store(cells: Sequence[UnitCell], path: str | os.PathLike[str],
                 protocol: Protocol | str = "paper", *,
                 radii_angstrom: Sequence[int] | None = None,
                 centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0),
-                progress: bool = True) -> Path:
-    """Build recipes and base particles for ``cells`` and write the store atomically."""
+                progress: bool = True, executor: Executor | None = None) -> Path:
+    """Build recipes and base particles for ``cells`` and write the store atomically;
+    ``executor`` carves the base particles (:func:`carve_base_particles`)."""
     cells = sorted(cells, key=lambda c: c.material_id)
     table = build_recipes(cells, protocol, radii_angstrom=radii_angstrom, centre_frac=centre_frac)
-    base = carve_base_particles(cells, table, progress=progress)
+    base = carve_base_particles(cells, table, progress=progress, executor=executor)
     return write_store(path, cells, table, base)
 
 
@@ -238,6 +265,40 @@ _REQUIRED = {
     "base": ("material_index", "radius", "offsets", "numbers", "positions", "boundary_margin",
              "paper_supercell_clips"),
 }
+
+
+def check_store_names(material_ids: Sequence[str], *, source: str) -> None:
+    """The safe-name rule (:mod:`c2np.names`) for every material id of a store; ids equal
+    but for case are refused too (they would share a folder on export)."""
+    from c2np.names import check_distinct_names, check_safe_name
+
+    try:
+        for mid in material_ids:
+            check_safe_name(mid)
+        check_distinct_names(material_ids)
+    except C2NPInputError as exc:
+        raise C2NPStoreError(f"{source}: {exc}") from exc
+
+
+def check_declared_sizes(f: Any, names: Sequence[str], *, source: str, limit: str) -> None:
+    """Refuse an HDF5 file whose arrays declare more than the limit ``limit`` (bytes, shape x
+    item size, summed) or, per array, far more than the file stores (limit
+    ``store_compression_ratio``: a tiny file declaring huge arrays) — before reading any."""
+    from c2np.limits import check as check_limit
+    from c2np.limits import effective
+
+    total = 0.0
+    ratio = effective("store_compression_ratio")
+    for name in names:
+        ds = f[name]
+        declared = float(np.prod(ds.shape, dtype=np.float64)) * ds.dtype.itemsize
+        total += declared
+        stored = float(ds.id.get_storage_size())
+        if declared > ratio * stored + (1 << 20):
+            check_limit("store_compression_ratio", declared / max(stored, 1.0),
+                        what=f"{source}: /{name} declares {declared:,.0f} bytes but the file holds "
+                             f"{stored:,.0f} for it")
+    check_limit(limit, total, what=f"{source}: declared array sizes")
 
 
 @dataclass(eq=False)
@@ -268,7 +329,7 @@ class DatasetStore:
     _id_rows: dict[str, int] | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> "DatasetStore":
+    def open(cls, path: str | os.PathLike[str]) -> DatasetStore:
         """Load and validate a store; corrupt or truncated files raise :class:`C2NPStoreError`."""
         import h5py
 
@@ -282,35 +343,51 @@ class DatasetStore:
         try:
             with f:
                 return cls._load(p, f)
-        except C2NPStoreError:
+        except C2NPInputError:
             raise
-        except (KeyError, OSError, ValueError, TypeError) as exc:
+        except (KeyError, OSError, ValueError, TypeError, IndexError, AttributeError, RuntimeError,
+                OverflowError) as exc:
             raise C2NPStoreError(f"{p}: corrupt store ({type(exc).__name__}: {exc})") from exc
 
     @classmethod
-    def _load(cls, p: Path, f: Any) -> "DatasetStore":
+    def _load(cls, p: Path, f: Any) -> DatasetStore:
+        import h5py
+
         if f.attrs.get("format") != FORMAT:
             raise C2NPStoreError(f"{p}: not a c2np store (format attribute {f.attrs.get('format')!r})")
-        if int(f.attrs.get("format_version", -1)) != FORMAT_VERSION:
+        version = f.attrs.get("format_version", -1)
+        if not (isinstance(version, (int, np.integer)) and int(version) == FORMAT_VERSION):
             raise C2NPStoreError(f"{p}: store format version {f.attrs.get('format_version')} is not "
                                  f"supported (expected {FORMAT_VERSION})")
         if "fingerprint" not in f.attrs:
             raise C2NPStoreError(f"{p}: store is incomplete (its build was interrupted)")
         for group, names in _REQUIRED.items():
             for name in names:
-                if f"{group}/{name}" not in f:
+                if f"{group}/{name}" not in f or not isinstance(f[f"{group}/{name}"], h5py.Dataset):
                     raise C2NPStoreError(f"{p}: store lacks dataset /{group}/{name}")
-        ids = [s.decode() for s in f["cells/material_ids"][()]]
+        check_declared_sizes(f, [f"{g}/{n}" for g, names in _REQUIRED.items() for n in names],
+                             source=str(p), limit="store_bytes")
+        try:
+            ids = [s.decode("ascii") for s in f["cells/material_ids"][()]]
+        except (UnicodeDecodeError, AttributeError) as exc:
+            raise C2NPStoreError(f"{p}: /cells/material_ids are not ASCII names ({exc})") from exc
+        check_store_names(ids, source=str(p))
         lat = f["cells/lattice"][()]
         aoff = f["cells/atom_offsets"][()]
         cnum = f["cells/numbers"][()]
         cfrac = f["cells/frac"][()]
-        if len(lat) != len(ids) or len(aoff) != len(ids) + 1 or aoff[-1] != len(cnum) or len(cfrac) != len(cnum):
+        if len(lat) != len(ids) or len(aoff) != len(ids) + 1 or aoff[-1] != len(cnum) or len(cfrac) != len(cnum) \
+                or aoff[0] != 0 or np.any(np.diff(aoff) <= 0):
             raise C2NPStoreError(f"{p}: /cells datasets have inconsistent lengths")
-        cells = {mid: UnitCell(mid, lat[i], cnum[aoff[i]:aoff[i + 1]], cfrac[aoff[i]:aoff[i + 1]])
-                 for i, mid in enumerate(ids)}
+        try:
+            cells = {mid: UnitCell(mid, lat[i], cnum[aoff[i]:aoff[i + 1]], cfrac[aoff[i]:aoff[i + 1]])
+                     for i, mid in enumerate(ids)}
+        except C2NPInputError as exc:
+            raise C2NPStoreError(f"{p}: {exc}") from exc
         r = f["recipes"]
         materials = tuple(json.loads(r.attrs["materials"]))
+        if not all(isinstance(m, str) for m in materials) or len(set(materials)) != len(materials):
+            raise C2NPStoreError(f"{p}: /recipes materials attribute is not a list of distinct names")
         if set(materials) - set(ids):
             raise C2NPStoreError(f"{p}: recipes name materials without cells: {sorted(set(materials) - set(ids))}")
         cols = {k: r[k][()] for k in _REQUIRED["recipes"]}
@@ -322,8 +399,11 @@ class DatasetStore:
         if n and (cols["split"].min() < 0 or cols["split"].max() >= len(SPLITS)):
             raise C2NPStoreError(f"{p}: /recipes/split has unknown split codes")
         if not np.all(np.isfinite(cols["quaternion"])):
-            raise C2NPStoreError(f"{p}: /recipes/quaternion has non-finite values")
-        centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
+            bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
+            raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
+                                 f"{cols['quaternion'][bad].tolist()}")
+        centre = cast(tuple[float, float, float],
+                      tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0))))
         table = RecipeTable(
             protocol=str(f.attrs["protocol"]), materials=materials,
             material_index=cols["material_index"].astype(np.int32),
@@ -336,8 +416,9 @@ class DatasetStore:
         b = f["base"]
         bcols = {k: b[k][()] for k in _REQUIRED["base"]}
         k = len(bcols["material_index"])
-        if len(bcols["offsets"]) != k + 1 or bcols["offsets"][-1] != len(bcols["numbers"]) \
-                or bcols["positions"].shape != (len(bcols["numbers"]), 3) or np.any(np.diff(bcols["offsets"]) < 0):
+        if len(bcols["offsets"]) != k + 1 or bcols["offsets"][0] != 0 or bcols["offsets"][-1] != len(bcols["numbers"]) \
+                or bcols["positions"].shape != (len(bcols["numbers"]), 3) or np.any(np.diff(bcols["offsets"]) < 0) \
+                or any(len(bcols[c]) != k for c in ("radius", "boundary_margin", "paper_supercell_clips")):
             raise C2NPStoreError(f"{p}: /base datasets have inconsistent lengths")
         if not np.all(np.isfinite(bcols["positions"])):
             raise C2NPStoreError(f"{p}: /base/positions has non-finite values")
@@ -353,7 +434,8 @@ class DatasetStore:
                     fingerprint=str(f.attrs["fingerprint"]), cells=cells, recipes=table, base=base,
                     attrs={k2: (v.tolist() if isinstance(v, np.ndarray) else v) for k2, v in f.attrs.items()})
         store._base_index = base.index()
-        missing = {(int(m), int(rr)) for m, rr in zip(table.material_index, table.radius_angstrom)} - set(store._base_index)
+        wanted = {(int(m), int(rr)) for m, rr in zip(table.material_index, table.radius_angstrom)}
+        missing = wanted - set(store._base_index)
         if missing:
             m0, r0 = sorted(missing)[0]
             raise C2NPStoreError(f"{p}: no base particle for {materials[m0]} R={r0} "
@@ -492,16 +574,28 @@ class VerifyReport:
         return asdict(self)
 
 
-def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float = 1e-4,
+def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float | None = None,
                  progress: bool = False) -> VerifyReport:
-    """Re-carve every base particle from its cell, compare with the store, rebuild the recipe
-    table from its protocol, and recompute the fingerprint."""
-    store = DatasetStore.open(path)
+    """Re-carve every base particle from its cell, compare with the store (species, positions,
+    boundary margins, clip flags), rebuild the recipe table from its protocol, and recompute
+    the fingerprint.
+
+    Positions must equal the re-carved ones rounded to float32 (within 2 float32 ulps, so a
+    shift of 1e-5 Å is caught), or agree within ``position_tol_angstrom`` when it is given.
+    """
+    return verify_opened(DatasetStore.open(path), position_tol_angstrom=position_tol_angstrom,
+                         progress=progress)
+
+
+def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = None,
+                  progress: bool = False, check_recipes: bool = True) -> VerifyReport:
+    """:func:`verify_store` of a store already opened; ``check_recipes=False`` skips the
+    rebuild of the recipe table from its protocol (the fingerprint still covers the table)."""
     cells = [store.cells[m] for m in store.materials]
     table = store.recipes
     problems: list[str] = []
     recipes_match: bool | None = None
-    if store.source == "carved":
+    if store.source == "carved" and check_recipes:
         try:
             fresh = build_recipes(cells, get_protocol(store.protocol),
                                   radii_angstrom=sorted(set(table.radius_angstrom.tolist())),
@@ -529,10 +623,25 @@ def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float =
                 problems.append(f"{label}: {len(nums_s)} stored atoms vs {len(nums_c)} re-carved "
                                 "(or species differ)")
                 continue
-            err = float(np.max(np.abs(pos_s.astype(np.float64) - pos_c))) if len(pos_c) else 0.0
+            if len(pos_c):
+                diff = np.abs(pos_s.astype(np.float64) - pos_c)
+                err = float(diff.max())
+                if position_tol_angstrom is None:
+                    allowed = 2.0 * np.spacing(np.abs(pos_c).astype(np.float32)).astype(np.float64) + 1e-12
+                    bad = bool(np.any(diff > allowed))
+                else:
+                    bad = err > position_tol_angstrom
+            else:
+                err, bad = 0.0, False
             max_err = max(max_err, err)
-            if err > position_tol_angstrom:
+            if bad:
                 problems.append(f"{label}: positions differ by up to {err:.3g} Å")
+            m_s, m_c = float(store.base.boundary_margin_angstrom[j]), float(recarved.boundary_margin_angstrom[jj])
+            if not abs(m_s - m_c) <= 1e-9:
+                problems.append(f"{label}: boundary margin {m_s!r} Å stored, {m_c!r} Å re-carved")
+            if bool(store.base.paper_supercell_clips[j]) != bool(recarved.paper_supercell_clips[jj]):
+                problems.append(f"{label}: supercell clip flag {bool(store.base.paper_supercell_clips[j])} "
+                                f"stored, {bool(recarved.paper_supercell_clips[jj])} re-carved")
         fp = fingerprint(cells, table, recarved)
         n_checked = len(store._base_index)
     else:
@@ -544,3 +653,24 @@ def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float =
     return VerifyReport(ok=not problems, fingerprint_stored=store.fingerprint, fingerprint_recomputed=fp,
                         n_base_checked=n_checked, max_position_error_angstrom=max_err,
                         recipes_match_protocol=recipes_match, problems=tuple(problems))
+
+
+_INTACT: set[tuple[Any, ...]] = set()
+
+
+def require_intact(store: DatasetStore) -> None:
+    """Refuse (:class:`C2NPStoreError`) a store that does not match its fingerprint, before it
+    is used for scoring: the checks of :func:`verify_store` but the protocol rebuild (base
+    particles re-carved and compared, fingerprint recomputed). A store once found intact is not
+    re-checked in this process while its file (inode, size, modification time) is unchanged."""
+    st = store.path.stat()
+    key = (str(store.path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, store.fingerprint)
+    if key in _INTACT:
+        return
+    report = verify_opened(store, check_recipes=False)
+    if not report.ok:
+        shown = "; ".join(report.problems[:3]) + (f"; and {len(report.problems) - 3} more"
+                                                  if len(report.problems) > 3 else "")
+        raise C2NPStoreError(f"{store.path}: the store does not match its fingerprint (tampered or "
+                             f"damaged; `c2np verify` lists every problem): {shown}")
+    _INTACT.add(key)

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from c2np.catalog.relaxation import (
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
 from c2np.fileio import write_text
+from c2np.limits import check as check_limit
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
 
@@ -173,13 +174,14 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     out.mkdir(parents=True, exist_ok=True)
     cat_path = out / "catalog.json"
     done: dict[str, CatalogEntry] = {}
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     with build_lock(out):
         done, started = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
                                       started=started)
     todo = [m for m in ids if m not in done]
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
+    check_limit("workers", workers, what="catalog build workers")
     if workers > 1 and len(todo) > 1:
         return _build_in_processes(out, ids, todo, workers, started, progress=progress,
                                    potential=potential, fmax=fmax, prototypes=tuple(prototypes),

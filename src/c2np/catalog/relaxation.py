@@ -265,7 +265,7 @@ def relax_material(material_id: str, *, potential: str = "chgnet",
         if on_prototype_done is not None:
             on_prototype_done(res)
     chosen = choose_prototype(results)
-    common = dict(
+    common: dict[str, Any] = dict(
         material_id=material_id, formula=material_id, a_site=comp.a_site, b_site=comp.b_site,
         prototype_energies_ev_per_atom={r.prototype: r.energy_per_atom_ev for r in results},
         tolerance_factor=tolerance_factor(comp), potential=pot.name, potential_version=pot.version,

@@ -2,7 +2,8 @@
 
 Each command group lives in its own module with a ``register(app)`` function; the app is
 assembled in :func:`build_app` (not at import time). Exit codes: 0 success, 1 a check
-failed (e.g. ``verify`` found a mismatch), 2 bad input.
+failed or no answer exists (``verify`` found a mismatch, ``identify`` found no lattice), 2 bad
+input, a limit exceeded or an environment problem (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.identify",
     "c2np.cli.models",
     "c2np.cli.catalog",
+    "c2np.cli.report",
+    "c2np.cli.submissions",
 )
 
 
@@ -30,12 +33,35 @@ def build_app() -> typer.Typer:
                       pretty_exceptions_enable=False)
 
     @app.callback()
-    def _root() -> None:
+    def _root(
+        limit: list[str] = typer.Option(
+            [], "--limit", metavar="NAME=VALUE",
+            help="Raise (or lower) a size limit for this run, e.g. --limit atoms_per_particle=5e6; "
+                 "repeatable. Names, defaults and units: docs/reliability.md."),
+    ) -> None:
         """Crystal-to-Nanoparticle benchmark."""
+        if limit:
+            _apply_limits(limit)
 
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(app)
     return app
+
+
+def _apply_limits(items: list[str]) -> None:
+    """Merge ``--limit`` values into ``C2NP_LIMITS`` (so worker processes see them too)."""
+    import os
+
+    from c2np.cli._common import fail
+    from c2np.errors import C2NPInputError
+    from c2np.limits import ENV_VAR, parse_overrides
+
+    try:
+        merged = {**parse_overrides(os.environ.get(ENV_VAR, "")),
+                  **parse_overrides(",".join(items), source="--limit")}
+    except C2NPInputError as exc:
+        fail(str(exc))
+    os.environ[ENV_VAR] = ",".join(f"{k}={v!r}" for k, v in merged.items())
 
 
 def main() -> None:

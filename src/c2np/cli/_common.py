@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sys
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from c2np.errors import C2NPError, C2NPInputError
+from c2np.errors import C2NPError, C2NPInputError, C2NPNoAnswerError
+from c2np.executor import available_cpus
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,22 +26,45 @@ EXIT_BAD_INPUT = 2
 
 def console() -> Console:
     """Console for human output (stdout); wide enough for the leaderboard when piped."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    return Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
 
 
 def err_console() -> Console:
     """Console for errors and progress (stderr)."""
-    return Console(stderr=True)
+    return Console(stderr=True, emoji=False)  # ':x:' in a path stays ':x:'
+
+
+def esc(value: object) -> str:
+    """``value`` as text that Rich prints literally (user paths and names may hold ``[``)."""
+    return escape(str(value))
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
-    """Print one clear error line to stderr and exit with ``code``."""
-    err_console().print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print one clear error line to stderr and exit with ``code``. ``message`` is shown as
+    plain text (never read as Rich markup: paths may hold ``[`` or ``:x:``)."""
+    err_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True,
+                        emoji=False)
     raise typer.Exit(code)
 
 
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error: the file(s) and what went wrong, with a hint
+    for the environment problems a user can fix (full disk, read-only folder)."""
+    names = [str(n) for n in (exc.filename, getattr(exc, "filename2", None)) if n]
+    hint = {errno.ENOSPC: " (the disk is full)", errno.EDQUOT: " (disk quota exceeded)",
+            errno.EROFS: " (read-only file system)", errno.EACCES: " (permission denied)",
+            errno.ENOTDIR: " (a part of the path is a file, not a folder)"}.get(exc.errno or -1, "")
+    what = exc.strerror or str(exc)
+    if hint.strip(" ()").lower() in what.lower():
+        hint = ""
+    return (f"{' -> '.join(names)}: {what}" if names else what) + hint
+
+
 def handle_errors(func: F) -> F:
-    """Decorator: C2NPInputError (and file errors) -> one line on stderr, exit 2."""
+    """Decorator mapping every error to one line on stderr and an exit code, never a
+    traceback: :class:`C2NPNoAnswerError` and other :class:`C2NPError` -> 1; bad input,
+    limits, file and environment errors (full disk, read-only folder), memory -> 2. Set
+    ``C2NP_DEBUG=1`` to see the traceback of an unexpected error."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -45,34 +72,59 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except typer.Exit:
             raise
+        except C2NPNoAnswerError as exc:
+            fail(str(exc), EXIT_CHECK_FAILED)
         except C2NPInputError as exc:
             fail(str(exc), EXIT_BAD_INPUT)
-        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-            fail(f"{getattr(exc, 'filename', '') or ''}: {exc.strerror or exc}", EXIT_BAD_INPUT)
         except C2NPError as exc:
             fail(str(exc), EXIT_CHECK_FAILED)
+        except OSError as exc:
+            fail(os_error_message(exc), EXIT_BAD_INPUT)
+        except MemoryError:
+            fail("out of memory; lower the sizes (c2np --limit ..., see docs/reliability.md)", EXIT_BAD_INPUT)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+        except Exception as exc:  # a bug: still one line, never a traceback
+            if os.environ.get("C2NP_DEBUG"):
+                raise
+            fail(f"unexpected {type(exc).__name__}: {exc} (a bug in c2np; rerun with C2NP_DEBUG=1 "
+                 "for the traceback and report it)", EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def resolve_workers(workers: int) -> int:
     """A ``--workers`` value as a process count: 0 means one per available CPU; negative
     values are bad input."""
+    from c2np.limits import check
+
     if workers < 0:
         raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
+    check("workers", workers, what="--workers")
     return workers or available_cpus()
 
 
 def print_json(data: Any) -> None:
     """Write one JSON document to stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=_default) + "\n")
+    sys.stdout.write(json.dumps(_finite(data), indent=2, sort_keys=False, default=_default,
+                                allow_nan=False) + "\n")
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by None (JSON has no NaN or infinity)."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
+        return _finite(obj.tolist())
+    return obj
 
 
 def _default(obj: Any) -> Any:

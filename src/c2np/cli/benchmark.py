@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from c2np.cli._common import (available_cpus, console, err_console, handle_errors, print_json,
-                              resolve_workers)
+from c2np.cli._common import available_cpus, console, err_console, esc, handle_errors, print_json, resolve_workers
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (the benchmark is imported where it runs)
+    from c2np.benchmark import BenchmarkSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +24,7 @@ def _split_list(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
+def _print_leaderboard(summary: BenchmarkSummary) -> None:
     from rich.table import Table
 
     from c2np.metrics import HEADLINE
@@ -46,7 +48,7 @@ def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
             for n in names:
                 v = r.metrics.get(n)
                 vals.append("–" if v is None else f"{v:.3f}")
-            t.add_row(r.model, r.split, str(r.n_samples), str(r.n_failed), *vals)
+            t.add_row(esc(r.model), esc(r.split), str(r.n_samples), str(r.n_failed), *vals)
         con.print(t)
 
 
@@ -63,10 +65,11 @@ def benchmark_cmd(
                                 "(0: one per available CPU). Results do not depend on it."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
-    """Run baselines + models found under OUT/predictions; write leaderboard and plots."""
+    """Write the baselines as submissions under OUT/submissions, score every submission there
+    (yours too) and write the leaderboard, plots and the report (OUT/report/index.html)."""
     from c2np.benchmark import run_benchmark, summary_json
 
-    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}"))
+    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {esc(m)}"))
     summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
                             forward_models=_split_list(forward_models) if forward_models else None,
                             inverse_models=_split_list(inverse_models) if inverse_models else None,
@@ -75,7 +78,8 @@ def benchmark_cmd(
         print_json(summary_json(summary))
         return
     _print_leaderboard(summary)
-    console().print(f"leaderboard: {summary.leaderboard_md}  ({summary.seconds:.0f} s)")
+    console().print(f"leaderboard: {esc(summary.leaderboard_md)}  ({summary.seconds:.0f} s)")
+    console().print(f"report:      {esc(summary.report_index)}")
 
 
 @handle_errors
@@ -98,9 +102,9 @@ def demo_cmd(
     cells = load_cells(None, ids)
     err = err_console()
     if not json_out:
-        err.print(f"[bold]c2np demo[/]: {len(cells)} materials ({ids}), protocol paper, radii 6-30 Å")
+        err.print(f"[bold]c2np demo[/]: {len(cells)} materials ({esc(ids)}), protocol paper, radii 6-30 Å")
     store_path = build_store(cells, out / "dataset.h5", "paper", progress=not json_out)
-    log = (lambda m: None) if json_out else (lambda m: err.print(f"[dim]·[/] {m}"))
+    log = (lambda m: None) if json_out else (lambda m: err.print(f"[dim]·[/] {esc(m)}"))
     summary = run_benchmark(store_path, out, splits=("id", "ood"), subset="eval", progress=not json_out, log=log,
                             workers=available_cpus())
     if json_out:
@@ -109,8 +113,9 @@ def demo_cmd(
     _print_leaderboard(summary)
     con = console()
     con.print(f"\n[bold green]done[/] in {time.perf_counter() - t0:.0f} s. Wrote:")
-    con.print(f"  dataset      {store_path}")
-    con.print(f"  leaderboard  {summary.leaderboard_md} (+ .json)")
-    con.print(f"  results      {out / 'results'} ({len(summary.results)} JSON files)")
-    con.print(f"  plots        {out / 'plots'} ({len(summary.plots)} PNG files)")
-    con.print(f"  predictions  {out / 'predictions'}")
+    con.print(f"  dataset      {esc(store_path)}")
+    con.print(f"  leaderboard  {esc(summary.leaderboard_md)} (+ .json)")
+    con.print(f"  report       {esc(summary.report_index)} (offline HTML, open in a browser)")
+    con.print(f"  results      {esc(out / 'results')} ({len(summary.results)} JSON files)")
+    con.print(f"  plots        {esc(out / 'plots')} ({len(summary.plots)} PNG files)")
+    con.print(f"  submissions  {esc(out / 'submissions')} (model.yml + prediction files per baseline)")

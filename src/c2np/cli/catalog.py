@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json, resolve_workers
+from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +60,7 @@ def list_cmd(
     if failures:
         con.print(f"[yellow]{len(failures)} compositions left out:[/]")
         for f in failures:
-            con.print(f"  {f['material_id']}: {f['reason']}", highlight=False)
+            con.print(f"  {esc(f['material_id'])}: {esc(f['reason'])}", highlight=False)
 
 
 @handle_errors
@@ -80,20 +80,20 @@ def show_cmd(
         return
     con = console()
     lp = entry.lattice_parameters or {}
-    con.print(f"[bold]{entry.material_id}[/]  prototype {entry.chosen_prototype}, space group "
+    con.print(f"[bold]{esc(entry.material_id)}[/]  prototype {entry.chosen_prototype}, space group "
               f"{entry.spacegroup_symprec_1e_3} ({entry.international_symprec_1e_3}) at symprec 1e-3 Å, "
               f"{entry.spacegroup_symprec_1e_1} at 1e-1 Å", highlight=False)
     con.print("conventional cell: " + ", ".join(f"{k} = {v:.4f}" for k, v in lp.items()), highlight=False)
     con.print(f"energy {entry.energy_per_atom_ev:.5f} eV/atom, residual force "
               f"{entry.max_force_ev_per_angstrom:.2e} eV/Å, residual stress {entry.max_stress_gpa:.2e} GPa, "
               f"shortest distance {entry.shortest_distance_angstrom:.3f} Å", highlight=False)
-    con.print(f"potential {entry.potential_version}; fmax {entry.fmax_ev_per_angstrom} eV/Å, "
+    con.print(f"potential {esc(entry.potential_version)}; fmax {entry.fmax_ev_per_angstrom} eV/Å, "
               f"{entry.optimizer}, {entry.symmetry_library}", highlight=False)
     con.print("prototypes:")
     for p in entry.prototypes:
         e = "-" if p.energy_per_atom_ev is None else f"{p.energy_per_atom_ev:.5f} eV/atom"
         con.print(f"  {p.prototype:7s} {p.status:8s} {e}  SG {p.spacegroup_symprec_1e_3}  "
-                  f"{p.n_steps} steps  {p.time_s:.1f} s  {p.reason}", highlight=False)
+                  f"{p.n_steps} steps  {p.time_s:.1f} s  {esc(p.reason)}", highlight=False)
 
 
 @handle_errors
@@ -120,6 +120,6 @@ def build_cmd(
                     "failures": [{"material_id": e.material_id, "reason": e.reason} for e in failed]})
         return
     con = console()
-    con.print(f"{len(ok)} materials built, {len(failed)} failed -> {out}", highlight=False)
+    con.print(f"{len(ok)} materials built, {len(failed)} failed -> {esc(out)}", highlight=False)
     for e in failed:
-        con.print(f"  [yellow]{e.material_id}[/]: {e.reason}", highlight=False)
+        con.print(f"  [yellow]{esc(e.material_id)}[/]: {esc(e.reason)}", highlight=False)

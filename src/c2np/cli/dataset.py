@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:
@@ -25,22 +26,31 @@ DEFAULT_STORE = Path("c2np_out/dataset.h5")
 
 
 def parse_radii(text: str | None) -> list[int] | None:
-    """'6,10,30' or '6-30' or '6-10,29' -> sorted radii; None stays None."""
+    """'6,10,30' or '6-30' or '6-10,29' -> sorted radii (whole Å); None stays None.
+
+    Each radius is a plain decimal integer (no sign, no underscore: ``4_1`` is refused, not
+    read as 41), at least 1 and within the limit ``radius_angstrom``; the list holds at most
+    ``radii_count`` radii (checked before it is expanded)."""
+    import re
+
     from c2np.errors import C2NPInputError
+    from c2np.limits import check
 
     if text is None or not text.strip():
         return None
     out: set[int] = set()
     for part in text.split(","):
         part = part.strip()
-        try:
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise C2NPInputError(f"--radii: cannot read {part!r}; use e.g. 6,10,30 or 6-30") from None
+        m = re.fullmatch(r"([0-9]+)(?:\s*-\s*([0-9]+))?", part)
+        if m is None:
+            raise C2NPInputError(f"--radii: cannot read {part!r}; use e.g. 6,10,30 or 6-30")
+        lo = int(m[1])
+        hi = int(m[2]) if m[2] is not None else lo
+        if lo < 1 or hi < lo:
+            raise C2NPInputError(f"--radii: {part!r} is not a range of radii >= 1 Å (low-high)")
+        check("radius_angstrom", hi, what=f"--radii {part}")
+        check("radii_count", len(out) + hi - lo + 1, what="--radii")
+        out.update(range(lo, hi + 1))
     return sorted(out)
 
 
@@ -76,13 +86,22 @@ def build_cmd(
     radii: Optional[str] = typer.Option(None, "--radii", help="Subset of radii, e.g. 6,10,30 or 6-30."),
     centre: tuple[float, float, float] = typer.Option((0.0, 0.0, 0.0), "--centre", help="Carving centre (fractional)."),
     json_out: bool = typer.Option(False, "--json", help="Print the store summary as JSON."),
+    workers: int = typer.Option(1, "--workers", help="Processes carving base particles in parallel "
+                                "(0: one per available CPU). The store does not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Carve on Dask instead: local:N "
+                                            "or tcp://HOST:PORT (needs c2np\\[dask])."),
 ) -> None:
     """Build a dataset store: recipes plus every (material, R) base particle."""
+    check_output_path(out)  # fail before the work, not after it
+    from c2np.executor import make_executor, parse_scheduler
     from c2np.store import DatasetStore, build_store
 
+    parse_scheduler(scheduler)
+    n_workers = resolve_workers(workers)
     cells = load_cells(cifs, materials)
-    path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
-                       progress=not json_out)
+    with make_executor(n_workers, scheduler) as ex:
+        path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
+                           progress=not json_out, executor=ex)
     info = DatasetStore.open(path).info()
     if json_out:
         print_json(info)
@@ -94,7 +113,7 @@ def _print_info(info: dict) -> None:
     from rich.table import Table
 
     con = console()
-    con.print(f"[bold]{info['path']}[/]  protocol={info['protocol']}  source={info['source']}  "
+    con.print(f"[bold]{esc(info['path'])}[/]  protocol={esc(info['protocol'])}  source={esc(info['source'])}  "
               f"{info['n_materials']} materials, {info['n_samples']} samples, "
               f"{info['file_bytes'] / 1e6:.2f} MB")
     con.print(f"fingerprint {info['fingerprint']}")
@@ -136,7 +155,7 @@ def info_cmd(
             print_json({"store": str(store), "fingerprint": ds.fingerprint, "recipes": data})
         else:
             for rec in data:
-                console().print(f"{rec['sample_id']}  {rec['split']}  q={rec['quaternion_xyzw']}")
+                console().print(esc(f"{rec['sample_id']}  {rec['split']}  q={rec['quaternion_xyzw']}"))
         return
     if json_out:
         print_json(info)
@@ -164,7 +183,7 @@ def verify_cmd(
         con.print(f"fingerprint stored     {report.fingerprint_stored}")
         con.print(f"fingerprint recomputed {report.fingerprint_recomputed}")
         for line in report.problems:
-            con.print(f"[red]-[/] {line}")
+            con.print(f"[red]-[/] {esc(line)}")
     if not report.ok:
         raise typer.Exit(1)
 
@@ -177,6 +196,7 @@ def export_cmd(
     split: Optional[str] = typer.Option(None, "--split", help="Only this split (extxyz)."),
 ) -> None:
     """Export samples as extxyz (one file per split) or the original folder layout."""
+    check_output_path(out, kind="folder")
     from c2np.errors import C2NPInputError
     from c2np.formats import export_extxyz, export_original
     from c2np.store import DatasetStore
@@ -184,10 +204,10 @@ def export_cmd(
     ds = DatasetStore.open(store)
     if fmt == "extxyz":
         paths = export_extxyz(ds, out, splits=[split] if split else None)
-        console().print("wrote " + ", ".join(str(p) for p in paths))
+        console().print("wrote " + ", ".join(esc(p) for p in paths))
     elif fmt == "original":
         path = export_original(ds, out)
-        console().print(f"wrote {path}/quaternions/... and {path}/cifs/")
+        console().print(f"wrote {esc(path)}/quaternions/... and {esc(path)}/cifs/")
     else:
         raise C2NPInputError(f"--format: unknown format {fmt!r}; choose extxyz or original")
 
@@ -199,6 +219,7 @@ def import_original_cmd(
     json_out: bool = typer.Option(False, "--json", help="JSON output."),
 ) -> None:
     """Build a store from the original archive's pre-carved particles."""
+    check_output_path(out)
     import json as _json
 
     from c2np.formats import import_original
@@ -216,7 +237,7 @@ def import_original_cmd(
     bad = [r for r in report if r["matched_within_0.01A"] < 1.0 or r["n_atoms_original"] != r["n_atoms_carved"]]
     console().print(f"{len(report) - len(bad)} of {len(report)} imported particles agree with c2np's carve")
     for r in bad[:10]:
-        console().print(f"[yellow]-[/] {r['material']} R={r['radius_angstrom']}: {r['n_atoms_original']} atoms "
+        console().print(f"[yellow]-[/] {esc(r['material'])} R={r['radius_angstrom']}: {r['n_atoms_original']} atoms "
                         f"vs {r['n_atoms_carved']} carved, {100 * r['matched_within_0.01A']:.1f} % matched")
 
 
@@ -232,6 +253,7 @@ def carve_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary instead of text."),
 ) -> None:
     """Carve a spherical particle of radius R from a unit cell."""
+    check_output_path(out)
     from c2np.carving import carve
     from c2np.cells import read_cif
     from c2np.particle_io import write_extxyz
@@ -250,8 +272,8 @@ def carve_cmd(
         print_json(summary)
         return
     con = console()
-    con.print(f"carved [bold]{res.particle.n_atoms}[/] atoms of {cell.material_id} "
-              f"(R = {res.radius_angstrom:g} Å) -> {out}")
+    con.print(f"carved [bold]{res.particle.n_atoms}[/] atoms of {esc(cell.material_id)} "
+              f"(R = {res.radius_angstrom:g} Å) -> {esc(out)}")
     if res.boundary_margin_angstrom < 1e-3:
         con.print(f"[yellow]warning:[/] a lattice shell lies {res.boundary_margin_angstrom:.2e} Å "
                   "from the sphere: the atom count is tolerance-sensitive")

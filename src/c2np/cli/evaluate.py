@@ -1,4 +1,5 @@
-"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8)."""
+"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8), whole
+or one shard of a job array; ``c2np merge-results``: combine the shards."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, resolve_workers
+from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
 from c2np.errors import C2NPInputError
+from c2np.fileio import check_output_path
 
 TASKS = ("forward", "inverse")
 
@@ -16,6 +18,7 @@ TASKS = ("forward", "inverse")
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
     app.command("evaluate")(evaluate_cmd)
+    app.command("merge-results")(merge_results_cmd)
 
 
 def _open_store(path: Path) -> Any:
@@ -40,7 +43,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     overall = data["metrics"]["overall"]
     title = (f"{data['model']} · {data['task']} · {data['protocol']} · {data['split']} "
              f"({data['subset']}): {data['n_samples']} samples, {data['n_failed']} failed")
-    t1 = Table(title=title)
+    t1 = Table(title=esc(title))
     for col, just in (("metric", "left"), ("mean", "right"), ("95 % CI", "right"),
                       ("mean (successes)", "right"), ("unit", "left")):
         t1.add_column(col, justify=just)  # type: ignore[arg-type]
@@ -64,7 +67,7 @@ def print_results_table(data: dict[str, Any]) -> None:
     if data["n_failed"]:
         shown = ", ".join(f"{f['sample_id']} ({f['reason']})" for f in data["failed_samples"][:5])
         more = "" if data["n_failed"] <= 5 else f" and {data['n_failed'] - 5} more"
-        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {shown}{more}", highlight=False)
+        con.print(f"[yellow]{data['n_failed']} failed samples[/]: {esc(shown)}{more}", highlight=False)
 
 
 @handle_errors
@@ -85,8 +88,19 @@ def evaluate_cmd(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
     workers: int = typer.Option(0, "--workers", help="Task 1: processes scoring samples in parallel "
                                 "(0: one per available CPU). Results do not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Task 1: run the scoring on "
+                                            "Dask instead of local processes: local:N (a LocalCluster "
+                                            "of N workers) or tcp://HOST:PORT (a running scheduler); "
+                                            "needs c2np\\[dask]. Results do not depend on it."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Task 1: score only shard I of N "
+                                        "(I/N, I = 0..N-1, e.g. a job-array index) and write a partial "
+                                        "results file to --out; c2np merge-results combines the N parts."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    from c2np.limits import check as check_limit
+
+    check_output_path(out)
+    check_limit("bootstrap", bootstrap, what="--bootstrap")  # before the scoring, not after it
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:
@@ -96,6 +110,14 @@ def evaluate_cmd(
     if subset not in SUBSETS:
         raise C2NPInputError(f"--subset must be one of {list(SUBSETS)}, got {subset!r}")
     workers = resolve_workers(workers)
+    from c2np.executor import parse_scheduler
+
+    parse_scheduler(scheduler)  # bad --scheduler values fail before any work
+    from c2np.evaluation.shards import parse_shard
+
+    shard_spec = parse_shard(shard) if shard is not None else None
+    if shard_spec is not None and task != "forward":
+        raise C2NPInputError("--shard applies to --task forward only")
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
     if not predictions.is_file():
@@ -104,13 +126,45 @@ def evaluate_cmd(
     if protocol is not None and protocol != ds.recipes.protocol:
         raise C2NPInputError(f"{store}: store has protocol {ds.recipes.protocol!r}, "
                              f"--protocol says {protocol!r}")
-    res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
-                        seed=seed, progress=progress, workers=workers)
+    from c2np.executor import make_executor
+
+    if shard_spec is not None:
+        from c2np.tasks import ForwardTask
+
+        with make_executor(workers, scheduler) as ex:
+            part = ForwardTask(ds, split, subset).evaluate(
+                predictions, model=model, n_resamples=bootstrap, seed=seed, progress=progress,
+                workers=workers, executor=ex, shard=shard_spec)
+        part.write(out)
+        console().print(f"shard {shard_spec[0]}/{shard_spec[1]}: {len(part.data['samples'])} samples, "
+                        f"{part.n_failed} failed -> {esc(out)}")
+        return
+    with make_executor(workers, scheduler) as ex:
+        res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+                            seed=seed, progress=progress, workers=workers, executor=ex)
     res.write(out)
     print_results_table(res.data)
-    console().print(f"results -> {out}")
+    console().print(f"results -> {esc(out)}")
     if plot is not None:
         from c2np.report import plot_results
 
         plot_results(res.data, plot)
-        console().print(f"plot -> {plot}")
+        console().print(f"plot -> {esc(plot)}")
+
+
+@handle_errors
+def merge_results_cmd(
+    parts: list[Path] = typer.Argument(..., help="Partial results files of c2np evaluate --shard I/N."),
+    out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
+    json_out: bool = typer.Option(False, "--json", help="Print the merged results JSON to stdout."),
+) -> None:
+    """Combine the partial results of all shards of one run into that run's results."""
+    from c2np.evaluation.merge import merge_results
+
+    res = merge_results(parts)
+    res.write(out)
+    if json_out:
+        print_json(res.data)
+        return
+    print_results_table(res.data)
+    console().print(f"{len(parts)} parts -> {esc(out)}")

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import console, esc, handle_errors, print_json
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:
@@ -24,6 +25,8 @@ def identify_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
 ) -> None:
     """Identify the crystal a particle was cut from: lattice, space group, confidence."""
+    if cif_out is not None:
+        check_output_path(cif_out)
     from c2np.cells import write_cif
     from c2np.errors import C2NPInputError
     from c2np.particle_io import read_particle
@@ -32,8 +35,8 @@ def identify_cmd(
     particle = read_particle(particle_path)
     try:
         result = solve_particle(particle)
-    except C2NPInputError as exc:
-        raise C2NPInputError(f"{particle_path}: {exc}") from exc
+    except C2NPInputError as exc:  # keeps the kind: no lattice found (exit 1) or bad input (exit 2)
+        raise type(exc)(f"{particle_path}: {exc}") from exc
     cell = result.cell.with_id(particle_path.stem)
     if cif_out is not None:
         write_cif(cell, cif_out)
@@ -48,15 +51,14 @@ def identify_cmd(
     from rich.table import Table
 
     con = console()
-    table = Table(title=f"{particle_path.name}: {result.n_atoms} atoms", show_header=False)
+    table = Table(title=f"{esc(particle_path.name)}: {result.n_atoms} atoms", show_header=False)
     table.add_column("quantity", style="bold")
     table.add_column("value")
     table.add_row("space group", f"{result.international} (No. {result.spacegroup}), "
                                  f"{result.crystal_system}")
-    table.add_row("a, b, c (Å)", f"{result.a_angstrom:.4f}  {result.b_angstrom:.4f}  "
-                                f"{result.c_angstrom:.4f}")
-    table.add_row("alpha, beta, gamma (°)", f"{result.alpha_deg:.3f}  {result.beta_deg:.3f}  "
-                                           f"{result.gamma_deg:.3f}")
+    lat = result.lattice
+    table.add_row("a, b, c (Å)", f"{lat.a_angstrom:.4f}  {lat.b_angstrom:.4f}  {lat.c_angstrom:.4f}")
+    table.add_row("alpha, beta, gamma (°)", f"{lat.alpha_deg:.3f}  {lat.beta_deg:.3f}  {lat.gamma_deg:.3f}")
     table.add_row("confidence", f"{result.confidence:.3f}")
     table.add_row("tolerance (Å)", f"{result.symprec_angstrom:g}")
     table.add_row("atoms on sites", f"{result.diagnostics['explained_fraction']:.3f} "
@@ -66,4 +68,4 @@ def identify_cmd(
         con.print("[yellow]warning:[/] low confidence: the particle is not well explained by one "
                   "crystal (noise, defects, or too small)")
     if cif_out is not None:
-        con.print(f"reconstructed cell -> {cif_out}")
+        con.print(f"reconstructed cell -> {esc(cif_out)}")

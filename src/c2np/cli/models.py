@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 
 from c2np.cli._common import console, handle_errors, print_json
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +30,7 @@ def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
         from c2np.store import DatasetStore
 
         return DatasetStore.open(store)
+    assert cells is not None  # exactly one of store / cells was given (checked above)
     from c2np.cells import read_cells
     from c2np.models.data import InMemoryDataset
 
@@ -37,13 +40,15 @@ def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
             radii_list = [int(x) for x in radii.split(",") if x.strip()]
         except ValueError:
             raise C2NPInputError(f"--radii must be comma-separated integers, got {radii!r}") from None
+    assert cells is not None  # exactly one of store / cells, checked above
     return InMemoryDataset(read_cells(cells), protocol, radii_angstrom=radii_list)
 
 
 @handle_errors
 def train_cmd(
     model: str = typer.Option(..., "--model", "-m",
-                              help="cdvae | diffcsp | flowmm | mattergen | adit | sitescore"),
+                              help="cdvae | diffcsp | flowmm | mattergen | adit | sitescore (task 1: "
+                                   "carve-based, learned threshold)"),
     task: str = typer.Option(..., "--task", help="forward (task 1) or inverse (task 2)"),
     config: str = typer.Option("small", "--config", help="tiny | small | paper"),
     store: Optional[Path] = typer.Option(None, "--store", help="Dataset store (.h5)."),
@@ -55,22 +60,31 @@ def train_cmd(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the number of epochs."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a config field, KEY=VALUE "
+                                        "(repeatable), e.g. --set max_train_radius_angstrom=13."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (cuda when available)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
-    """Train a learned model from scratch on the store's train split."""
+    """Train a learned model from scratch on the store's train split (held-out materials and
+    validation radii excluded), validating on its val split."""
+    from c2np.models.config import get_config, parse_overrides
     from c2np.models.training import train
 
+    cfg = get_config(config, **parse_overrides(overrides))
     ds = _open_dataset(store, cells, protocol, radii)
-    res = train(ds, model, task, config, out, seed=seed, resume=resume, epochs=epochs)
+    res = train(ds, model, task, cfg, out, seed=seed, resume=resume, epochs=epochs, device=device,
+                progress=not json_out)
     last = res.log[-1] if res.log else {}
     summary = {"run": str(res.run_dir), "model": model, "task": task, "epoch": res.epoch,
-               "step": res.step, "last": last}
+               "step": res.step, **res.data, "best": res.best, "last": last}
     if json_out:
         print_json(summary)
         return
-    console().print(f"trained {model}/{task} to epoch {res.epoch} (step {res.step}) -> {res.run_dir}; "
-                    f"train loss {last.get('train_loss', float('nan')):.4g}, "
-                    f"val loss {last.get('val_loss', float('nan')):.4g}")
+    console().print(escape(f"trained {model}/{task} to epoch {res.epoch} (step {res.step}) -> {res.run_dir}; "
+                           f"train loss {last.get('train_loss', float('nan')):.4g}, "
+                           f"val loss {last.get('val_loss', float('nan')):.4g}; best epoch "
+                           f"{res.best.get('epoch')}; trained on {len(res.data['train_materials'])} materials, "
+                           f"radii {res.data['train_radii']} Å"))
 
 
 @handle_errors
@@ -85,21 +99,31 @@ def predict_cmd(
                                "and R, as c2np evaluate scores them) or full"),
     per_group: Optional[int] = typer.Option(None, "--per-group", help="Rotations per (material, R) in the "
                                             "eval subset (default: the harness's 8)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Predictions: .extxyz (task 1) or .csv (task 2)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Predictions: .extxyz (task 1) or .csv (task 2); a "
+                             "provenance record is written beside it as OUT.json."),
     seed: int = typer.Option(0, "--seed", help="Sampling seed."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Sampling steps (default: the config's)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best (best validation fidelity) or last."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto (cuda when available)."),
+    allow_other_store: bool = typer.Option(False, "--allow-other-store", help="Predict on a store whose "
+                                           "fingerprint or protocol differs from the run's (recorded)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
+    check_output_path(out)
     from c2np.models.training import predict
 
     ds = _open_dataset(store, cells, protocol, radii)
-    summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps, per_group=per_group)
+    summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps, per_group=per_group,
+                      checkpoint=checkpoint, device=device, allow_other_store=allow_other_store,
+                      progress=not json_out)
     if json_out:
         print_json(summary)
         return
-    console().print(f"{summary['n_samples']} predictions ({summary['model']}, {summary['task']}, "
-                    f"{split}) -> {out} at {summary['samples_per_s']:.3g} samples/s")
+    other = "" if summary["store_check"]["matches"] else " (another store than the run's, allowed)"
+    console().print(escape(f"{summary['n_samples']} predictions ({summary['model']}, {summary['task']}, "
+                           f"{split}, {checkpoint} checkpoint = epoch {summary['checkpoint']['epoch']}) -> {out} "
+                           f"at {summary['samples_per_s']:.3g} samples/s{other}"))
 
 
 @handle_errors
@@ -111,4 +135,4 @@ def diagnostic_cmd(
     from c2np.models.diagnostic import write_diagnostic
 
     files = write_diagnostic(runs, out)
-    console().print("wrote " + ", ".join(str(f) for f in files))
+    console().print(escape("wrote " + ", ".join(str(f) for f in files)))

@@ -4,11 +4,17 @@ bootstrap intervals, the mean over successes, and counts, overall and per group.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from c2np.limits import check as check_limit
+
 __all__ = ["bootstrap_mean_ci", "aggregate", "aggregate_groups"]
+
+#: Resample draws (resamples x samples) held in memory at once.
+_BLOCK_DRAWS = 4_000_000
 
 
 def bootstrap_mean_ci(values: np.ndarray, *, n_resamples: int = 1000, seed: int | Sequence[int] = 0,
@@ -26,11 +32,15 @@ def bootstrap_mean_ci(values: np.ndarray, *, n_resamples: int = 1000, seed: int 
         return np.full((v.shape[1], 2), np.nan)
     if n == 1:
         return np.repeat(v[0][:, None], 2, axis=1)
+    check_limit("bootstrap", n_resamples, what="bootstrap resamples")
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n, size=(n_resamples, n))
-    counts = np.bincount((draws + (np.arange(n_resamples) * n)[:, None]).ravel(),
-                         minlength=n_resamples * n).reshape(n_resamples, n)
-    means = counts @ v / n
+    means = np.empty((n_resamples, v.shape[1]))
+    block = max(1, _BLOCK_DRAWS // n)  # resamples drawn at once: memory stays bounded
+    for start in range(0, n_resamples, block):
+        k = min(block, n_resamples - start)
+        draws = rng.integers(0, n, size=(k, n))  # the same stream as one (n_resamples, n) draw
+        counts = np.bincount((draws + (np.arange(k) * n)[:, None]).ravel(), minlength=k * n).reshape(k, n)
+        means[start:start + k] = counts @ v / n
     alpha = (1.0 - confidence) / 2.0
     return np.quantile(means, [alpha, 1.0 - alpha], axis=0).T
 

@@ -14,24 +14,39 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
+from c2np.evaluation.shards import PartialResults, shard_positions
+from c2np.executor import Context, Executor, LocalExecutor
 from c2np.fileio import file_sha256
-from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
-                          Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
-                          inverse_metric_info, inverse_metrics)
+from c2np.limits import check as check_limit
+from c2np.metrics import (
+    F1_TOLERANCES_ANGSTROM,
+    PRIMARY,
+    InverseTarget,
+    MetricInfo,
+    ReferenceSummary,
+    Scores,
+    forward_failure,
+    forward_metric_info,
+    forward_metrics,
+    inverse_failure,
+    inverse_metric_info,
+    inverse_metrics,
+)
 from c2np.particle import Particle
-from c2np.predictions import (forward_format, inverse_values, iter_forward_predictions,
-                              read_inverse_predictions)
+from c2np.predictions import forward_format, inverse_values, iter_forward_predictions, read_inverse_predictions
 from c2np.splits import SPLITS, RecipeTable
 
-__all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH"]
+__all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH", "RowInfo", "assemble_forward"]
 
 #: Task-1 samples sent to a worker process at a time.
 BATCH = 32
@@ -118,30 +133,27 @@ class _ForwardScorer:
                                reference=self.summary(int(row)), tolerances_angstrom=self.tol)
 
 
-_POOL_SCORER: _ForwardScorer | None = None
+def _open_forward_scorer(store_path: str, tolerances_angstrom: tuple[float, ...]) -> _ForwardScorer:
+    """Worker side: a scorer over the store file (spawned and Dask workers)."""
+    from c2np.store import DatasetStore
+
+    return _ForwardScorer(DatasetStore.open(store_path), tolerances_angstrom)
 
 
-def _pool_init(scorer: _ForwardScorer) -> None:
-    global _POOL_SCORER
-    _POOL_SCORER = scorer
+def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.ndarray]
+                ) -> tuple[int, Scores]:
+    k, row, numbers, positions = item
+    return k, scorer.score(row, numbers, positions)
 
 
-def _pool_score(task: tuple[int, int, np.ndarray, np.ndarray]) -> tuple[int, Scores]:
-    k, row, numbers, positions = task
-    assert _POOL_SCORER is not None
-    return k, _POOL_SCORER.score(row, numbers, positions)
-
-
-def _fork_pool(scorer: _ForwardScorer, workers: int) -> Any:
-    """A process pool whose workers inherit ``scorer`` by fork (None for 1 worker or where
-    fork is unavailable)."""
-    import multiprocessing as mp
-
-    if workers < 1:
-        raise C2NPInputError(f"workers must be >= 1, got {workers}")
-    if workers == 1 or "fork" not in mp.get_all_start_methods():
-        return None
-    return mp.get_context("fork").Pool(workers, initializer=_pool_init, initargs=(scorer,))
+def scorer_context(store: EvalStore, tolerances_angstrom: tuple[float, ...]) -> Context:
+    """The task-1 scorer as an executor context: built here (in-process and forked
+    workers share it), rebuilt from the store's file elsewhere (spawned, Dask)."""
+    scorer = _ForwardScorer(store, tolerances_angstrom)
+    path = getattr(store, "path", None)
+    if path is None:
+        return Context(None, (), value=scorer)
+    return Context(_open_forward_scorer, (str(path), tolerances_angstrom), value=scorer)
 
 
 def score_forward(store: EvalStore, rows: np.ndarray,
@@ -150,17 +162,24 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                   subset_definition: Mapping[str, Any], model: str = "model",
                   tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
-                  workers: int = 1) -> Results:
+                  workers: int = 1, executor: Executor | None = None,
+                  shard: tuple[int, int] | None = None) -> Results | PartialResults:
     """Score task-1 predictions (a file or ``{sample_id: Particle}``) on store ``rows``.
 
-    ``id_index`` maps every accepted sample id to its store row. ``workers > 1`` scores
-    samples in that many forked processes (batches of :data:`BATCH`; the file is read and
-    validated in this process). Results do not depend on ``workers``."""
+    ``shard = (i, n)``: score only shard i of n (:func:`~c2np.evaluation.shards.shard_positions`)
+    and return its :class:`~c2np.evaluation.shards.PartialResults`; ``c2np merge-results``
+    combines the n parts into the results of one run.
+
+    ``id_index`` maps every accepted sample id to its store row. Samples are scored by
+    ``executor`` (default: a :class:`~c2np.executor.LocalExecutor` of ``workers``
+    processes) in batches of :data:`BATCH`; the file is read and validated in this
+    process. Results do not depend on the executor."""
     t0 = time.perf_counter()
     if len(rows) == 0:
         raise C2NPInputError(f"split {split!r} has no samples in this store")
     tol = tuple(float(x) for x in tolerances_angstrom)
-    scorer = _ForwardScorer(store, tol)
+    ctx = scorer_context(store, tol)
+    scorer: _ForwardScorer = ctx.value
     if isinstance(predictions, Mapping):
         meta: dict[str, Any] = {"path": None, "sha256": None, "format": "in-memory"}
         source: Iterable[tuple[str, str, Any, Any]] = (
@@ -176,50 +195,97 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         label = str(p)
     resolve = _Resolver(rows, id_index, label)
     scores: list[Scores | None] = [None] * len(rows)
-    pool = _fork_pool(scorer, workers)
+    mine = np.ones(len(rows), dtype=bool)
+    if shard is not None:
+        mine[:] = False
+        mine[shard_positions(len(rows), *shard)] = True
+    if executor is None:
+        if workers < 1:
+            raise C2NPInputError(f"workers must be >= 1, got {workers}")
+        check_limit("workers", workers, what="evaluation workers")
+    ex = executor if executor is not None else LocalExecutor(workers)
+    parallel = ex.workers > 1 or ex.kind != "local"
     batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     bar = _progress(len(rows), "evaluate forward", progress)
 
     def run_batch() -> None:
-        done = pool.map(_pool_score, batch) if pool is not None else [
-            (k, scorer.score(row, z, x)) for k, row, z, x in batch]
-        for k, sc in done:
-            scores[k] = sc
+        size = max(1, -(-len(batch) // max(ex.workers, 1)))
+        for part in ex.map(_score_item, list(batch), context=ctx, chunk=size):
+            for k, sc in part:
+                scores[k] = sc
         bar.update(len(batch))
         batch.clear()
 
     try:
         for place, sid, numbers, positions in source:
             k = resolve.position(place, sid)
-            if k is None:
+            if k is None or not mine[k]:
                 continue
             batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
-            if len(batch) >= (BATCH if pool is not None else 1):
+            if len(batch) >= (BATCH * max(ex.workers, 1) if parallel else 1):
                 run_batch()
         if batch:
             run_batch()
         for k, row in enumerate(rows):
-            if scores[k] is None:
+            if scores[k] is None and mine[k]:
                 scores[k] = forward_failure("missing prediction", scorer.summary(int(row)),
                                             tolerances_angstrom=tol)
                 bar.update(1)
     finally:
         bar.close()
-        if pool is not None:
-            pool.terminate()
-    done_scores = [s for s in scores if s is not None]
-    n_uncertified = sum(int(s.ok and not s.details.get("matched_rmsd_certified", True)) for s in done_scores)
+        if executor is None:
+            ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
-    return assemble(task="forward", model=model, store=store, split=split, subset=subset,
-                    subset_definition=subset_definition, rows=rows, scores=done_scores,
-                    info=forward_metric_info(tol), predictions_meta=meta,
-                    tolerances={"f1_tolerances_angstrom": list(tol),
-                                "pair_distance_r_max_angstrom": 10.0, "pair_distance_bins": 128,
-                                "matching": "same element, distance strictly below tolerance"},
-                    n_resamples=n_resamples, seed=seed,
-                    extra={"matched_rmsd_uncertified": n_uncertified,
+    info = RowInfo.of(store, rows)
+    run = {"task": "forward", "model": model, "split": split, "subset": subset,
+           "subset_definition": dict(subset_definition), "predictions": meta,
+           "tolerances": forward_tolerances(tol), "n_resamples": n_resamples, "seed": seed}
+    if shard is not None:
+        pos = np.flatnonzero(mine)
+        return PartialResults.of(run, shard, len(rows), info, pos, [scores[k] for k in pos],
+                                 seconds=time.perf_counter() - t0)
+    return assemble_forward(run, info, [s for s in scores if s is not None],
+                            seconds=time.perf_counter() - t0)
+
+
+def forward_tolerances(tol: Sequence[float]) -> dict[str, Any]:
+    """The ``tolerances`` entry of task-1 results."""
+    return {"f1_tolerances_angstrom": [float(t) for t in tol],
+            "pair_distance_r_max_angstrom": 10.0, "pair_distance_bins": 128,
+            "matching": "same element, distance strictly below tolerance"}
+
+
+def assemble_forward(run: Mapping[str, Any], info: RowInfo, scores: list[Scores], *,
+                     seconds: float) -> Results:
+    """Task-1 results of ``scores`` (row order) for the run described by ``run`` (task,
+    model, split, subset, subset_definition, predictions, tolerances, n_resamples, seed)."""
+    tol = tuple(run["tolerances"]["f1_tolerances_angstrom"])
+    bounds = matched_rmsd_bounds(info.sample_ids, scores)
+    return assemble(task="forward", model=run["model"], split=run["split"], subset=run["subset"],
+                    subset_definition=run["subset_definition"], scores=scores,
+                    info=forward_metric_info(tol), predictions_meta=dict(run["predictions"]),
+                    tolerances=dict(run["tolerances"]), n_resamples=int(run["n_resamples"]),
+                    seed=int(run["seed"]), row_info=info,
+                    extra={"matched_rmsd_uncertified": len(bounds),
+                           "matched_rmsd_max_gap_angstrom": max((b["gap_angstrom"] for b in bounds), default=0.0),
+                           "matched_rmsd_bounds": bounds,
                            "headline": PRIMARY["forward"].value},
-                    seconds=time.perf_counter() - t0)
+                    seconds=seconds)
+
+
+def matched_rmsd_bounds(sample_ids: Sequence[str], scores: Sequence[Scores]
+                        ) -> list[dict[str, Any]]:
+    """The successes whose matched RMSD is not certified optimal: ``sample_id``, the value
+    reported (that of a valid pairing, an upper bound), its certified lower bound and the
+    gap, in Å (docs/evaluation.md, "Matched RMSD")."""
+    out = []
+    for sid, s in zip(sample_ids, scores):
+        if s.ok and not s.details.get("matched_rmsd_certified", True):
+            out.append({"sample_id": sid,
+                        "matched_rmsd_angstrom": float(s.values["matched_rmsd"]),
+                        "lower_bound_angstrom": float(s.details["matched_rmsd_lower_bound"]),
+                        "gap_angstrom": float(s.details["matched_rmsd_gap"])})
+    return out
 
 
 # --- task 2 ------------------------------------------------------------------------------
@@ -264,10 +330,16 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             parsed[k] = (params, sg)
     scores: list[Scores] = []
     used: dict[str, InverseTarget] = {}
+    true_sg = np.zeros(len(rows), dtype=np.int64)
+    confusion: dict[str, dict[str, int]] = {}
     with _progress(len(rows), "evaluate inverse", progress) as bar:
         for k, row in enumerate(rows):
             mat = t.materials[int(t.material_index[row])]
             target = used.setdefault(mat, targets[mat])
+            true_sg[k] = int(target.spacegroup)
+            cell = confusion.setdefault(str(int(target.spacegroup)), {})
+            pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
+            cell[pred_key] = cell.get(pred_key, 0) + 1
             if k not in parsed:
                 scores.append(inverse_failure("missing prediction", target))
             else:
@@ -286,27 +358,70 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                                 "target_symprec_angstrom": symprec_angstrom},
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
-                           "targets": {m: v.to_dict() for m, v in used.items()}},
-                    seconds=time.perf_counter() - t0)
+                           "targets": {m: v.to_dict() for m, v in used.items()},
+                           "spacegroup_confusion": confusion},
+                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+
+
+def _sg_key(spacegroup: float) -> str:
+    """Confusion-matrix column of a predicted space group ("invalid" outside 1..230)."""
+    sg = float(spacegroup)
+    return str(int(sg)) if np.isfinite(sg) and sg == int(sg) and 1 <= sg <= 230 else "invalid"
 
 
 # --- the results document ----------------------------------------------------------------
-def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str,
-             subset_definition: Mapping[str, Any], rows: np.ndarray, scores: list[Scores],
-             info: dict[str, MetricInfo], predictions_meta: dict[str, Any], tolerances: dict[str, Any],
-             n_resamples: int, seed: int, extra: dict[str, Any], seconds: float) -> Results:
-    """The results document of scored ``rows`` (one :class:`Scores` each, in row order):
-    aggregates overall / per radius / per material / per split, failures with reasons,
-    per-sample values, provenance (fingerprint, versions, tolerances, predictions hash)."""
-    t = store.recipes
+@dataclass(frozen=True)
+class RowInfo:
+    """What the results need about the scored rows: per row its sample id, material,
+    radius (Å) and split; for the run the protocol, dataset fingerprint and material count."""
+
+    sample_ids: list[str]
+    materials: list[str]
+    radii_angstrom: list[int]
+    splits: list[str]
+    protocol: str
+    fingerprint: str
+    n_materials: int
+
+    @classmethod
+    def of(cls, store: EvalStore, rows: np.ndarray) -> RowInfo:
+        t = store.recipes
+        rows = np.asarray(rows, dtype=np.int64)
+        return cls([t.sample_id(int(r)) for r in rows],
+                   [str(t.materials[i]) for i in t.material_index[rows]],
+                   [int(x) for x in t.radius_angstrom[rows]],
+                   [SPLITS[int(i)] for i in t.split[rows]],
+                   str(t.protocol), str(store.fingerprint), len(t.materials))
+
+    def take(self, positions: Sequence[int]) -> RowInfo:
+        pick = [int(k) for k in positions]
+        return RowInfo([self.sample_ids[k] for k in pick], [self.materials[k] for k in pick],
+                       [self.radii_angstrom[k] for k in pick], [self.splits[k] for k in pick],
+                       self.protocol, self.fingerprint, self.n_materials)
+
+
+def assemble(*, task: str, model: str, store: EvalStore | None = None, split: str, subset: str,
+             subset_definition: Mapping[str, Any], rows: np.ndarray | None = None,
+             scores: list[Scores], info: dict[str, MetricInfo], predictions_meta: dict[str, Any],
+             tolerances: dict[str, Any], n_resamples: int, seed: int, extra: dict[str, Any],
+             seconds: float, row_info: RowInfo | None = None,
+             groups: Mapping[str, tuple[np.ndarray, str]] | None = None) -> Results:
+    """The results document of scored rows (``store`` and ``rows``, or their ``row_info``;
+    one :class:`Scores` each, in row order): aggregates overall / per radius / per
+    material / per split, failures with reasons, per-sample values, provenance
+    (fingerprint, versions, tolerances, predictions hash). ``groups``: key -> (labels (n,),
+    bootstrap prefix) for further aggregates, e.g. task 2 per space group."""
+    if row_info is None:
+        assert store is not None and rows is not None
+        row_info = RowInfo.of(store, rows)
     names = list(info)
     values = np.array([[s.values[n] for n in names] for s in scores],
                       dtype=np.float64).reshape(len(scores), len(names))
     ok = np.array([s.ok for s in scores], dtype=bool)
-    mats = np.asarray(t.materials, dtype=object)[t.material_index[rows]] if len(rows) else np.zeros(0, dtype=object)
-    radii = t.radius_angstrom[rows]
-    splits = np.asarray(SPLITS, dtype=object)[t.split[rows]] if len(rows) else np.zeros(0, dtype=object)
-    ids = [t.sample_id(int(r)) for r in rows]
+    mats = np.asarray(row_info.materials, dtype=object)
+    radii = np.asarray(row_info.radii_angstrom, dtype=np.int64)
+    splits = np.asarray(row_info.splits, dtype=object)
+    ids = list(row_info.sample_ids)
     kw = {"n_resamples": n_resamples, "seed": seed}
     metrics = {
         "overall": aggregate(values, ok, names, key="overall", **kw),
@@ -314,6 +429,8 @@ def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str
         "per_material": aggregate_groups(values, ok, names, mats, "material", **kw),
         "per_split": aggregate_groups(values, ok, names, splits, "split", **kw),
     }
+    for key, (labels, prefix) in (groups or {}).items():
+        metrics[key] = aggregate_groups(values, ok, names, labels, prefix, **kw)
     failed = [{"sample_id": ids[i], "reason": str(s.failure_reason)} for i, s in enumerate(scores) if not s.ok]
     samples: dict[str, Any] = {"sample_id": ids, "ok": ok.tolist()}
     for j, n in enumerate(names):
@@ -322,13 +439,13 @@ def assemble(*, task: str, model: str, store: EvalStore, split: str, subset: str
         "schema": RESULTS_SCHEMA,
         "task": task,
         "model": model,
-        "protocol": t.protocol,
+        "protocol": row_info.protocol,
         "split": split,
         "subset": subset,
         "subset_definition": dict(subset_definition),
-        "dataset": {"fingerprint": store.fingerprint, "n_materials": len(t.materials)},
+        "dataset": {"fingerprint": row_info.fingerprint, "n_materials": row_info.n_materials},
         "predictions": predictions_meta,
-        "n_samples": int(len(rows)),
+        "n_samples": len(ids),
         "n_failed": int(np.sum(~ok)),
         "failed_samples": failed,
         "tolerances": tolerances,

@@ -42,9 +42,9 @@ def versions() -> dict[str, str]:
     """Versions of c2np, Python and the libraries that shape the numbers."""
     import importlib.metadata as md
 
-    import c2np
+    from c2np.version import __version__
 
-    out = {"c2np": c2np.__version__, "python": platform.python_version()}
+    out = {"c2np": __version__, "python": platform.python_version()}
     for pkg in ("numpy", "scipy", "h5py", "ase", "spglib"):
         try:
             out[pkg] = md.version(pkg)
@@ -110,7 +110,7 @@ class Results:
         return write_text(path, self.to_json() + "\n")
 
     @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> "Results":
+    def read(cls, path: str | os.PathLike[str]) -> Results:
         """Load a results JSON; refuses a file that is not JSON, has another schema, has no
         hash, or whose content no longer matches its hash."""
         p = Path(path)

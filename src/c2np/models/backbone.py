@@ -5,8 +5,10 @@
 * :class:`EGNN` — E(3)-equivariant message passing (Satorras et al. style): invariant
   messages from squared distances, equivariant coordinate updates. Its vector output is
   completed by two equivariant terms, along the position (about the sphere centre) and along
-  the *rotated* lattice vectors, so a denoiser is equivariant jointly in the particle and the
-  crystal frame and can still place atoms in the orientation it is asked for.
+  the *rotated* lattice vectors, so the layer stack is equivariant jointly in the particle and
+  the crystal frame and can still place atoms in the orientation it is asked for. (A full
+  denoiser is not: the :class:`Conditioner` embeds the rotation matrix and quaternion through
+  an MLP; see docs/models.md.)
 * :class:`CellEncoder` — encoder of the periodic unit cell: lattice invariants (lengths,
   angle cosines, volume per atom) plus a periodic graph over the basis atoms with
   minimum-image distances.
@@ -23,8 +25,9 @@ Tensors are float32; positions in Å unless a name says ``_unit`` (divided by R)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -33,9 +36,9 @@ from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 from torch import Tensor, nn
 
-from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
+from c2np.particle import Particle
 
 __all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
            "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
@@ -158,7 +161,7 @@ class ConditionBatch:
         """All fields by name (for leak tests and inspection)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
-    def to(self, device: torch.device | str) -> "ConditionBatch":
+    def to(self, device: torch.device | str) -> ConditionBatch:
         """The same batch with every tensor on ``device``."""
         return ConditionBatch(**{k: v.to(device) for k, v in self.tensors().items()})
 
@@ -245,7 +248,7 @@ class ParticleBatch:
         """Number of samples B."""
         return int(self.counts.shape[0])
 
-    def to(self, device: torch.device | str) -> "ParticleBatch":
+    def to(self, device: torch.device | str) -> ParticleBatch:
         """The same batch with every tensor on ``device``."""
         return ParticleBatch(pos=self.pos.to(device), z=self.z.to(device), types=self.types.to(device),
                              batch=self.batch.to(device), counts=self.counts.to(device))
@@ -267,7 +270,10 @@ def collate_particles(particles: Sequence[Particle], conds: Sequence[Condition] 
             types.append(idx)
         else:
             types.append(np.full(p.n_atoms, -1))
-    cat = (lambda xs, d: torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0), dtype=d))
+
+    def cat(xs: list[np.ndarray], d: torch.dtype) -> Tensor:
+        return torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0), dtype=d)
+
     return ParticleBatch(pos=cat(pos, torch.float32).reshape(-1, 3), z=cat(zs, torch.long),
                          types=cat(types, torch.long), batch=cat(batch, torch.long),
                          counts=torch.as_tensor([p.n_atoms for p in particles], dtype=torch.long))
@@ -331,8 +337,9 @@ class CountHead(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.corr = MLP(8, hidden, 2)
-        nn.init.zeros_(self.corr[-1].weight)
-        nn.init.zeros_(self.corr[-1].bias)
+        last = cast(nn.Linear, self.corr[-1])
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def log_count(self, c: ConditionBatch, cond: Tensor | None = None) -> Tensor:
         """(B,) predicted log atom count (``cond`` is accepted for API symmetry and unused)."""
@@ -444,8 +451,9 @@ class EGNNLayer(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         if update_coords:
             self.coord = MLP(hidden, hidden, 1)
-            nn.init.normal_(self.coord[-1].weight, std=1e-3)
-            nn.init.zeros_(self.coord[-1].bias)
+            last = cast(nn.Linear, self.coord[-1])
+            nn.init.normal_(last.weight, std=1e-3)
+            nn.init.zeros_(last.bias)
 
     def forward(self, h: Tensor, x: Tensor, edges: Tensor,
                 edge_attr: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["ModelConfig", "get_config", "PRESETS"]
+__all__ = ["ModelConfig", "get_config", "parse_overrides", "PRESETS"]
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,14 @@ class ModelConfig:
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
-    Diagnostics: ``n_fidelity`` validation samples scored per epoch; ``n_val`` validation rows
-    for the validation loss. Prediction: ``eval_per_group`` rows per (material, R) in the
-    ``eval`` subset.
+    Data rows never include the held-out materials of the protocol (``strict``), and the
+    radius limit applies to the training and the validation rows alike (no rows under it is
+    an error, never a silent fallback).
+    Diagnostics: ``n_fidelity`` validation samples (>= 8 in every preset) sampled (task 1) or
+    predicted (task 2) and scored through the evaluation harness per epoch; the epoch with the
+    best validation fidelity is kept beside the last; ``n_val`` validation rows for the
+    validation loss. ``eval_per_group``: kept for old run folders, unused (predictions cover
+    the harness's eval subset).
     """
 
     name: str = "tiny"
@@ -48,7 +53,8 @@ class ModelConfig:
     lr_schedule: str = "constant"
     warmup_steps: int = 0
     min_lr_ratio: float = 0.01
-    ema_decay: float = 0.0
+    ema_decay: float = 0.9
+    ve_input: bool = False
     site_features: bool = False
     site_k: int = 1
     exclusion_iters: int = 0
@@ -68,7 +74,7 @@ class ModelConfig:
     cfg_weight: float = 1.0
     cfg_drop: float = 0.1
     site_margin_angstrom: float = 2.0
-    n_fidelity: int = 1
+    n_fidelity: int = 8
     n_val: int = 4
     eval_per_group: int = 2
 
@@ -77,7 +83,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         known = {f.name for f in fields(cls)}
         bad = sorted(set(data) - known)
@@ -112,3 +118,27 @@ def get_config(name: str, **overrides: Any) -> ModelConfig:
     if name not in PRESETS:
         raise C2NPInputError(f"unknown config {name!r}; choose one of {sorted(PRESETS)}")
     return replace(PRESETS[name], **overrides) if overrides else PRESETS[name]
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--set``) as config field overrides, each value typed like the
+    field's default ('None' = None; a field whose default is None takes a float)."""
+    defaults = ModelConfig().to_dict()
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in defaults or key == "name":
+            raise C2NPInputError(f"--set {item!r}: expected KEY=VALUE with KEY a config field "
+                                 f"({', '.join(k for k in defaults if k != 'name')})")
+        old = defaults[key]
+        cast = float if old is None or isinstance(old, float) else type(old)
+        if isinstance(old, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise C2NPInputError(f"--set {item!r}: {value!r} is not true or false")
+            out[key] = value.lower() in ("true", "1")
+            continue
+        try:
+            out[key] = None if value == "None" else cast(value)
+        except ValueError:
+            raise C2NPInputError(f"--set {item!r}: {value!r} is not a {cast.__name__}") from None
+    return out

@@ -1,10 +1,17 @@
 """The paper's diagnostic: training loss next to geometric fidelity, per model.
 
-Reads run folders (``config.json`` + ``log.csv``) and writes a plot (a matplotlib Figure, PNG) with,
-per task, the training/validation loss per epoch beside the fidelity per epoch (task 1: atom
-F1 at 0.5 Å of sampled validation particles; task 2: validation lattice RMSE), and a table
-(Markdown + CSV) with the final values and the rank correlation between loss and fidelity
-over epochs (does a lower loss mean a better particle?).
+Reads run folders (``config.json`` + ``log.csv``) and writes a plot with, per task, the
+training/validation loss per epoch beside the validation fidelity per epoch with its 95 %
+bootstrap interval (task 1: atom F1 at 0.5 Å of sampled validation particles; task 2: the
+paper's lattice RMSE of the validation predictions), and a table (Markdown + CSV) with the
+final value and its interval, the best checkpoint's epoch and value (the run's ``best/``, as
+selected in training), the number of samples behind every point, and the rank correlation
+between validation loss and fidelity over epochs (does a lower loss mean a better particle?).
+
+Every fidelity number comes from the training log, i.e. from the evaluation harness
+(:func:`c2np.models.training.fidelity`), and the reference baselines on the same rows from the
+run's ``reference_fidelity.json`` (:func:`c2np.models.training.reference_fidelity`); nothing is
+rescored here.
 """
 
 from __future__ import annotations
@@ -12,18 +19,27 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import atomic_path, atomic_write
+from c2np.fileio import atomic_write
+from c2np.models import display_name
 
-__all__ = ["read_run_log", "write_diagnostic", "loss_fidelity_table"]
+__all__ = ["read_run_log", "read_log_csv", "read_references", "write_diagnostic", "loss_fidelity_table",
+           "FIDELITY", "TABLE_COLUMNS", "REFERENCE_LABELS"]
 
-FIDELITY = {"forward": ("fidelity_f1_0p5", "atom F1 @ 0.5 Å (val samples)"),
-            "inverse": ("val_lattice_rmse", "lattice RMSE (val)")}
+#: per task: (log column, label)
+FIDELITY = {"forward": ("val_f1@0.5", "atom F1 @ 0.5 Å (validation samples)"),
+            "inverse": ("val_lattice_rmse_paper", "lattice RMSE, paper (validation)")}
+REFERENCE_LABELS = {"analytic-carve": "analytic carve (ceiling)", "memorisation": "memorisation",
+                    "random-ball": "random ball (floor)", "solver": "crystallographic solver",
+                    "composition-lookup": "composition lookup (memorisation)", "majority-class": "majority class"}
+TABLE_COLUMNS = ["model", "task", "config", "epochs", "steps", "n_fidelity", "train_loss", "val_loss",
+                 "fidelity_metric", "fidelity", "fidelity_ci95", "best_fidelity", "best_epoch",
+                 "spearman_val_loss_vs_fidelity"]
 
 
 def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
@@ -32,10 +48,41 @@ def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
     meta_path, log_path = run / "config.json", run / "log.csv"
     if not meta_path.is_file() or not log_path.is_file():
         raise C2NPInputError(f"{run}: not a trained run folder (needs config.json and log.csv)")
-    meta = json.loads(meta_path.read_text())
-    with open(log_path, newline="") as fh:
-        rows = [{k: float(v) for k, v in r.items() if v not in ("", None)} for r in csv.DictReader(fh)]
-    return meta, rows
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise C2NPInputError(f"{meta_path}: unreadable run metadata ({exc})") from exc
+    if meta.get("task") not in FIDELITY:
+        raise C2NPInputError(f"{meta_path}: unknown task {meta.get('task')!r}")
+    return meta, read_log_csv(log_path)
+
+
+def read_log_csv(path: str | Path) -> list[dict[str, float]]:
+    """The rows of a training ``log.csv`` (one per epoch; empty cells left out). A cell that
+    is not a number raises :class:`C2NPInputError` naming the file and line."""
+    p = Path(path)
+    rows = []
+    with open(p, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for r in reader:
+            try:
+                rows.append({k: float(v) for k, v in r.items() if k and v not in ("", None)})
+            except (TypeError, ValueError) as exc:
+                raise C2NPInputError(f"{p}: line {reader.line_num}: not a number ({exc})") from None
+    return rows
+
+
+def read_references(run_dir: str | Path) -> tuple[tuple[str, ...], dict[str, dict[str, float]]]:
+    """(fidelity sample ids, {baseline: logged values}) of a run's ``reference_fidelity.json``
+    (empty when the run has none)."""
+    path = Path(run_dir) / "reference_fidelity.json"
+    if not path.is_file():
+        return (), {}
+    try:
+        data = json.loads(path.read_text())
+        return tuple(data["sample_ids"]), dict(data["baselines"])
+    except (KeyError, ValueError) as exc:
+        raise C2NPInputError(f"{path}: unreadable reference fidelity ({exc})") from exc
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -48,78 +95,130 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def loss_fidelity_table(runs: Sequence[str | Path]) -> list[dict[str, object]]:
-    """One row per run: model, task, epochs, final losses, fidelity (final and best) and the
-    Spearman correlation of validation loss with fidelity over epochs."""
+    """One row per run: model (labelled), task, epochs, samples per fidelity point, final losses,
+    fidelity (final with its 95 % interval, and best with its epoch) and the Spearman
+    correlation of validation loss with fidelity over epochs."""
     out = []
     for r in runs:
         meta, rows = read_run_log(r)
         if not rows:
             continue
-        key, _ = FIDELITY[meta["task"]]
+        key = FIDELITY[meta["task"]][0]
         fid = np.array([row.get(key, np.nan) for row in rows])
         val = np.array([row.get("val_loss", np.nan) for row in rows])
         last = rows[-1]
-        rec: dict[str, object] = {"model": meta["model"], "task": meta["task"], "config": meta["config"]["name"],
-                                  "epochs": int(last["epoch"]), "steps": int(last["step"]),
-                                  "train_loss": last.get("train_loss", np.nan),
-                                  "val_loss": last.get("val_loss", np.nan),
-                                  "fidelity_metric": key, "fidelity": last.get(key, np.nan),
-                                  "best_fidelity": float(np.nanmax(fid) if meta["task"] == "forward"
-                                                         else np.nanmin(fid)) if np.any(np.isfinite(fid)) else np.nan,
-                                  "spearman_val_loss_vs_fidelity": _spearman(val, fid)}
-        out.append(rec)
+        best_path = Path(r) / "best" / "state.json"
+        best_epoch = int(json.loads(best_path.read_text())["epoch"]) if best_path.is_file() else None
+        best_i = next((i for i, row in enumerate(rows) if int(row["epoch"]) == best_epoch), None)
+        out.append({
+            "model": display_name(meta["model"], meta["task"]), "task": meta["task"],
+            "config": meta["config"]["name"], "epochs": int(last["epoch"]), "steps": int(last["step"]),
+            "n_fidelity": int(last.get("n_fidelity", 0)),
+            "train_loss": last.get("train_loss", np.nan), "val_loss": last.get("val_loss", np.nan),
+            "fidelity_metric": key[4:], "fidelity": last.get(key, np.nan),
+            "fidelity_ci95": f"[{last.get(key + '_lo', np.nan):.3g}, {last.get(key + '_hi', np.nan):.3g}]",
+            "best_fidelity": float(fid[best_i]) if best_i is not None else np.nan,
+            "best_epoch": int(rows[best_i]["epoch"]) if best_i is not None else -1,
+            "spearman_val_loss_vs_fidelity": _spearman(val, fid)})
+    return out + _reference_rows(runs)
+
+
+def _reference_rows(runs: Sequence[str | Path]) -> list[dict[str, object]]:
+    """Rows of the reference baselines on the runs' fidelity rows (once per task and row set)."""
+    out: list[dict[str, object]] = []
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    for r in runs:
+        meta, _ = read_run_log(r)
+        ids, refs = read_references(r)
+        if not refs or (meta["task"], ids) in seen:
+            continue
+        seen.add((meta["task"], ids))
+        key = FIDELITY[meta["task"]][0]
+        for name, vals in refs.items():
+            out.append({"model": f"{REFERENCE_LABELS.get(name, name)} (reference, same rows)",
+                        "task": meta["task"], "config": "", "epochs": "", "steps": "",
+                        "n_fidelity": int(vals.get("n_fidelity", 0)), "train_loss": "", "val_loss": "",
+                        "fidelity_metric": key[4:], "fidelity": vals.get(key, np.nan),
+                        "fidelity_ci95": f"[{vals.get(key + '_lo', np.nan):.3g}, {vals.get(key + '_hi', np.nan):.3g}]",
+                        "best_fidelity": "", "best_epoch": "", "spearman_val_loss_vs_fidelity": ""})
     return out
 
 
-def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
-                     name: str = "model_diagnostic") -> list[Path]:
-    """Write ``{name}.png``, ``{name}.md`` and ``{name}.csv`` into ``out_dir``; returns the paths."""
+def _figure(logs: list[tuple[dict, list[dict[str, float]]]], runs: Sequence[str | Path]):  # -> Figure
     from matplotlib.figure import Figure
 
-    if not runs:
-        raise C2NPInputError("no run folders given")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    logs = [read_run_log(r) for r in runs]
     tasks = [t for t in ("forward", "inverse") if any(m["task"] == t for m, _ in logs)]
     fig = Figure(figsize=(11, 4 * len(tasks)))
     axes = fig.subplots(len(tasks), 2, squeeze=False)
     for i, task in enumerate(tasks):
         key, label = FIDELITY[task]
         ax_l, ax_f = axes[i]
+        n_fid = set()
         for meta, rows in logs:
             if meta["task"] != task or not rows:
                 continue
-            ep = [r["epoch"] for r in rows]
-            line, = ax_l.plot(ep, [r.get("train_loss", np.nan) for r in rows], "-o", ms=3, label=meta["model"])
+            ep = np.array([r["epoch"] for r in rows])
+            name = display_name(meta["model"], task)
+            line, = ax_l.plot(ep, [r.get("train_loss", np.nan) for r in rows], "-o", ms=3, label=name)
             ax_l.plot(ep, [r.get("val_loss", np.nan) for r in rows], "--", color=line.get_color())
-            ax_f.plot(ep, [r.get(key, np.nan) for r in rows], "-o", ms=3, color=line.get_color(),
-                      label=meta["model"])
-        ax_l.set(title=f"task 1 ({task})" if task == "forward" else f"task 2 ({task})",
-                 xlabel="epoch", ylabel="loss (solid train, dashed val)")
+            mean = np.array([r.get(key, np.nan) for r in rows])
+            lo = np.array([r.get(key + "_lo", np.nan) for r in rows])
+            hi = np.array([r.get(key + "_hi", np.nan) for r in rows])
+            ax_f.plot(ep, mean, "-o", ms=3, color=line.get_color(), label=name)
+            ax_f.fill_between(ep, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+            n_fid |= {int(r.get("n_fidelity", 0)) for r in rows}
+        drawn: set[tuple[str, ...]] = set()
+        for (meta, _), run in zip(logs, runs, strict=True):
+            ids, refs = read_references(run)
+            if meta["task"] != task or not refs or ids in drawn:
+                continue
+            drawn.add(ids)
+            for k, (name, vals) in enumerate(refs.items()):
+                ax_f.axhline(vals.get(key, np.nan), color="0.4", lw=1, ls=(0, (1 + k, 2)),
+                             label=f"{REFERENCE_LABELS.get(name, name)} (same rows)")
+        ax_l.set(title=f"task {'1' if task == 'forward' else '2'} ({task})", xlabel="epoch",
+                 ylabel="loss (solid train, dashed val)")
         ax_l.set_yscale("log")
-        ax_f.set(title=label, xlabel="epoch", ylabel=label)
+        per = "/".join(str(n) for n in sorted(n_fid))
+        ax_f.set(title=f"{label}; {per} samples per point, band = 95 % CI", xlabel="epoch", ylabel=label)
         ax_l.legend(fontsize=8)
         ax_f.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
+                     name: str = "model_diagnostic") -> list[Path]:
+    """Write ``{name}.png``, ``{name}.md`` and ``{name}.csv`` into ``out_dir``; returns the paths."""
+    if not runs:
+        raise C2NPInputError("no run folders given")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    logs = [read_run_log(r) for r in runs]
     png = out / f"{name}.png"
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+    fig = _figure(logs, runs)
+    with atomic_write(png, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
 
     table = loss_fidelity_table(runs)
-    cols = ["model", "task", "config", "epochs", "steps", "train_loss", "val_loss", "fidelity_metric",
-            "fidelity", "best_fidelity", "spearman_val_loss_vs_fidelity"]
-    fmt = (lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
-    md = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    md += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in table]
+
+    def fmt(v: object) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    n_fid = sorted({int(r["n_fidelity"]) for r in table})  # type: ignore[call-overload]
+    md = [f"Fidelity per epoch: the evaluation harness on {'/'.join(map(str, n_fid))} validation samples "
+          "per point (failure-penalised mean, 95 % bootstrap interval); best = the checkpoint `predict` "
+          "uses by default. Reference rows: the baselines scored on the same validation rows.", "",
+          "| " + " | ".join(TABLE_COLUMNS) + " |", "|" + "---|" * len(TABLE_COLUMNS)]
+    md += ["| " + " | ".join(fmt(r[c]) for c in TABLE_COLUMNS) + " |" for r in table]
     md_path = out / f"{name}.md"
     with atomic_write(md_path) as fh:
         fh.write("\n".join(md) + "\n")
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=cols)
+    w = csv.DictWriter(buf, fieldnames=TABLE_COLUMNS)
     w.writeheader()
     for r in table:
-        w.writerow({c: fmt(r[c]) for c in cols})
+        w.writerow({c: fmt(r[c]) for c in TABLE_COLUMNS})
     csv_path = out / f"{name}.csv"
     with atomic_write(csv_path) as fh:
         fh.write(buf.getvalue())

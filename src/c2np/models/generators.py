@@ -37,8 +37,9 @@ Families:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -47,13 +48,29 @@ from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
 from c2np.carving import carve
-from c2np.particle import Particle
-from c2np.models.backbone import (EGNN, MLP, N_FRAME_FEATURES, N_Z, AdaLNBlock, ConditionBatch,
-                                  Conditioner, CountHead, ParticleBatch, collate_conditions, collate_particles,
-                                  frame_features, from_padded, knn_graph, lattice_site_vectors,
-                                  sinusoidal_embedding, site_edge_features, to_padded)
+from c2np.models.backbone import (
+    EGNN,
+    MLP,
+    N_FRAME_FEATURES,
+    N_Z,
+    AdaLNBlock,
+    ConditionBatch,
+    Conditioner,
+    CountHead,
+    ParticleBatch,
+    collate_conditions,
+    collate_particles,
+    frame_features,
+    from_padded,
+    knn_graph,
+    lattice_site_vectors,
+    sinusoidal_embedding,
+    site_edge_features,
+    to_padded,
+)
 from c2np.models.config import ModelConfig
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition
+from c2np.particle import Particle
 
 __all__ = ["GeneratorBase", "CDVAE", "DiffCSP", "FlowMM", "MatterGen", "ADiT", "SiteScorer",
            "GENERATORS", "alpha_bar", "ddpm_posterior_step"]
@@ -138,7 +155,7 @@ def sample_times(n: int, g: torch.Generator) -> Tensor:
     return torch.linspace(1.0, 0.0, int(n) + 1, device=g.device)
 
 
-def vp_denoise(denoiser: "Denoiser", u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
+def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
                batch: Tensor, cond: Tensor, c: ConditionBatch,
                x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
     """One evaluation of the denoiser for a VP (DDPM) process on unit-ball positions ``u``
@@ -194,7 +211,7 @@ class GeneratorBase(nn.Module):
     @property
     def device(self) -> torch.device:
         """Device of the weights (every tensor a generator creates goes there)."""
-        return self.count_head.corr[0].weight.device
+        return cast(nn.Linear, self.count_head.corr[0]).weight.device
 
     def _sample_setup(self, conds: Sequence[Condition]) -> tuple[ConditionBatch, Tensor, Tensor, Tensor]:
         """Collated conditions, their embedding, and the sampled atom counts with the atom ->
@@ -302,7 +319,7 @@ class Denoiser(nn.Module):
 
     def forward(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
                 t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
-                x0_prev: Tensor | None = None) -> "DenoiserOut":
+                x0_prev: Tensor | None = None) -> DenoiserOut:
         """``pos`` (N, 3) Å, the noisy positions at a bounded scale, builds the graph; ``xs``
         (N, 3) Å is the same state at the data's scale (x0 + sigma noise: the VE-equivalent
         coordinate) where lattice features mean something; ``sigma`` (B,) the noise level in
@@ -376,6 +393,7 @@ class CDVAE(GeneratorBase):
     sphere (the finite-particle analogue of CDVAE wrapping coordinates into the cell)."""
 
     kl_weight = 1e-3
+    sigmas: Tensor  # buffer registered in __init__ (declared for the type checker)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -712,6 +730,10 @@ class ADiT(GeneratorBase):
     epochs x steps_per_epoch train the autoencoder."""
 
     kl_weight = 1e-3
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    steps_done: Tensor
+    lat_mean: Tensor
+    lat_var: Tensor
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

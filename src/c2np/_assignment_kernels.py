@@ -1,0 +1,583 @@
+"""Compiled ε-scaling auction for the sparse assignment of :mod:`c2np.assignment`.
+
+Imported only when the sparse path runs (it imports numba); the machine code is cached on
+disk beside this file (or in ``NUMBA_CACHE_DIR``) where a cache folder is writable.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_INF = np.int64(2) ** 62
+_PRICE_LIMIT = np.int64(2) ** 61
+
+
+def _jit(fn):
+    try:
+        return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
+    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
+        return numba.njit(cache=False, nogil=True, boundscheck=False)(fn)
+
+
+@_jit
+def _sift_down(hkey: np.ndarray, hval: np.ndarray, pos: int, size: int) -> None:
+    """Restore the min-heap order below ``pos`` (heap of ``size`` (key, value) entries)."""
+    while True:
+        c = 2 * pos + 1
+        if c >= size:
+            return
+        if c + 1 < size and hkey[c + 1] < hkey[c]:
+            c += 1
+        if hkey[c] >= hkey[pos]:
+            return
+        hkey[pos], hkey[c] = hkey[c], hkey[pos]
+        hval[pos], hval[c] = hval[c], hval[pos]
+        pos = c
+
+
+@_jit
+def _heapify(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray) -> int:
+    """Fill the heap with (price, column) of every column; returns its size."""
+    n = p.shape[0]
+    for j in range(n):
+        hkey[j] = p[j]
+        hval[j] = j
+    for s in range(n // 2 - 1, -1, -1):
+        _sift_down(hkey, hval, s, n)
+    return n
+
+
+@_jit
+def _fix_top(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray) -> None:
+    """Correct stale keys at the top until the top key is its column's price: keys only
+    lag behind rising prices, so the top is then the cheapest column."""
+    n = hkey.shape[0]
+    while hkey[0] != p[hval[0]]:
+        hkey[0] = p[hval[0]]
+        _sift_down(hkey, hval, 0, n)
+
+
+@_jit
+def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):
+    """(cheapest column, its price, the second smallest price) from the lazy heap; the
+    cheapest stays on top."""
+    n = hkey.shape[0]
+    _fix_top(hkey, hval, p)
+    j1 = hval[0]
+    w1 = hkey[0]
+    if n == 1:
+        return j1, w1, w1
+    # the second cheapest is the smaller valid child; fix both children subtrees' tops
+    best = _INF
+    for c in (1, 2):
+        if c < n:
+            while hkey[c] != p[hval[c]]:
+                hkey[c] = p[hval[c]]
+                _sift_down(hkey, hval, c, n)
+            best = min(best, hkey[c])
+    return j1, w1, best
+
+
+@_jit
+def _row_values(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, p: np.ndarray,
+                i: int, j0: int):
+    """(value of row i's edge to column j0, smallest value of its other edges)."""
+    own = _INF
+    other = _INF
+    for e in range(indptr[i], indptr[i + 1]):
+        j = indices[e]
+        w = cost[e] + p[j]
+        if j == j0:
+            own = w
+        elif w < other:
+            other = w
+    return own, other
+
+
+@_jit
+def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: int,
+            prices: np.ndarray, init: np.ndarray, eps0: int, eps_final: int, factor: int,
+            max_bids: int):
+    """Optimal assignment of every row to a distinct column on the given edges.
+
+    Rows ``0..n_rows-1`` have the CSR edges ``indptr`` / ``indices`` with int64 costs;
+    ``n_cols - n_rows`` implicit dummy rows may take any column at cost 0 (which makes the
+    problem balanced: the dummies' columns are the unpaired ones). Min-cost forward
+    auction, Gauss–Seidel, ε-scaling by ``factor`` from ``eps0`` down to ``eps_final``:
+    the assignment then meets ε-complementary slackness, so its cost is within
+    ``n_cols · eps_final`` of the optimum on the graph (optimal when the costs are
+    multiples of ``n_cols + 1`` and ``eps_final`` is 1). ``init``: a starting assignment
+    (-1 = none). At the start of each phase every assigned column's price is lowered by
+    its row's overpayment (so a row that just bid stays assigned), and only the rows that
+    then break ε-complementary slackness are released. Returns ``(assignment of the rows
+    in the last completed phase or all -1, prices, status, bids)``: status 0 = done,
+    1 = bid budget ``max_bids`` or the price limit reached.
+    """
+    n_rows = indptr.shape[0] - 1
+    n_dummy = n_cols - n_rows
+    p = prices.copy()
+    owner = np.full(n_cols, -1, dtype=np.int64)
+    obj = init.copy()
+    warm = False
+    for i in range(n_rows):
+        if obj[i] >= 0:
+            owner[obj[i]] = i
+            warm = True
+    if warm:  # the columns no row holds are the dummies'
+        for j in range(n_cols):
+            if owner[j] < 0:
+                owner[j] = -2
+    best = np.full(n_rows, -1, dtype=np.int64)
+    queue = np.empty(max(n_rows, 1), dtype=np.int64)
+    hkey = np.empty(n_cols, dtype=np.int64)  # one entry per column; keys may be stale (low)
+    hval = np.empty(n_cols, dtype=np.int64)
+    bids = 0
+    eps = max(eps0, 1)
+    while True:
+        # keep what still meets eps-CS after removing each row's overpayment
+        for i in range(n_rows):
+            j0 = obj[i]
+            if j0 >= 0:
+                own, other = _row_values(indptr, indices, cost, p, i, j0)
+                if other < _INF and own > other:
+                    p[j0] -= own - other
+        pmin = p.min()
+        for j in range(n_cols):
+            if owner[j] == -2:
+                p[j] = pmin
+        count = 0
+        head = 0
+        for i in range(n_rows):
+            j0 = obj[i]
+            keep = False
+            if j0 >= 0:
+                own, other = _row_values(indptr, indices, cost, p, i, j0)
+                keep = own <= other + eps
+            if not keep:
+                if j0 >= 0:
+                    owner[j0] = -1
+                obj[i] = -1
+                queue[count] = i
+                count += 1
+        free_dummy = n_dummy
+        pmin = p.min()
+        for j in range(n_cols):
+            if owner[j] == -2:
+                if p[j] <= pmin + eps:
+                    free_dummy -= 1
+                else:
+                    owner[j] = -1
+        if n_dummy > 0:
+            _heapify(hkey, hval, p)
+        while count > 0 or free_dummy > 0:
+            if count > 0:
+                i = queue[head]
+                head = head + 1 if head + 1 < n_rows else 0
+                count -= 1
+                w1 = _INF
+                w2 = _INF
+                j1 = -1
+                for e in range(indptr[i], indptr[i + 1]):
+                    j = indices[e]
+                    w = cost[e] + p[j]
+                    if w < w1:
+                        w2 = w1
+                        w1 = w
+                        j1 = j
+                    elif w < w2:
+                        w2 = w
+                if w2 == _INF:
+                    w2 = w1
+                p[j1] += w2 - w1 + eps
+                prev = owner[j1]
+                owner[j1] = i
+                obj[i] = j1
+            else:  # a dummy row takes the cheapest column
+                j1, w1, w2 = _two_cheapest(hkey, hval, p)
+                p[j1] += w2 - w1 + eps
+                hkey[0] = p[j1]  # j1 is the top entry: correct its key in place
+                _sift_down(hkey, hval, 0, n_cols)
+                prev = owner[j1]
+                owner[j1] = -2
+                free_dummy -= 1
+            if prev >= 0:
+                t = head + count
+                queue[t - n_rows if t >= n_rows else t] = prev
+                count += 1
+            elif prev == -2:
+                free_dummy += 1
+            bids += 1
+            if bids >= max_bids or p[j1] > _PRICE_LIMIT:
+                return best, p, 1, bids
+        best[:] = obj
+        if eps <= eps_final:
+            return best, p, 0, bids
+        eps = max(eps_final, eps // factor)
+
+
+# ----------------------------------------------------------------------------------------
+# Uniform grid and (weighted) k-nearest queries
+# ----------------------------------------------------------------------------------------
+@_jit
+def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):
+    """Sort ``points`` (n, 3) into cubic cells of side ``h`` (Å) starting at ``origin``.
+
+    Returns ``(order, cell_start)``: ``order`` lists the points cell by cell (cell id
+    ``(ix · ny + iy) · nz + iz``), ``cell_start`` (n_cells + 1,) the offsets.
+    """
+    n = points.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    cid = np.empty(n, dtype=np.int64)
+    counts = np.zeros(nx * ny * nz + 1, dtype=np.int64)
+    for i in range(n):
+        ix = min(max(int((points[i, 0] - origin[0]) / h), 0), nx - 1)
+        iy = min(max(int((points[i, 1] - origin[1]) / h), 0), ny - 1)
+        iz = min(max(int((points[i, 2] - origin[2]) / h), 0), nz - 1)
+        c = (ix * ny + iy) * nz + iz
+        cid[i] = c
+        counts[c + 1] += 1
+    for c in range(nx * ny * nz):
+        counts[c + 1] += counts[c]
+    fill = counts[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        order[fill[cid[i]]] = i
+        fill[cid[i]] += 1
+    return order, counts
+
+
+@_jit
+def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+             origin: np.ndarray, h: float, dims: np.ndarray, weights: np.ndarray,
+             queries: np.ndarray, k: int, bound: np.ndarray,
+             slack: float):
+    """For every query q, the k points j with the smallest ``|q − p_j|² + w_j`` (exact).
+
+    ``weights`` (n,) >= 0 (zeros: plain k nearest neighbours). Only values below
+    ``bound[q]`` are looked for (``inf``: no bound). Returns ``(values, index)`` of shape
+    (m, k), ascending; missing entries have value ``inf`` and index -1. Cells are visited
+    in Chebyshev rings around the query's cell; a cell is skipped when its box distance²
+    plus its smallest weight cannot beat the current k-th value; the search stops when
+    the ring's distance² reaches it. Cell boxes are widened by ``slack`` (Å) against the
+    rounding of the cell assignment.
+    """
+    m = queries.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    ncell = nx * ny * nz
+    # smallest weight per cell
+    cw = np.full(ncell, np.inf)
+    for c in range(ncell):
+        for t in range(cell_start[c], cell_start[c + 1]):
+            w = weights[order[t]]
+            cw[c] = min(cw[c], w)
+    vals = np.full((m, k), np.inf)
+    idx = np.full((m, k), -1, dtype=np.int64)
+    rmax = max(nx, max(ny, nz))
+    for qi in range(m):
+        q0 = queries[qi, 0]
+        q1 = queries[qi, 1]
+        q2 = queries[qi, 2]
+        f0 = (q0 - origin[0]) / h
+        f1 = (q1 - origin[1]) / h
+        f2 = (q2 - origin[2]) / h
+        c0 = min(max(int(np.floor(f0)), 0), nx - 1)
+        c1 = min(max(int(np.floor(f1)), 0), ny - 1)
+        c2 = min(max(int(np.floor(f2)), 0), nz - 1)
+        kth = bound[qi]
+        filled = 0
+        for r in range(rmax + 1):
+            # distance from q to the outside of the cube of cells within r - 1 of c
+            if r > 0:
+                lo0 = (c0 - r + 1) * h + origin[0]
+                hi0 = (c0 + r) * h + origin[0]
+                lo1 = (c1 - r + 1) * h + origin[1]
+                hi1 = (c1 + r) * h + origin[1]
+                lo2 = (c2 - r + 1) * h + origin[2]
+                hi2 = (c2 + r) * h + origin[2]
+                inner = min(min(q0 - lo0, hi0 - q0), min(min(q1 - lo1, hi1 - q1),
+                                                          min(q2 - lo2, hi2 - q2))) - slack
+                if inner > 0 and inner * inner >= kth:
+                    break
+                if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
+                        and c2 - r < 0 and c2 + r >= nz:
+                    break
+            for a in range(max(c0 - r, 0), min(c0 + r, nx - 1) + 1):
+                ea = abs(a - c0) == r
+                b0 = max(c1 - r, 0)
+                b1 = min(c1 + r, ny - 1)
+                for b in range(b0, b1 + 1):
+                    eb = ea or abs(b - c1) == r
+                    if eb:
+                        zlo = max(c2 - r, 0)
+                        zhi = min(c2 + r, nz - 1)
+                        zstep = 1
+                    else:
+                        zlo = c2 - r
+                        zhi = c2 + r
+                        zstep = 2 * r if r > 0 else 1
+                    z = zlo
+                    while z <= zhi:
+                        if 0 <= z < nz:
+                            c = (a * ny + b) * nz + z
+                            if cell_start[c] < cell_start[c + 1]:
+                                g0 = max(origin[0] + a * h - q0 - slack, 0.0,
+                                         q0 - origin[0] - (a + 1) * h - slack)
+                                g1 = max(origin[1] + b * h - q1 - slack, 0.0,
+                                         q1 - origin[1] - (b + 1) * h - slack)
+                                g2 = max(origin[2] + z * h - q2 - slack, 0.0,
+                                         q2 - origin[2] - (z + 1) * h - slack)
+                                if g0 * g0 + g1 * g1 + g2 * g2 + cw[c] < kth:
+                                    for t in range(cell_start[c], cell_start[c + 1]):
+                                        j = order[t]
+                                        d0 = points[j, 0] - q0
+                                        d1 = points[j, 1] - q1
+                                        d2 = points[j, 2] - q2
+                                        v = d0 * d0 + d1 * d1 + d2 * d2 + weights[j]
+                                        if v < kth:
+                                            # insert into the sorted top-k
+                                            s = min(filled, k - 1)
+                                            while s > 0 and vals[qi, s - 1] > v:
+                                                vals[qi, s] = vals[qi, s - 1]
+                                                idx[qi, s] = idx[qi, s - 1]
+                                                s -= 1
+                                            vals[qi, s] = v
+                                            idx[qi, s] = j
+                                            if filled < k:
+                                                filled += 1
+                                            if filled == k:
+                                                kth = min(kth, vals[qi, k - 1])
+                        z += zstep
+    return vals, idx
+
+
+# ----------------------------------------------------------------------------------------
+# Greedy saturating pairing and exact potentials
+# ----------------------------------------------------------------------------------------
+@_jit
+def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray,
+                   n_cols: int) -> np.ndarray:
+    """Each row in order takes its cheapest free column among its edges; -1 where none
+    is left (the caller pairs those rows with the free columns)."""
+    n_rows = indptr.shape[0] - 1
+    used = np.zeros(n_cols, dtype=np.bool_)
+    out = np.full(n_rows, -1, dtype=np.int64)
+    for i in range(n_rows):
+        bj = -1
+        bc = _INF
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            if not used[j] and cost[e] < bc:
+                bc = cost[e]
+                bj = j
+        if bj >= 0:
+            used[bj] = True
+            out[i] = bj
+    return out
+
+
+@_jit
+def _home_cell(q0: float, q1: float, q2: float, origin: np.ndarray, h: float,
+               dims: np.ndarray):
+    a = min(max(int(np.floor((q0 - origin[0]) / h)), 0), dims[0] - 1)
+    b = min(max(int(np.floor((q1 - origin[1]) / h)), 0), dims[1] - 1)
+    c = min(max(int(np.floor((q2 - origin[2]) / h)), 0), dims[2] - 1)
+    inside = (origin[0] <= q0 < origin[0] + dims[0] * h and origin[1] <= q1 < origin[1] + dims[1] * h
+              and origin[2] <= q2 < origin[2] + dims[2] * h)
+    return a, b, c, inside
+
+
+@_jit
+def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+                 origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
+                 r2: float):
+    """All (query i, point j) with ``|q_i − p_j|² < r2``, as CSR by query ``(indptr,
+    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's
+    cell side ``h`` must be >= sqrt(r2): the 27 cells around a
+    query's home cell hold every partner (queries outside the grid are clamped to it,
+    which keeps that true)."""
+    m = queries.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    for sweep in range(2):
+        if sweep == 1:
+            for i in range(m):
+                indptr[i + 1] += indptr[i]
+            indices = np.empty(indptr[m], dtype=np.int64)
+        else:
+            indices = np.empty(0, dtype=np.int64)
+        for i in range(m):
+            q0 = queries[i, 0]
+            q1 = queries[i, 1]
+            q2 = queries[i, 2]
+            a, b, c, _ = _home_cell(q0, q1, q2, origin, h, dims)
+            t_out = indptr[i]
+            n_found = 0
+            for da in range(max(a - 1, 0), min(a + 1, nx - 1) + 1):
+                for db in range(max(b - 1, 0), min(b + 1, ny - 1) + 1):
+                    for dc in range(max(c - 1, 0), min(c + 1, nz - 1) + 1):
+                        cell = (da * ny + db) * nz + dc
+                        for t in range(cell_start[cell], cell_start[cell + 1]):
+                            d0 = sp[t, 0] - q0
+                            d1 = sp[t, 1] - q1
+                            d2 = sp[t, 2] - q2
+                            if d0 * d0 + d1 * d1 + d2 * d2 < r2:
+                                if sweep == 1:
+                                    indices[t_out + n_found] = order[t]
+                                n_found += 1
+            if sweep == 0:
+                indptr[i + 1] = n_found
+    return indptr, indices
+
+
+@_jit
+def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray):
+    """Weights in cell order and the smallest weight per cell (``inf`` when empty)."""
+    ncell = cell_start.shape[0] - 1
+    sw = np.empty(order.shape[0])
+    cw = np.full(ncell, np.inf)
+    for c in range(ncell):
+        for t in range(cell_start[c], cell_start[c + 1]):
+            w = weights[order[t]]
+            sw[t] = w
+            cw[c] = min(cw[c], w)
+    return sw, cw
+
+
+@_jit
+def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+               origin: np.ndarray, h: float, dims: np.ndarray, sw: np.ndarray,
+               cw: np.ndarray, offsets: np.ndarray, off_d2: np.ndarray,
+               queries: np.ndarray, k: int, bound: np.ndarray):
+    """Like :func:`grid_knn` (the k smallest ``|q − p_j|² + w_j`` below ``bound``; ``sp``,
+    ``sw``: points and weights in cell order, ``cw``: smallest weight per cell), visiting
+    the home cell plus ``offsets`` (n_off, 3), sorted by ``off_d2``, the smallest squared
+    distance between a point of the home cell and a point of the offset cell. Returns
+    ``(values, index, complete)``; ``complete[i]`` is False when the list ran out before
+    the search could stop (the caller then asks :func:`grid_knn`) or the query lies
+    outside the grid."""
+    m = queries.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    n_off = offsets.shape[0]
+    vals = np.full((m, k), np.inf)
+    idx = np.full((m, k), -1, dtype=np.int64)
+    complete = np.ones(m, dtype=np.bool_)
+    reach = 0
+    for o in range(n_off):
+        reach = max(reach, abs(offsets[o, 0]), abs(offsets[o, 1]), abs(offsets[o, 2]))
+    for qi in range(m):
+        q0 = queries[qi, 0]
+        q1 = queries[qi, 1]
+        q2 = queries[qi, 2]
+        a, b, c, inside = _home_cell(q0, q1, q2, origin, h, dims)
+        if not inside:
+            complete[qi] = False
+            continue
+        kth = bound[qi]
+        filled = 0
+        stopped = False
+        for o in range(n_off):
+            if off_d2[o] >= kth:
+                stopped = True
+                break
+            xa = a + offsets[o, 0]
+            xb = b + offsets[o, 1]
+            xc = c + offsets[o, 2]
+            if xa < 0 or xa >= nx or xb < 0 or xb >= ny or xc < 0 or xc >= nz:
+                continue
+            cell = (xa * ny + xb) * nz + xc
+            if off_d2[o] + cw[cell] >= kth:
+                continue
+            for t in range(cell_start[cell], cell_start[cell + 1]):
+                d0 = sp[t, 0] - q0
+                d1 = sp[t, 1] - q1
+                d2 = sp[t, 2] - q2
+                v = d0 * d0 + d1 * d1 + d2 * d2 + sw[t]
+                if v < kth:
+                    s = min(filled, k - 1)
+                    while s > 0 and vals[qi, s - 1] > v:
+                        vals[qi, s] = vals[qi, s - 1]
+                        idx[qi, s] = idx[qi, s - 1]
+                        s -= 1
+                    vals[qi, s] = v
+                    idx[qi, s] = order[t]
+                    if filled < k:
+                        filled += 1
+                    if filled == k:
+                        kth = min(kth, vals[qi, k - 1])
+        if not stopped and not (a - reach <= 0 and a + reach >= nx - 1 and b - reach <= 0
+                                and b + reach >= ny - 1 and c - reach <= 0
+                                and c + reach >= nz - 1):
+            complete[qi] = False  # cells beyond the offsets were not visited
+    return vals, idx, complete
+
+
+@_jit
+def csr_merge(indptr: np.ndarray, indices: np.ndarray, extra_rows: np.ndarray,
+              extra_cols: np.ndarray, n_cols: int):
+    """CSR of the union of a CSR graph and extra (row, col) edges, duplicates dropped."""
+    n_rows = indptr.shape[0] - 1
+    cnt = np.zeros(n_rows + 1, dtype=np.int64)
+    for i in range(n_rows):
+        cnt[i + 1] = indptr[i + 1] - indptr[i]
+    for t in range(extra_rows.shape[0]):
+        cnt[extra_rows[t] + 1] += 1
+    for i in range(n_rows):
+        cnt[i + 1] += cnt[i]
+    fill = cnt[:-1].copy()
+    tmp = np.empty(cnt[n_rows], dtype=np.int64)
+    for i in range(n_rows):
+        for e in range(indptr[i], indptr[i + 1]):
+            tmp[fill[i]] = indices[e]
+            fill[i] += 1
+    for t in range(extra_rows.shape[0]):
+        i = extra_rows[t]
+        tmp[fill[i]] = extra_cols[t]
+        fill[i] += 1
+    stamp = np.full(n_cols, -1, dtype=np.int64)
+    out_ptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out = np.empty(cnt[n_rows], dtype=np.int64)
+    n = 0
+    for i in range(n_rows):
+        for e in range(cnt[i], cnt[i + 1]):
+            j = tmp[e]
+            if stamp[j] != i:
+                stamp[j] = i
+                out[n] = j
+                n += 1
+        out_ptr[i + 1] = n
+    return out_ptr, out[:n].copy()
+
+
+@_jit
+def edge_costs(small: np.ndarray, large: np.ndarray, indptr: np.ndarray,
+               indices: np.ndarray, unit: float, scale: int):
+    """Squared distances of the CSR edges (Å², float64) and their integer costs
+    ``rint(d² / unit) · scale``."""
+    n_rows = indptr.shape[0] - 1
+    w = np.empty(indices.shape[0])
+    c = np.empty(indices.shape[0], dtype=np.int64)
+    for i in range(n_rows):
+        s0 = small[i, 0]
+        s1 = small[i, 1]
+        s2 = small[i, 2]
+        for e in range(indptr[i], indptr[i + 1]):
+            j = indices[e]
+            d0 = s0 - large[j, 0]
+            d1 = s1 - large[j, 1]
+            d2 = s2 - large[j, 2]
+            v = d0 * d0 + d1 * d1 + d2 * d2
+            w[e] = v
+            c[e] = np.int64(np.rint(v / unit)) * scale
+    return w, c
+
+
+@_jit
+def row_minima(indptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Smallest value per CSR row (``inf`` for a row without edges)."""
+    n_rows = indptr.shape[0] - 1
+    out = np.full(n_rows, np.inf)
+    for i in range(n_rows):
+        for e in range(indptr[i], indptr[i + 1]):
+            out[i] = min(out[i], values[e])
+    return out

@@ -1,0 +1,381 @@
+"""Minimum squared-distance one-to-one assignment between two point sets, with a certificate.
+
+Used by the matched RMSD (SPEC §6): every point of the smaller set ``S`` (``(n_s, 3)`` Å) is
+paired with a distinct point of the larger set ``L`` (``(n_l, 3)`` Å) so that
+``Σ |s − l|²`` (Å²) is minimal. :func:`min_sq_assignment` returns the value of a valid
+pairing (an upper bound), a certified lower bound of the optimum, and whether the two
+meet (then the value is the optimum); its work is bounded for any input.
+
+Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
+
+1. nearest neighbours of ``S`` all distinct: pairing each with its nearest is optimal;
+2. small sets (``n_s · n_l <= 250,000``): dense ``scipy.optimize.linear_sum_assignment``;
+3. otherwise the pairs closer than a radius (about 16 partners per point), solved by a
+   compiled ε-scaling auction (:mod:`c2np._assignment_kernels`) on integer costs, and
+   certified over *all* ``n_s · n_l`` pairs by LP duality: any column prices ``p`` give
+   the lower bound ``LB = Σ_s min_l (|s − l|² + p_l) + (n_l − n_s) min_l p_l − Σ_l p_l``,
+   each minimum found exactly by a grid search that prunes cells by their smallest price.
+   Pairs outside the graph that undercut a row's best are added (after the coarse
+   phases, and again after the fine ones, at most ``max_rounds`` times) until the bound
+   meets the value; otherwise both are reported with their gap.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AssignmentResult", "min_sq_assignment"]
+
+DENSE_MAX_ENTRIES = 250_000  # n_s · n_l up to which the dense solver is used
+GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
+MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
+ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
+MAX_ROUNDS = 4  # fine stages (each may add pairs and re-solve) before a bound is reported
+BIDS_PER_POINT = 100  # auction work budget per point of the larger set, all stages
+MIN_BUDGET_POINTS = 500  # ... counted as at least this many more points (small sets)
+EPS0_COLD = 1.0  # first ε: this times the mean nearest-neighbour cost (Å²)
+EPS_MID = 1e-3  # end of the coarse stage: this times the median edge cost
+EPS_FACTOR = 8  # ε-scaling factor
+GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop refining
+EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
+EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
+_SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
+
+
+@dataclass(frozen=True)
+class AssignmentResult:
+    """Outcome of :func:`min_sq_assignment`.
+
+    Attributes:
+        sum_sq_angstrom2: Σ |s − l|² of the pairing found (an upper bound of the optimum).
+        lower_bound_angstrom2: a certified lower bound of the optimum (Å²).
+        n_pairs: number of pairs (``min(n_s, n_l)``).
+        exact: True when the bound meets the value within ``tolerance_angstrom2`` (the value
+            is then the optimum up to it).
+        tolerance_angstrom2: allowance of the exactness test: ``1e-9 (1 + value)`` plus
+            the integer rounding of the costs handed to the auction (``(n_s + 2) · unit``,
+            unit a power of 2 Å² with the largest possible pair cost · (n_l + 1) <= 2^50).
+        method: ``"nearest"``, ``"dense"`` or ``"auction"``.
+        rounds: fine stages run (0 for the first two methods).
+    """
+
+    sum_sq_angstrom2: float
+    lower_bound_angstrom2: float
+    n_pairs: int
+    exact: bool
+    tolerance_angstrom2: float = 0.0
+    method: str = "nearest"
+    rounds: int = 0
+
+    @property
+    def gap_angstrom2(self) -> float:
+        """Value minus lower bound (Å², >= 0)."""
+        return max(0.0, self.sum_sq_angstrom2 - self.lower_bound_angstrom2)
+
+
+def _tree(points: np.ndarray) -> object:
+    from scipy.spatial import cKDTree
+
+    return cKDTree(points, balanced_tree=False, compact_nodes=False)
+
+
+def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
+                      tree_a: object | None = None, tree_b: object | None = None,
+                      nearest: tuple[np.ndarray, np.ndarray] | None = None,
+                      max_rounds: int | None = None,
+                      bids_per_point: int | None = None) -> AssignmentResult:
+    """Minimum-Σ|a − b|² pairing of every point of the smaller of two ``(n, 3)`` sets (Å).
+
+    ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
+    ``(d1, j1)`` — distances and indices of the smaller set's nearest neighbours in the
+    larger one (the caller may already have them). ``max_rounds`` and ``bids_per_point``
+    (defaults :data:`MAX_ROUNDS`, :data:`BIDS_PER_POINT`) bound the work of the sparse
+    path; when they run out the result is not exact but ``lower_bound_angstrom2`` still
+    bounds the optimum.
+    """
+    a = np.asarray(set_a_angstrom, dtype=np.float64)
+    b = np.asarray(set_b_angstrom, dtype=np.float64)
+    if len(a) == 0 or len(b) == 0:
+        return AssignmentResult(0.0, 0.0, 0, True)
+    if len(a) <= len(b):
+        small, large, large_tree = a, b, tree_b
+    else:
+        small, large, large_tree = b, a, tree_a
+    if large_tree is None:
+        large_tree = _tree(large)
+    if nearest is None:
+        d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
+    else:
+        d1, j1 = nearest
+    ns, nl = len(small), len(large)
+    if len(np.unique(j1)) == ns:
+        s = float(np.sum(d1 * d1))
+        return AssignmentResult(s, s, ns, True)
+    if ns * nl <= DENSE_MAX_ENTRIES:
+        from scipy.optimize import linear_sum_assignment
+        from scipy.spatial.distance import cdist
+
+        cost = cdist(small, large, "sqeuclidean")
+        ri, ci = linear_sum_assignment(cost)
+        s = float(cost[ri, ci].sum())
+        return AssignmentResult(s, s, ns, True, method="dense")
+    return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64),
+                              max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
+                              bids_per_point=BIDS_PER_POINT if bids_per_point is None
+                              else bids_per_point)
+
+
+def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
+                       max_rounds: int, bids_per_point: int) -> AssignmentResult:
+    """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
+    distinct; ``d1`` their distances)."""
+    kern = _kernels()
+    ns, nl = len(small), len(large)
+    grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
+    indptr, indices = grid.radius_graph(small)
+    lonely = np.flatnonzero(np.diff(indptr) < MIN_DEGREE)
+    if len(lonely):
+        _, jk, _ = grid.knn(small[lonely], min(MIN_DEGREE, nl))
+        ok = jk >= 0
+        indptr, indices = kern.csr_merge(indptr, indices,
+                                         np.repeat(lonely, jk.shape[1])[ok.reshape(-1)], jk[ok], nl)
+    graph = _Graph.build(small, large, indptr, indices, _Graph.unit_for(small, large))
+    # a pairing of every row keeps the balanced problem feasible and is a first value
+    fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
+    left = np.flatnonzero(fallback < 0)
+    if len(left):  # rows whose partners were all taken: the free columns, in order of x
+        free = np.setdiff1d(np.arange(nl), fallback[fallback >= 0])
+        free = free[np.argsort(large[free, 0], kind="stable")]
+        rows = left[np.argsort(small[left, 0], kind="stable")]
+        fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
+    best_ub = _pair_sum(small, large, fallback)
+    graph = graph.with_edges(small, large, np.arange(ns), fallback)
+    lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
+    best_lb = lb0
+    tol = EXACT_RTOL * (1.0 + best_ub)
+    budget = int(bids_per_point) * (nl + MIN_BUDGET_POINTS)
+    eps_final = 0.25 * EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
+    med = float(np.median(graph.cost_angstrom2))
+    eps_mid = max(EPS_MID * med, eps_final)
+    eps0 = EPS0_COLD * max(float(np.mean(d1 * d1)), 64.0 * eps_mid)
+    prices = np.zeros(nl, dtype=np.int64)
+    assign = np.full(ns, -1, dtype=np.int64)
+    rounds = 0
+    # coarse stage (cold): prices settle at eps_mid, and pairs outside the graph that
+    # undercut it join before the fine phases, which then mostly run once
+    stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
+    for eps_hi, eps_lo, final in stages:
+        if budget <= 0:
+            break
+        assign, prices, status, used = _solve(kern, graph, prices, assign, eps_hi, eps_lo,
+                                              budget)
+        budget -= used
+        if assign[0] >= 0:
+            best_ub = min(best_ub, _pair_sum(small, large, assign))
+        else:
+            assign = np.full(ns, -1, dtype=np.int64)
+        tol = EXACT_RTOL * (1.0 + best_ub) + (ns + 2) * graph.unit
+        lb, w, u_graph, u_all = _dual_bound(small, grid, prices, graph)
+        best_lb = max(best_lb, lb)
+        rounds += final
+        undercut = np.flatnonzero(u_all < u_graph - tol / ns)
+        if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
+            break
+        if final and len(undercut) > GIVE_UP_SHARE * ns:
+            break  # the graph misses most of the optimum (a degenerate prediction)
+        if len(undercut):
+            few = len(undercut) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * nl
+            _, jk, _ = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
+                                bound=u_graph[undercut], exhaustive=few)
+            ok = jk >= 0
+            graph = graph.with_edges(small, large,
+                                     np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
+    if best_ub - best_lb > tol:
+        # every pairing uses n_s distinct points of the larger set, each at least its
+        # nearest-neighbour distance from the smaller set
+        m, _ = _tree(small).query(large, k=1)  # type: ignore[attr-defined]
+        best_lb = max(best_lb, math.fsum(np.partition(m * m, ns - 1)[:ns]) * (1.0 - 1e-12))
+    best_lb = min(best_lb, best_ub)
+    return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
+                            tolerance_angstrom2=tol, method="auction", rounds=rounds)
+
+
+def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.ndarray,
+           eps_hi: float, eps_final: float, budget: int
+           ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """Auction on ``graph`` from integer ``prices`` and the assignment ``init`` (-1: none),
+    ε-scaling from ``eps_hi`` down to ``eps_final`` (Å²). Returns ``(assignment, integer
+    prices, status, bids)``."""
+    e_fin = graph.eps_scaled(eps_final)
+    e_hi = max(graph.eps_scaled(eps_hi), e_fin)
+    return kern.auction(graph.indptr, graph.indices, graph.cost, graph.n_cols,
+                        prices - prices.min(), init, e_hi, e_fin, EPS_FACTOR, budget)
+
+
+def _pair_sum(small: np.ndarray, large: np.ndarray, cols: np.ndarray) -> float:
+    d = small - large[cols]
+    return float(np.einsum("ij,ij->", d, d))
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Points sorted into a uniform grid of cubic cells (see the kernels' ``grid_build``),
+    with the neighbour offsets of the offset-list queries."""
+
+    points: np.ndarray
+    sorted_points: np.ndarray  # in cell order
+    order: np.ndarray
+    cell_start: np.ndarray
+    origin: np.ndarray
+    h: float
+    dims: np.ndarray
+    slack: float
+    offsets: np.ndarray
+    off_d2: np.ndarray
+
+    @classmethod
+    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3) -> _Grid:
+        """Cells of about ``per_cell`` points (from the occupied volume), side at least
+        1/1024 of the extent, at most 8 n + 64 cells; offsets up to ``reach`` cells."""
+        x = np.ascontiguousarray(points, dtype=np.float64)
+        lo = x.min(axis=0)
+        ext = x.max(axis=0) - lo
+        vol = float(np.prod(np.maximum(ext, 1e-3)))
+        h = max((per_cell * vol / len(x)) ** (1.0 / 3.0), 1e-6)
+        # the occupied fraction of the box: refine once from a first grid's occupancy
+        dims = np.floor(ext / h).astype(np.int64) + 1
+        if int(np.prod(dims)) <= 8 * len(x) + 64:
+            cid = (np.floor((x - lo) / h).astype(np.int64) * [dims[1] * dims[2], dims[2], 1]).sum(axis=1)
+            occupied = int(np.count_nonzero(np.bincount(cid, minlength=int(np.prod(dims)))))
+            h = max((per_cell * occupied * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
+        h = max(h, float(ext.max()) / 1024.0)
+        dims = np.floor(ext / h).astype(np.int64) + 1
+        while int(np.prod(dims)) > 8 * len(x) + 64:
+            h *= 1.25
+            dims = np.floor(ext / h).astype(np.int64) + 1
+        slack = 1e-9 + 64.0 * float(np.spacing(float(np.abs(x).max()) + float(ext.max())))
+        order, start = _kernels().grid_build(x, lo, h, dims)
+        r = np.arange(-reach, reach + 1)
+        off = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
+        gap = np.maximum(np.abs(off) - 1, 0) * h
+        d2 = np.maximum(np.sqrt((gap ** 2).sum(axis=1)) - slack, 0.0) ** 2
+        o = np.lexsort((np.abs(off).sum(axis=1), d2))
+        return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
+                   np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
+
+    def radius_graph(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (by query) of the pairs closer than 0.999 × the cell side."""
+        r = 0.999 * self.h
+        return _kernels().radius_pairs(self.sorted_points, self.order, self.cell_start, self.origin,
+                                       self.h, self.dims,
+                                       np.ascontiguousarray(queries, dtype=np.float64), r * r)
+
+    def knn(self, queries: np.ndarray, k: int, weights: np.ndarray | None = None,
+            bound: np.ndarray | None = None, *, exhaustive: bool = True
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(m, k) smallest ``|q − p|² + w`` (w >= 0) below ``bound``, their indices (-1
+        where fewer qualify), and per query whether the search was complete: the offset
+        list first, then (``exhaustive``) a ring search where it fell short. Without it, a
+        query left incomplete has only been compared with the points within the offset
+        list's reach; every other point is at least ``reach_d2`` (Å²) away."""
+        kern = _kernels()
+        q = np.ascontiguousarray(queries, dtype=np.float64)
+        w = np.zeros(len(self.points)) if weights is None else np.ascontiguousarray(weights)
+        b = np.full(len(q), np.inf) if bound is None else np.ascontiguousarray(bound, dtype=np.float64)
+        sw, cw = kern.cell_weights(self.order, self.cell_start, w)
+        vals, idx, complete = kern.offset_knn(self.sorted_points, self.order, self.cell_start,
+                                              self.origin, self.h, self.dims, sw, cw,
+                                              self.offsets, self.off_d2, q, int(k), b)
+        redo = np.flatnonzero(~complete)
+        if exhaustive and len(redo):
+            v2, i2 = kern.grid_knn(self.points, self.order, self.cell_start, self.origin,
+                                   self.h, self.dims, w, q[redo], int(k), b[redo], self.slack)
+            vals[redo], idx[redo] = v2, i2
+            complete[redo] = True
+        return vals, idx, complete
+
+    @property
+    def reach_d2(self) -> float:
+        """Smallest squared distance from a point of a cell to a cell beyond the offsets."""
+        return max(float(np.abs(self.offsets).max()) * self.h - self.slack, 0.0) ** 2
+
+
+@dataclass(frozen=True)
+class _Graph:
+    """Candidate edges (CSR by row, no duplicates) with float and scaled integer costs."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    cost_angstrom2: np.ndarray
+    cost: np.ndarray  # int64, in units of unit / (n_cols + 1)
+    unit: float  # Å² per integer cost step before the (n_cols + 1) scaling
+    n_cols: int
+
+    @staticmethod
+    def unit_for(small: np.ndarray, large: np.ndarray) -> float:
+        """Integer cost step (a power of 2, Å²) such that any pair's cost, scaled by
+        n_l + 1, stays below 2^50: from the diameter of the two sets' bounding box."""
+        lo = np.minimum(small.min(axis=0), large.min(axis=0))
+        hi = np.maximum(small.max(axis=0), large.max(axis=0))
+        wmax = float(np.sum((hi - lo) ** 2)) * (1.0 + 1e-9) + 1.0
+        return 2.0 ** math.ceil(math.log2((len(large) + 1) * wmax / _SCALED_COST_MAX))
+
+    @classmethod
+    def build(cls, small: np.ndarray, large: np.ndarray, indptr: np.ndarray,
+              indices: np.ndarray, unit: float) -> _Graph:
+        w, cost = _kernels().edge_costs(small, large, indptr, indices, unit, len(large) + 1)
+        return cls(indptr, indices, w, cost, unit, len(large))
+
+    def with_edges(self, small: np.ndarray, large: np.ndarray, rows: np.ndarray,
+                   cols: np.ndarray) -> _Graph:
+        ip, ix = _kernels().csr_merge(self.indptr, self.indices, rows.astype(np.int64),
+                                      cols.astype(np.int64), self.n_cols)
+        return _Graph.build(small, large, ip, ix, self.unit)
+
+    def eps_scaled(self, eps_angstrom2: float) -> int:
+        return max(1, int(eps_angstrom2 / self.unit * (self.n_cols + 1)))
+
+    def from_scaled(self, prices: np.ndarray) -> np.ndarray:
+        return prices.astype(np.float64) * (self.unit / (self.n_cols + 1))
+
+
+def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Graph
+                ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """Lower bound of the optimum over all pairs from integer column prices (Å², module
+    docstring), the shifted prices ``w = p − min p`` (Å²), each row's smallest ``c + w``
+    over the graph's edges, and over all pairs where that is smaller (else ``inf``)."""
+    w = graph.from_scaled(prices - prices.min())
+    u_graph = _kernels().row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
+    v, _, complete = grid.knn(small, 1, weights=w, bound=u_graph, exhaustive=False)
+    redo = np.flatnonzero(~complete)
+    if 0 < len(redo) and len(redo) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * len(w):
+        v[redo], _, complete[redo] = grid.knn(small[redo], 1, weights=w, bound=u_graph[redo])
+    u = np.minimum(u_graph, v[:, 0])
+    # rows searched only within the offsets' reach: what lies beyond costs >= reach²
+    # (w >= 0), and rows outside the grid (complete False, nothing searched) >= 0
+    part = ~complete
+    if part.any():
+        outside = _outside(small[part], grid)
+        u[part] = np.minimum(u[part], np.where(outside, 0.0, grid.reach_d2))
+    lb = math.fsum(u) - math.fsum(w)  # with the shifted prices min w = 0
+    lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
+    return lb, w, u_graph, v[:, 0]
+
+
+def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
+    """(m,) True for points outside the grid's box."""
+    hi = grid.origin + grid.dims * grid.h
+    return np.any((points < grid.origin) | (points >= hi), axis=1)
+
+
+@functools.cache
+def _kernels() -> types.ModuleType:
+    """The compiled kernels (:mod:`c2np._assignment_kernels`, numba), imported on first use."""
+    from c2np import _assignment_kernels
+
+    return _assignment_kernels

@@ -1,0 +1,67 @@
+"""Merge the partial results of ``--shard I/N`` runs into the results of one run.
+
+The parts must all belong to the same run (task, model, split, subset, predictions hash,
+tolerances, bootstrap settings, dataset fingerprint, evaluated sample ids) and cover
+shards 0 .. N−1 exactly once; a missing, repeated or foreign part is bad input. The
+merged document is assembled by the same code as a one-run result, from the same scores
+in the same row order, so its metrics and intervals are those of one run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from c2np.errors import C2NPInputError
+from c2np.evaluation.harness import RowInfo, assemble_forward
+from c2np.evaluation.results import Results
+from c2np.evaluation.shards import PartialResults, ids_sha256, shard_positions
+
+__all__ = ["merge_results"]
+
+
+def merge_results(paths: Sequence[str | os.PathLike[str]]) -> Results:
+    """Results of one run from the partial files of all its shards (see module doc)."""
+    if not paths:
+        raise C2NPInputError("merge-results: no partial results files given")
+    parts = [(str(p), PartialResults.read(p)) for p in paths]
+    first_path, first = parts[0]
+    ref = first.data
+    count = int(ref["shard"]["count"])
+    seen: dict[int, str] = {}
+    for path, part in parts:
+        d = part.data
+        for key in ("run", "n_rows", "sample_ids_sha256", "dataset"):
+            if d[key] != ref[key]:
+                raise C2NPInputError(f"merge-results: {path}: {key} differs from {first_path} "
+                                     "(a part of another run)")
+        if int(d["shard"]["count"]) != count:
+            raise C2NPInputError(f"merge-results: {path}: shard count {d['shard']['count']} != {count}")
+        i = int(d["shard"]["index"])
+        if i in seen:
+            raise C2NPInputError(f"merge-results: shard {i}/{count} given twice ({seen[i]}, {path})")
+        seen[i] = path
+    missing = sorted(set(range(count)) - set(seen))
+    if missing:
+        raise C2NPInputError(f"merge-results: missing shard(s) {', '.join(f'{i}/{count}' for i in missing)}")
+    if ref["run"]["task"] != "forward":
+        raise C2NPInputError("merge-results: only task-1 (forward) parts can be merged")
+    n_rows = int(ref["n_rows"])
+    records: list = [None] * n_rows
+    seconds = 0.0
+    for path, part in parts:
+        i = int(part.data["shard"]["index"])
+        expected = shard_positions(n_rows, i, count).tolist()
+        got = [k for k, _, _ in part.scores()]
+        if got != expected:
+            raise C2NPInputError(f"merge-results: {path}: its samples are not those of shard {i}/{count}")
+        for k, rec, sc in part.scores():
+            records[k] = (rec, sc)
+        seconds += float(part.data.get("seconds", 0.0))
+    ds = ref["dataset"]
+    info = RowInfo([r["sample_id"] for r, _ in records], [r["material"] for r, _ in records],
+                   [int(r["radius_angstrom"]) for r, _ in records], [r["split"] for r, _ in records],
+                   ds["protocol"], ds["fingerprint"], int(ds["n_materials"]))
+    if ids_sha256(info.sample_ids) != ref["sample_ids_sha256"]:
+        raise C2NPInputError("merge-results: the parts' sample ids do not match the run's")
+    return assemble_forward(ref["run"], info, [sc for _, sc in records], seconds=seconds)

@@ -1,0 +1,116 @@
+"""Shards of one evaluation run, for job arrays: ``--shard I/N`` scores part I of N and
+writes a partial results file; :mod:`c2np.evaluation.merge` combines the N parts into the
+results of one run (same metrics, same CIs, same fingerprint).
+
+Shard I of N holds the evaluated positions k (rows in sorted order) with ``k % N == I``,
+I = 0 .. N−1 (round robin, so every shard sees every radius). A partial file
+(``schema: "c2np.partial-results/1"``) records the run (task, model, split, subset,
+predictions hash, tolerances, bootstrap settings), the shard, the row count and a hash of
+all evaluated sample ids, and per scored sample its id, material, radius, split and scores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from c2np.errors import C2NPInputError
+from c2np.fileio import write_text
+from c2np.metrics import Scores
+
+__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions"]
+
+PARTIAL_SCHEMA = "c2np.partial-results/1"
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N) with 0 <= I < N (bad input otherwise)."""
+    parts = spec.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise C2NPInputError(f"--shard {spec!r}: expected I/N, e.g. 0/4 (I = 0 .. N-1)")
+    i, n = int(parts[0]), int(parts[1])
+    if n < 1 or not 0 <= i < n:
+        raise C2NPInputError(f"--shard {spec!r}: need N >= 1 and 0 <= I < N")
+    return i, n
+
+
+def shard_positions(n_rows: int, index: int, count: int) -> np.ndarray:
+    """Positions (0 .. n_rows−1) of shard ``index`` of ``count``: k with k % count == index."""
+    if count < 1 or not 0 <= index < count:
+        raise C2NPInputError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
+    return np.arange(index, n_rows, count, dtype=np.int64)
+
+
+def ids_sha256(sample_ids: Sequence[str]) -> str:
+    """SHA-256 of the evaluated sample ids (newline-joined, in row order)."""
+    return hashlib.sha256("\n".join(sample_ids).encode()).hexdigest()
+
+
+def _scores_to_json(s: Scores) -> dict[str, Any]:
+    return {"ok": bool(s.ok), "failure_reason": s.failure_reason,
+            "values": {k: float(v) for k, v in s.values.items()},
+            "details": {k: (v.item() if isinstance(v, np.generic) else v) for k, v in s.details.items()}}
+
+
+def _scores_from_json(d: Mapping[str, Any]) -> Scores:
+    return Scores(values={k: float(v) for k, v in d["values"].items()}, ok=bool(d["ok"]),
+                  failure_reason=d["failure_reason"], details=dict(d["details"]))
+
+
+@dataclass(frozen=True)
+class PartialResults:
+    """One shard's scores and the run they belong to (see the module docstring)."""
+
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any], shard: tuple[int, int], n_rows: int, info: Any,
+           positions: np.ndarray, scores: Sequence[Scores | None], *, seconds: float
+           ) -> PartialResults:
+        """``info``: the :class:`~c2np.evaluation.harness.RowInfo` of all evaluated rows."""
+        part = info.take(positions)
+        samples = []
+        for k, sid, mat, rad, spl, sc in zip(positions, part.sample_ids, part.materials,
+                                             part.radii_angstrom, part.splits, scores):
+            assert sc is not None
+            samples.append({"position": int(k), "sample_id": sid, "material": mat,
+                            "radius_angstrom": int(rad), "split": spl, "scores": _scores_to_json(sc)})
+        return cls({"schema": PARTIAL_SCHEMA, "run": dict(run),
+                    "shard": {"index": int(shard[0]), "count": int(shard[1])},
+                    "n_rows": int(n_rows), "sample_ids_sha256": ids_sha256(info.sample_ids),
+                    "dataset": {"protocol": info.protocol, "fingerprint": info.fingerprint,
+                                "n_materials": info.n_materials},
+                    "seconds": round(seconds, 3), "samples": samples})
+
+    @property
+    def n_failed(self) -> int:
+        return sum(not s["scores"]["ok"] for s in self.data["samples"])
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write atomically (JSON)."""
+        return write_text(Path(path), json.dumps(self.data, indent=1, allow_nan=False) + "\n")
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> PartialResults:
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise C2NPInputError(f"{p}: not a readable partial results file ({exc})") from None
+        if not isinstance(data, dict) or data.get("schema") != PARTIAL_SCHEMA:
+            raise C2NPInputError(f"{p}: not a partial results file (schema {PARTIAL_SCHEMA!r} expected)")
+        for key in ("run", "shard", "n_rows", "sample_ids_sha256", "dataset", "samples"):
+            if key not in data:
+                raise C2NPInputError(f"{p}: partial results file without {key!r}")
+        return cls(data)
+
+    def scores(self) -> list[tuple[int, dict[str, Any], Scores]]:
+        """(position, sample record, scores) of every sample of this shard."""
+        return [(int(s["position"]), s, _scores_from_json(s["scores"])) for s in self.data["samples"]]

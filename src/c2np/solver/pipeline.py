@@ -1,0 +1,112 @@
+"""The solver as a sequence of named steps (see :mod:`c2np.solver`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from c2np.cells import UnitCell, crystal_system, lattice_parameters
+from c2np.lattice import LatticeParameters
+from c2np.particle import Particle
+from c2np.solver.candidates import CandidateTranslations, candidate_translations
+from c2np.solver.confidence import Confidence, confidence
+from c2np.solver.consolidation import ConsolidatedLattice, consolidate_lattice
+from c2np.solver.frame import ParticleFrame, particle_frame
+from c2np.solver.neighbours import neighbour_scale
+from c2np.solver.result import SolverResult
+from c2np.solver.search import LatticeSearch, find_lattice
+from c2np.solver.settings import SolverSettings
+from c2np.solver.sites import SiteFit, fit_sites
+from c2np.solver.symmetry import SymmetryChoice, choose_symmetry
+
+__all__ = ["solve", "solve_particle"]
+
+_DEFAULT_SETTINGS = SolverSettings()
+
+
+def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
+          settings: SolverSettings = _DEFAULT_SETTINGS) -> SolverResult:
+    """Recover the bulk crystal of a finite particle.
+
+    Args:
+        numbers: (n,) atomic numbers.
+        positions_angstrom: (n, 3) Cartesian positions in Å (any frame, any order).
+        settings: tolerances and budgets (:class:`SolverSettings`).
+
+    Returns:
+        A :class:`SolverResult`.
+
+    Raises:
+        C2NPInputError: malformed input, or no lattice could be found.
+    """
+    t_start = time.perf_counter()
+    frame = particle_frame(numbers, positions_angstrom, settings)
+    scale = neighbour_scale(frame, settings)
+    cands = candidate_translations(frame, scale, settings)
+    found = find_lattice(frame, scale, cands, settings)
+    lattice = consolidate_lattice(found, frame, scale, settings)
+    sites = fit_sites(frame.rel, frame.numbers, frame.by_centre, cands.elements,
+                      frame.rel[cands.origins[0]], lattice.lattice_angstrom,
+                      translation_rms_angstrom=found.accepted.rms_angstrom,
+                      d_same_min_angstrom=scale.d_same_min_angstrom)
+    symmetry = choose_symmetry(sites, settings)
+    conf = confidence(found, lattice, sites, symmetry, stable_plateau=settings.stable_plateau)
+    return _result(frame, cands, found, lattice, sites, symmetry, conf, t_start=t_start)
+
+
+def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSearch,
+            lattice: ConsolidatedLattice, sites: SiteFit, symmetry: SymmetryChoice, conf: Confidence,
+            *, t_start: float) -> SolverResult:
+    """The result record: moyopy's standardized cell at the chosen tolerance, with the
+    diagnostics of every step (``t_start``: ``time.perf_counter()`` at the start)."""
+    import moyopy
+
+    ds = symmetry.dataset
+    number = symmetry.spacegroup
+    std_lat = np.asarray(ds.std_cell.basis, dtype=float)
+    cell = UnitCell("identified", std_lat, np.asarray(ds.std_cell.numbers, dtype=np.int64),
+                    np.asarray(ds.std_cell.positions, dtype=float))
+    symbol = moyopy.SpaceGroupType(int(number)).hm_short.replace(" ", "")
+    acc = found.accepted
+    diagnostics: dict[str, Any] = {
+        "reference_element": cands.reference_element,
+        "inscribed_radius_angstrom": frame.bounds.r_in,
+        "n_candidates": cands.n_candidates,
+        "n_prescreened": acc.n_prescreened,
+        "n_scored": int(acc.n_scored),
+        "boundary_margin_angstrom": float(found.margin_angstrom),
+        "n_translations_accepted": lattice.n_accepted,
+        "n_translations_inconsistent": lattice.n_inconsistent,
+        "translation_tolerance_angstrom": float(acc.tolerance_angstrom),
+        "translation_rms_angstrom": float(acc.rms_angstrom),
+        "cluster_radius_angstrom": sites.cluster_radius_angstrom,
+        "site_rms_angstrom": float(sites.rms_angstrom),
+        "n_sites": sites.n_sites,
+        "n_stray_clusters": sites.n_stray_clusters,
+        "n_sites_restored": symmetry.n_restored,
+        "low_support_lattice": bool(found.low_support),
+        "site_counts": sites.counts.tolist(),
+        "explained_fraction": conf.explained,
+        "symprec_floor_angstrom": symmetry.floor_angstrom,
+        "sweep": [[float(step.symprec_angstrom), step.spacegroup] for step in symmetry.sweep.steps],
+        "plateau_length": int(symmetry.sweep.plateau_length),
+        "stability": conf.stability,
+        "repeat_support": conf.support,
+        "translation_consistency": conf.consistency,
+        "site_fit": conf.fit,
+        "symmetry_library": "moyopy",
+        "symmetry_library_version": str(moyopy.__version__),
+        "elapsed_s": time.perf_counter() - t_start,
+    }
+    return SolverResult(
+        lattice=LatticeParameters(*lattice_parameters(std_lat)), spacegroup=int(number),
+        international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value,
+        cell=cell, primitive_lattice_angstrom=np.array(sites.lattice_angstrom),
+        symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics)
+
+
+def solve_particle(particle: Particle, *, settings: SolverSettings = _DEFAULT_SETTINGS) -> SolverResult:
+    """:func:`solve` on a :class:`c2np.particle.Particle`."""
+    return solve(particle.numbers, particle.positions_angstrom, settings=settings)

@@ -1,0 +1,304 @@
+"""Submissions: a model enters the leaderboard as a folder ``<model-id>/`` holding a
+``model.yml`` (what the model is) and its prediction files per task and split.
+
+Layout (docs/submissions.md)::
+
+    <model-id>/model.yml
+    <model-id>/forward/{id,ood}.{extxyz,h5}          task 1
+    <model-id>/inverse/{id,ood[,heldout]}.csv        task 2 (heldout: protocol strict)
+    <model-id>/<task>/training_log.csv               optional: loss vs fidelity per epoch
+
+* :func:`read_model_yml`: ``yaml.safe_load`` + JSON-Schema validation (:data:`MODEL_SCHEMA`,
+  jsonschema), every problem named with its place in the document;
+* :func:`check_submission`: schema, fingerprint, every file readable, every expected sample
+  id present; returns the list of problems (empty = valid);
+* :func:`score_submissions`: every submission of a folder scored by the evaluation harness
+  (one source of truth for the leaderboard).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from c2np.errors import C2NPInputError
+
+__all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
+           "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
+           "check_submission", "find_submissions"]
+
+SUBMISSION_SCHEMA = "c2np.submission/1"
+MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+MODEL_KINDS = ("learned", "baseline", "carve-based baseline", "other")
+PREDICTION_SUFFIXES: dict[str, tuple[str, ...]] = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
+_HEX64 = r"^[0-9a-f]{64}$"
+
+MODEL_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "c2np submission model.yml",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema", "model", "training", "hardware", "wall_time_seconds", "c2np_version",
+                 "date", "tasks"],
+    "properties": {
+        "schema": {"const": SUBMISSION_SCHEMA},
+        "model": {
+            "type": "object", "additionalProperties": False,
+            "required": ["id", "name", "version", "family", "kind", "authors", "license"],
+            "anyOf": [{"required": ["repository"]}, {"required": ["doi"]}],
+            "properties": {
+                "id": {"type": "string", "pattern": MODEL_ID_PATTERN},
+                "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                "version": {"type": "string", "minLength": 1, "maxLength": 64},
+                "family": {"type": "string", "minLength": 1, "maxLength": 100},
+                "kind": {"enum": list(MODEL_KINDS)},
+                "authors": {"type": "array", "minItems": 1,
+                            "items": {"type": "string", "minLength": 1, "maxLength": 200}},
+                "repository": {"type": "string", "minLength": 1, "maxLength": 500},
+                "doi": {"type": "string", "pattern": r"^10\.\d{4,9}/\S+$"},
+                "license": {"type": "string", "minLength": 1, "maxLength": 100},
+                "description": {"type": "string", "maxLength": 5000},
+            },
+        },
+        "training": {
+            "type": "object", "additionalProperties": False,
+            "required": ["protocol", "store_fingerprint"],
+            "properties": {
+                "protocol": {"enum": ["paper", "strict"]},
+                "store_fingerprint": {"type": "string", "pattern": _HEX64},
+                "data": {"type": "string", "maxLength": 2000},
+            },
+        },
+        "hardware": {"type": "string", "minLength": 1, "maxLength": 500},
+        "wall_time_seconds": {
+            "type": "object", "additionalProperties": False, "required": ["training", "inference"],
+            "properties": {"training": {"type": "number", "minimum": 0},
+                           "inference": {"type": "number", "minimum": 0}},
+        },
+        "c2np_version": {"type": "string", "minLength": 1, "maxLength": 64},
+        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        "tasks": {"type": "array", "minItems": 1, "uniqueItems": True,
+                  "items": {"enum": list(PREDICTION_SUFFIXES)}},
+        "subset": {"enum": ["eval", "full"], "default": "eval"},
+    },
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a submission: the file, the place in it, what is wrong."""
+
+    path: str
+    place: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.place}: {self.message}" if self.place else f"{self.path}: {self.message}"
+
+
+def _plain(value: Any) -> Any:
+    """YAML dates as ISO strings (``2026-01-19`` parses as a date), recursively."""
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _where(error: Any) -> str:
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    return path.lstrip(".") or "(top level)"
+
+
+def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """``(document, problems)`` of a ``model.yml``: parsed with ``yaml.safe_load`` and
+    validated against :data:`MODEL_SCHEMA`; the document is None when it cannot be parsed."""
+    import jsonschema
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        return None, [Problem(str(p), "", "no model.yml")]
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, [Problem(str(p), "", f"not UTF-8 text ({exc})")]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        place = f"line {mark.line + 1}" if mark is not None else ""
+        return None, [Problem(str(p), place, f"not YAML ({getattr(exc, 'problem', None) or exc})")]
+    if not isinstance(doc, dict):
+        return None, [Problem(str(p), "", "must be a YAML mapping (key: value)")]
+    doc = _plain(doc)
+    validator = jsonschema.Draft202012Validator(MODEL_SCHEMA)
+    problems = [Problem(str(p), _where(e), e.message)
+                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+    return doc, problems
+
+
+DEFAULT_SPLITS: tuple[str, ...] = ("id", "ood")
+
+
+def expected_splits(task: str, protocol: str, splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[str, ...]:
+    """The splits a submission for ``task`` covers: ``splits`` (ID and OOD by default), plus
+    the held-out materials for task 2 under protocol ``strict`` (never for task 1)."""
+    out = [s for s in splits if not (s == "heldout" and task == "forward")]
+    if task == "inverse" and protocol == "strict" and "heldout" not in out:
+        out.append("heldout")
+    return tuple(out)
+
+
+def prediction_file(folder: Path, task: str, split: str) -> tuple[Path | None, list[Problem]]:
+    """The prediction file of (task, split) in a submission folder (exactly one allowed)."""
+    found = [folder / task / f"{split}{ext}" for ext in PREDICTION_SUFFIXES[task]
+             if (folder / task / f"{split}{ext}").exists()]
+    if not found:
+        names = " or ".join(f"{task}/{split}{e}" for e in PREDICTION_SUFFIXES[task])
+        return None, [Problem(str(folder), "", f"missing prediction file {names}")]
+    if len(found) > 1:
+        return None, [Problem(str(folder), "", f"several prediction files for {task} {split}: "
+                              f"{', '.join(f.name for f in found)} (keep one)")]
+    if not found[0].is_file():
+        return None, [Problem(str(found[0]), "", "not a regular file")]
+    return found[0], []
+
+
+def find_submissions(root: str | os.PathLike[str]) -> list[Path]:
+    """Submission folders under ``root`` (its sub-folders holding a ``model.yml``; ``root``
+    itself when it holds one), sorted."""
+    r = Path(root)
+    if not r.is_dir():
+        raise C2NPInputError(f"{r}: no such submissions folder")
+    if (r / "model.yml").is_file():
+        return [r]
+    return sorted(d for d in r.iterdir() if d.is_dir() and (d / "model.yml").is_file())
+
+
+def _id_problems(path: Path, ids: Iterable[tuple[str, str]], known: Callable[[str], str | None],
+                 expected: Sequence[str]) -> list[Problem]:
+    """Unknown / duplicate / missing ids of one prediction file (``ids``: (place, raw id);
+    ``known`` maps a raw id to the store's id, None when unknown)."""
+    problems = []
+    seen: dict[str, str] = {}
+    got: set[str] = set()
+    for place, raw in ids:
+        sid = known(raw)
+        if sid is None:
+            problems.append(Problem(str(path), place, f"unknown sample id {raw!r} (not in the store)"))
+            continue
+        if sid in got:
+            problems.append(Problem(str(path), place, f"duplicate sample id {raw!r} (first at {seen[sid]})"))
+            continue
+        got.add(sid)
+        seen[sid] = place
+    missing = [s for s in expected if s not in got]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f", … ({len(missing) - 5} more)" if len(missing) > 5 else "")
+        problems.append(Problem(str(path), "", f"{len(missing)} expected sample id(s) missing: {shown}"))
+    return problems
+
+
+def _message(exc: Exception, path: Path) -> str:
+    text = str(exc)
+    prefix = f"{path}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def _file_ids(task: str, path: Path) -> list[tuple[str, str]]:
+    """(place, sample id) of every entry of a prediction file, read by the harness's
+    readers (:mod:`c2np.predictions`); unreadable content raises C2NPInputError."""
+    from c2np.predictions import iter_forward_predictions, read_inverse_predictions
+
+    if task == "forward":
+        return [(place, sid) for place, sid, _z, _x in iter_forward_predictions(path)]
+    return [(f"line {row.line}", sid) for sid, row in read_inverse_predictions(path).items()]
+
+
+def check_submission(folder: str | os.PathLike[str], store: Any, *,
+                     splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """``(model.yml document, problems)`` of a submission folder scored on ``store`` (an open
+    ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). No problems means the
+    leaderboard can score it; see docs/submissions.md for the list of checks."""
+    from c2np.tasks import TASK_NAMES, opaque_sample_id, select_rows
+
+    f = Path(folder)
+    problems: list[Problem] = []
+    if not f.is_dir():
+        return None, [Problem(str(f), "", "no such submission folder")]
+    if not re.fullmatch(MODEL_ID_PATTERN, f.name):
+        problems.append(Problem(str(f), "", f"folder name {f.name!r} is not a model id "
+                                f"(pattern {MODEL_ID_PATTERN})"))
+    yml = f / "model.yml"
+    doc, ps = read_model_yml(yml)
+    problems += ps
+    if doc is None:
+        return None, problems
+    mid = (doc.get("model") or {}).get("id") if isinstance(doc.get("model"), dict) else None
+    if isinstance(mid, str) and mid != f.name:
+        problems.append(Problem(str(yml), "model.id", f"{mid!r} differs from the folder name {f.name!r}"))
+    training: dict[str, Any] = doc["training"] if isinstance(doc.get("training"), dict) else {}
+    fp = training.get("store_fingerprint")
+    if isinstance(fp, str) and fp != store.fingerprint:
+        problems.append(Problem(str(yml), "training.store_fingerprint",
+                                f"{fp[:16]}… does not match the fingerprint {store.fingerprint[:16]}… of "
+                                f"the store {store.path}"))
+    proto = training.get("protocol")
+    if isinstance(proto, str) and proto != store.recipes.protocol:
+        problems.append(Problem(str(yml), "training.protocol",
+                                f"{proto!r} differs from the store's protocol {store.recipes.protocol!r}"))
+    tasks = [t for t in doc.get("tasks") or [] if t in TASK_NAMES] if isinstance(doc.get("tasks"), list) else []
+    subset = doc.get("subset", "eval") if doc.get("subset", "eval") in ("eval", "full") else "eval"
+    ids = store.recipes.sample_ids()
+    index = {sid: i for i, sid in enumerate(ids)}
+    opaque: dict[str, str] | None = None
+    for task in TASK_NAMES:
+        tdir = f / task
+        if task not in tasks:
+            if tdir.exists():
+                problems.append(Problem(str(tdir), "", f"model.yml does not list task {task!r}; "
+                                        "list it under tasks or remove the folder"))
+            continue
+        allowed = {"training_log.csv"}
+        for split in expected_splits(task, store.recipes.protocol, splits):
+            allowed |= {f"{split}{e}" for e in PREDICTION_SUFFIXES[task]}
+            path, ps = prediction_file(f, task, split)
+            problems += ps
+            if path is None:
+                continue
+            expected = [ids[int(r)] for r in select_rows(store.recipes, split, subset)]
+            try:
+                entries = _file_ids(task, path)
+            except C2NPInputError as exc:
+                problems.append(Problem(str(path), "", _message(exc, path)))
+                continue
+            if task == "inverse" and opaque is None:
+                opaque = {opaque_sample_id(store.fingerprint, sid): sid for sid in ids}
+            table = opaque or {}
+
+            def known(raw: str, _t: dict[str, str] = table, _task: str = task) -> str | None:
+                if raw in index:
+                    return raw
+                return _t.get(raw) if _task == "inverse" else None
+
+            problems += _id_problems(path, entries, known, expected)
+        if tdir.is_dir():
+            for extra in sorted(p.name for p in tdir.iterdir() if p.name not in allowed):
+                wanted = ", ".join(expected_splits(task, store.recipes.protocol, splits))
+                problems.append(Problem(str(tdir / extra), "", "unexpected file (not a prediction file of an "
+                                        f"expected split: {wanted})"))
+            log = tdir / "training_log.csv"
+            if log.exists():
+                from c2np.models.diagnostic import read_log_csv
+
+                try:
+                    read_log_csv(log)
+                except (C2NPInputError, OSError, UnicodeDecodeError) as exc:
+                    problems.append(Problem(str(log), "", _message(exc, log)))
+    return doc, problems

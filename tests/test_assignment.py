@@ -1,0 +1,140 @@
+"""The matched-RMSD assignment (c2np.assignment): the sparse auction path against the dense
+optimum (scipy's linear_sum_assignment, the previous exact path), and every reported bound
+against the exact value, on ordinary and degenerate inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linear_sum_assignment
+from scipy.spatial import cKDTree
+from scipy.spatial.distance import cdist
+
+import c2np.assignment as assignment
+from c2np.assignment import min_sq_assignment
+
+
+def _optimum(a: np.ndarray, b: np.ndarray) -> float:
+    c = cdist(a, b, "sqeuclidean") if len(a) <= len(b) else cdist(b, a, "sqeuclidean")
+    ri, ci = linear_sum_assignment(c)
+    return float(c[ri, ci].sum())
+
+
+def _check(res, opt: float) -> None:
+    """The value is that of a valid pairing (>= optimum), the bound is below the optimum,
+    and an exact result is the optimum."""
+    scale = 1.0 + abs(opt)
+    assert res.sum_sq_angstrom2 >= opt - 1e-9 * scale
+    assert res.lower_bound_angstrom2 <= opt + 1e-9 * scale
+    assert res.gap_angstrom2 >= 0.0
+    if res.exact:
+        assert res.sum_sq_angstrom2 == pytest.approx(opt, rel=1e-8, abs=res.tolerance_angstrom2 + 1e-12)
+
+
+@pytest.fixture
+def sparse_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send every set that is not trivially solved to the sparse (auction) path."""
+    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+
+
+def _cloud(rng: np.random.Generator, kind: str, n: int, ref: np.ndarray) -> np.ndarray:
+    if kind == "noisy":
+        pick = rng.permutation(len(ref))[:n] if n <= len(ref) else rng.integers(0, len(ref), n)
+        return ref[pick] + rng.normal(scale=0.4, size=(n, 3))
+    if kind == "uniform":
+        return rng.uniform(-6, 6, size=(n, 3))
+    if kind == "shifted":  # the reference (or part of it, or with extra atoms) moved
+        pick = rng.permutation(len(ref))[:n] if n <= len(ref) else np.r_[np.arange(len(ref)),
+                                                                         rng.integers(0, len(ref), n - len(ref))]
+        return ref[pick] + np.array([1.3, -0.4, 0.2]) + rng.normal(scale=0.05, size=(n, 3))
+    if kind == "collapsed":
+        return rng.normal(scale=0.05, size=(n, 3))
+    if kind == "duplicates":  # many atoms on the same few sites
+        return ref[rng.integers(0, min(3, len(ref)), n)].copy()
+    return rng.uniform(-6, 6, size=(n, 3)) + np.array([40.0, 0.0, 0.0])  # far away
+
+
+KINDS = ("noisy", "uniform", "shifted", "collapsed", "duplicates", "far")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 70), st.integers(2, 70), st.sampled_from(KINDS), st.integers(0, 2 ** 31))
+def test_sparse_path_equals_dense_optimum(n_ref: int, n_pred: int, kind: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ref = rng.uniform(-6, 6, size=(n_ref, 3))
+    pred = _cloud(rng, kind, n_pred, ref)
+    opt = _optimum(pred, ref)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+        res = min_sq_assignment(pred, ref)
+    assert res.n_pairs == min(n_ref, n_pred)
+    _check(res, opt)
+    if kind in ("noisy", "uniform"):
+        assert res.exact  # ordinary inputs are certified optimal
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(KINDS), st.integers(1, 30), st.integers(0, 2 ** 31))
+def test_a_spent_budget_still_gives_valid_bounds(kind: str, bids: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ref = rng.uniform(-6, 6, size=(60, 3))
+    pred = _cloud(rng, kind, 55, ref)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+        res = min_sq_assignment(pred, ref, bids_per_point=bids, max_rounds=1)
+    _check(res, _optimum(pred, ref))
+
+
+def test_larger_sets_are_certified_and_bounds_hold() -> None:
+    rng = np.random.default_rng(11)
+    ref = rng.uniform(-12, 12, size=(900, 3))
+    for pred in (ref[rng.permutation(900)[:870]] + rng.normal(scale=0.6, size=(870, 3)),
+                 rng.uniform(-12, 12, size=(930, 3)),  # more predicted than reference atoms
+                 rng.normal(scale=0.5, size=(880, 3))):  # collapsed: a bound, not exact
+        res = min_sq_assignment(pred, ref)  # 870 x 900 > the dense limit: sparse path
+        assert res.method == "auction"
+        _check(res, _optimum(pred, ref))
+    assert min_sq_assignment(ref + 0.01, ref).method == "nearest"
+
+
+def test_paths_agree_with_each_other(sparse_always: None) -> None:
+    rng = np.random.default_rng(3)
+    ref = rng.uniform(-5, 5, size=(300, 3))
+    pred = ref[rng.permutation(300)[:280]] + rng.normal(scale=0.5, size=(280, 3))
+    sparse = min_sq_assignment(pred, ref)
+    assert sparse.method == "auction" and sparse.exact
+    assert sparse.sum_sq_angstrom2 == pytest.approx(_optimum(pred, ref), rel=1e-10)
+    # the caller's trees and nearest neighbours change nothing
+    tree = cKDTree(ref)
+    d1, j1 = tree.query(pred, k=1)
+    again = min_sq_assignment(pred, ref, tree_b=tree, nearest=(d1, j1))
+    assert again.sum_sq_angstrom2 == sparse.sum_sq_angstrom2
+    # and neither does the order of the arguments
+    swapped = min_sq_assignment(ref, pred)
+    assert swapped.sum_sq_angstrom2 == pytest.approx(sparse.sum_sq_angstrom2, rel=1e-12)
+
+
+def test_empty_and_single_points() -> None:
+    assert min_sq_assignment(np.zeros((0, 3)), np.ones((4, 3))).n_pairs == 0
+    r = min_sq_assignment(np.zeros((1, 3)), np.array([[1.0, 0, 0], [3.0, 0, 0]]))
+    assert r.exact and r.sum_sq_angstrom2 == 1.0 and r.n_pairs == 1
+
+
+def test_grid_queries_match_kdtree() -> None:
+    rng = np.random.default_rng(5)
+    pts = np.concatenate([rng.uniform(-8, 8, size=(700, 3)), rng.uniform(30, 31, size=(5, 3))])
+    grid = assignment._Grid.build(pts, per_cell=3.0)
+    queries = np.concatenate([rng.uniform(-9, 9, size=(200, 3)), [[60.0, 0, 0], [-40, -40, 5]]])
+    w = rng.uniform(0, 30, size=len(pts))
+    vals, idx, complete = grid.knn(queries, 4, weights=w)
+    assert complete.all()
+    brute = ((queries[:, None, :] - pts[None]) ** 2).sum(axis=2) + w[None]
+    order = np.argsort(brute, axis=1)[:, :4]
+    assert np.allclose(vals, np.take_along_axis(brute, order, axis=1))
+    ip, ix = grid.radius_graph(queries)
+    r2 = (0.999 * grid.h) ** 2
+    for i in (0, 17, 200, 201):
+        want = np.flatnonzero(((pts - queries[i]) ** 2).sum(axis=1) < r2)
+        assert sorted(ix[ip[i]:ip[i + 1]].tolist()) == want.tolist()

@@ -1,0 +1,233 @@
+"""Submissions: model.yml schema, `c2np submission check` (every problem named, exit 2),
+and `c2np leaderboard` (scores submission folders only and builds the site)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from c2np.cli import build_app
+from c2np.submissions import check_submission, read_model_yml
+from conftest import crystal_zoo, perovskite
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory) -> Path:
+    """Baseline submissions (and their leaderboard) on a two-material store."""
+    from c2np.benchmark import run_benchmark
+    from c2np.store import build_store
+
+    root = tmp_path_factory.mktemp("subs")
+    store = build_store([perovskite(), crystal_zoo()["hexagonal"]], root / "ds.h5",
+                        radii_angstrom=[6, 8, 10], progress=False)
+    run_benchmark(store, root / "bench", n_resamples=20, progress=False)
+    return root
+
+
+@pytest.fixture
+def store(bench: Path):
+    from c2np.store import DatasetStore
+
+    return DatasetStore.open(bench / "ds.h5")
+
+
+def _copy(bench: Path, name: str, tmp_path: Path, new_id: str | None = None) -> Path:
+    dst = tmp_path / (new_id or name)
+    shutil.copytree(bench / "bench" / "submissions" / name, dst)
+    if new_id:
+        doc = yaml.safe_load((dst / "model.yml").read_text())
+        doc["model"]["id"] = new_id
+        (dst / "model.yml").write_text(yaml.safe_dump(doc))
+    return dst
+
+
+def _edit(folder: Path, **changes) -> None:
+    doc = yaml.safe_load((folder / "model.yml").read_text())
+    for key, value in changes.items():
+        node = doc
+        *parents, last = key.split(".")
+        for k in parents:
+            node = node[k]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    (folder / "model.yml").write_text(yaml.safe_dump(doc))
+
+
+def _messages(problems) -> str:
+    return "\n".join(str(p) for p in problems)
+
+
+def test_the_baselines_are_valid_submissions(bench: Path, store) -> None:
+    subs = sorted(p.name for p in (bench / "bench" / "submissions").iterdir())
+    assert subs == sorted(["analytic-carve", "memorisation", "random-ball", "solver", "composition-lookup",
+                           "descriptor-neighbour", "majority-class"])
+    for name in subs:
+        doc, problems = check_submission(bench / "bench" / "submissions" / name, store)
+        assert problems == [], _messages(problems)
+        assert doc["training"]["store_fingerprint"] == store.fingerprint
+
+
+@pytest.mark.parametrize("change, place, text", [
+    ({"model.kind": "neural"}, "model.kind", "is not one of"),
+    ({"model.license": None}, "model", "'license' is a required property"),
+    ({"model.repository": None}, "model", "is not valid under any of the given schemas"),
+    ({"model.doi": "not-a-doi"}, "model.doi", "does not match"),
+    ({"licence": "MIT"}, "(top level)", "Additional properties are not allowed ('licence'"),
+    ({"wall_time_seconds.training": -1}, "wall_time_seconds.training", "less than the minimum"),
+    ({"date": "19.01.2026"}, "date", "does not match"),
+    ({"tasks": []}, "tasks", "should be non-empty"),
+    ({"schema": "c2np.submission/0"}, "schema", "was expected"),
+])
+def test_schema_problems_are_named_with_their_place(bench: Path, tmp_path: Path, store, change, place,
+                                                     text) -> None:
+    f = _copy(bench, "random-ball", tmp_path)
+    _edit(f, **change)
+    _, problems = check_submission(f, store)
+    assert any(p.place == place and text in p.message for p in problems), _messages(problems)
+
+
+def test_yaml_is_read_safely(tmp_path: Path) -> None:
+    p = tmp_path / "model.yml"
+    p.write_text("schema: !!python/object/apply:os.system ['echo pwned']\n")
+    doc, problems = read_model_yml(p)
+    assert doc is None and problems and "not YAML" in problems[0].message
+    p.write_text("model: [unclosed\n")
+    doc, problems = read_model_yml(p)
+    assert doc is None and problems[0].place.startswith("line ")
+    p.write_text("- a list\n")
+    assert "mapping" in read_model_yml(p)[1][0].message
+    p.write_text("date: 2026-01-19\n")  # a YAML date is read as its ISO string
+    doc, problems = read_model_yml(p)
+    assert doc["date"] == "2026-01-19" and not any(q.place == "date" for q in problems)
+
+
+def test_identity_fingerprint_and_protocol_are_checked(bench: Path, tmp_path: Path, store) -> None:
+    f = _copy(bench, "random-ball", tmp_path)
+    _edit(f, **{"model.id": "other-name", "training.store_fingerprint": "0" * 64, "training.protocol": "strict"})
+    _, problems = check_submission(f, store)
+    places = {p.place for p in problems}
+    assert {"model.id", "training.store_fingerprint", "training.protocol"} <= places, _messages(problems)
+    bad = tmp_path / "Bad Name"
+    shutil.copytree(f, bad)
+    assert any("is not a model id" in p.message for p in check_submission(bad, store)[1])
+
+
+def test_unreadable_missing_duplicate_and_unknown_ids(bench: Path, tmp_path: Path, store) -> None:
+    f = _copy(bench, "random-ball", tmp_path)
+    ood = f / "forward" / "ood.extxyz"
+    text = ood.read_text()
+    first = text.split("sample_id=")[1].split()[0]
+    second = text.split("sample_id=")[2].split()[0]
+    ood.write_text(text.replace(f"sample_id={second}\n", f"sample_id={first}\n", 1))
+    (f / "forward" / "id.extxyz").write_text("1\ncomment without id\nH 0 0 0\n")
+    _, problems = check_submission(f, store)
+    text = _messages(problems)
+    assert f"duplicate sample id '{first}'" in text
+    assert f"1 expected sample id(s) missing: {second}" in text
+    assert "id.extxyz" in text and "frame 0" in text and "sample_id" in text  # the reader's message
+    # an unknown id
+    ood.write_text(ood.read_text().replace(f"sample_id={first}\n", "sample_id=KMgH3/R6/rot_99999\n", 1))
+    assert "unknown sample id 'KMgH3/R6/rot_99999'" in _messages(check_submission(f, store)[1])
+
+
+def test_missing_file_extra_files_and_undeclared_task(bench: Path, tmp_path: Path, store) -> None:
+    f = _copy(bench, "majority-class", tmp_path)
+    (f / "inverse" / "id.csv").unlink()
+    (f / "inverse" / "notes.txt").write_text("hello")
+    (f / "forward").mkdir()
+    _, problems = check_submission(f, store)
+    text = _messages(problems)
+    assert "missing prediction file inverse/id.csv" in text
+    assert "notes.txt: unexpected file" in text
+    assert "does not list task 'forward'" in text
+    (f / "inverse" / "training_log.csv").write_text("epoch,val_loss\n1,abc\n")
+    assert "training_log.csv: line 2: not a number" in _messages(check_submission(f, store)[1])
+
+
+def test_task2_opaque_ids_are_accepted(bench: Path, tmp_path: Path, store) -> None:
+    from c2np.tasks import opaque_sample_id
+
+    f = _copy(bench, "majority-class", tmp_path)
+    csv_path = f / "inverse" / "id.csv"
+    lines = csv_path.read_text().splitlines()
+    out = [lines[0]]
+    for line in lines[1:]:
+        sid, rest = line.split(",", 1)
+        if sid.startswith("s") and "/" not in sid:
+            out.append(line)
+        else:
+            out.append(f"{opaque_sample_id(store.fingerprint, sid)},{rest}")
+    csv_path.write_text("\n".join(out) + "\n")
+    assert check_submission(f, store)[1] == []
+
+
+def test_cli_check_exit_codes_and_json(bench: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    app = build_app()
+    good = bench / "bench" / "submissions" / "solver"
+    r = runner.invoke(app, ["submission", "check", str(good), "--store", str(bench / "ds.h5")])
+    assert r.exit_code == 0 and "valid" in r.output
+    f = _copy(bench, "solver", tmp_path)
+    _edit(f, **{"model.kind": "neural", "hardware": None})
+    r = runner.invoke(app, ["submission", "check", str(f), "--store", str(bench / "ds.h5"), "--json"])
+    assert r.exit_code == 2
+    data = json.loads(r.stdout)
+    assert data["valid"] is False and {p["place"] for p in data["problems"]} >= {"model.kind", "(top level)"}
+    r = runner.invoke(app, ["submission", "check", str(tmp_path / "nope"), "--store", str(bench / "ds.h5")])
+    assert r.exit_code == 2 and "no such submission folder" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, ["submission", "check", "--help"])
+    assert r.exit_code == 0 and "--store" in r.output
+
+
+def test_leaderboard_from_submissions_only(bench: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    app = build_app()
+    subs = tmp_path / "subs"
+    shutil.copytree(bench / "bench" / "submissions", subs)
+    site = tmp_path / "site"
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(site),
+                            "--bootstrap", "20", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert len(out["submissions"]) == 7 and len(out["results"]) == 14
+    assert (site / "index.html").is_file() and (site / "leaderboard.md").is_file()
+    yml = (site / "models" / "solver.html").read_text()
+    assert "c2np.submission/1" in yml  # the model page shows its model.yml
+    # the same numbers as the benchmark's own leaderboard (same harness, same files)
+    ours = json.loads((site / "tables" / "forward_ood.json").read_text())["rows"]
+    theirs = json.loads((bench / "bench" / "report" / "tables" / "forward_ood.json").read_text())["rows"]
+    key = lambda rows: {r["model"]: r["f1@0.1"] for r in rows}  # noqa: E731
+    assert key(ours) == key(theirs)
+    # c2np report rebuilds the site from the leaderboard folder, model.yml included
+    r = runner.invoke(app, ["report", str(site), "-o", str(tmp_path / "again"), "--store", str(bench / "ds.h5")])
+    assert r.exit_code == 0, r.output
+    assert "c2np.submission/1" in (tmp_path / "again" / "models" / "solver.html").read_text()
+    # one bad submission: nothing is scored, every problem printed, exit 2
+    _edit(subs / "solver", **{"training.store_fingerprint": "f" * 64})
+    (subs / "random-ball" / "forward" / "id.extxyz").write_text("garbage\n")
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "store_fingerprint" in r.output and "id.extxyz" in r.output
+    assert not (tmp_path / "x" / "index.html").exists()
+    r = runner.invoke(app, ["leaderboard", str(tmp_path / "empty"), "--store", str(bench / "ds.h5"), "-o",
+                            str(tmp_path / "y")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_report_of_a_submissions_folder_scores_it_first(bench: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    app = build_app()
+    subs = tmp_path / "subs"
+    shutil.copytree(bench / "bench" / "submissions" / "majority-class", subs / "majority-class")
+    r = runner.invoke(app, ["report", str(subs), "-o", str(tmp_path / "s")])
+    assert r.exit_code == 2 and "--store" in r.output
+    r = runner.invoke(app, ["report", str(subs), "-o", str(tmp_path / "s"), "--store", str(bench / "ds.h5"),
+                            "--json"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "s" / "index.html").is_file() and (tmp_path / "s" / "results").is_dir()
