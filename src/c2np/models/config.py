@@ -23,7 +23,8 @@ class ModelConfig:
     (AdamW, ``weight_decay``), gradients clipped to norm ``grad_clip``, schedule
     ``lr_schedule`` ('constant' or 'cosine' down to ``min_lr_ratio`` x lr) after
     ``warmup_steps`` of linear warmup, and an EMA of the weights with ``ema_decay`` (0 = off);
-    see :mod:`c2np.models.optim`.
+    see :mod:`c2np.models.optim`. ``max_train_seconds`` ends training after the epoch in which
+    that wall-clock budget is spent (None = no budget; benchmarks/gpu_train.sh).
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
@@ -66,6 +67,7 @@ class ModelConfig:
     langevin_step: float = 0.1
     confine_margin: float = -1.0
     ae_fraction: float = 0.3
+    max_train_seconds: float | None = None
     dit_layers: int = 0
     max_train_radius_angstrom: float | None = 8.0
     max_atoms: int | None = 200

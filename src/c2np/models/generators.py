@@ -254,8 +254,8 @@ class SiteAssignment(nn.Module):
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
         self.null = MLP(hidden, hidden, 1)
-        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init 4/Å)
-        self.outside = nn.Parameter(torch.tensor(math.log(math.expm1(4.0))))
+        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init 10/Å)
+        self.outside = nn.Parameter(torch.tensor(math.log(math.expm1(10.0))))
 
     def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
                 type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -361,8 +361,9 @@ class Denoiser(nn.Module):
                                logits=self.type_out(h))
         prob, p_none = self.assign(h, dist, site_r, keys, sig.squeeze(-1), type_ll)
         site_mix = torch.einsum("nsk,nskd->nd", prob, xs.unsqueeze(1).unsqueeze(1) + vec)
-        species = prob.sum(-1)  # (N, S) species marginal of the assignment
-        logits = self.type_out(torch.cat([h, torch.log(species + 1e-4)], -1))
+        # (N, S) species marginal of the assignment: an atom on a site has that site's species
+        log_species = torch.log(prob.sum(-1) + p_none / S + 1e-6)
+        logits = self.type_out(torch.cat([h, log_species], -1)) + log_species
         if type_ll is not None:
             logits = logits + type_ll
         return DenoiserOut(free=free, site_mix=site_mix, p_none=p_none, logits=logits)

@@ -522,6 +522,8 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
         with atomic_write(ck / "state.json") as fh:
             json.dump({"epoch": epoch, "step": step, "numpy_rng": rng.bit_generator.state,
                        "ema_updates": ema.num_updates if ema is not None else 0, "best": best}, fh)
+        if cfg.max_train_seconds is not None and time.perf_counter() - t_start >= cfg.max_train_seconds:
+            break  # wall-clock budget spent (checked after a complete, saved epoch)
     return TrainResult(run_dir=run, epoch=epoch, step=step, log=log, data=dict(meta["data"]), best=best)
 
 
