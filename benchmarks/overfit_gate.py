@@ -55,7 +55,7 @@ def main() -> int:
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         cfg = gate_config(name, args.config)
-        steps = args.steps or gate_steps(name, target.n_atoms)
+        steps = args.steps or gate_steps(name)
         r = overfit(name, cfg, cond, target, steps=steps, n_samples=args.samples,
                     sample_steps=args.sample_steps, seed=args.seed)
         ok = r.f1_mean >= GATE_F1
