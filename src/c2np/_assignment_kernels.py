@@ -392,9 +392,10 @@ def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                  origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
                  r2: float):  # type: ignore[no-untyped-def]
     """All (query i, point j) with ``|q_i − p_j|² < r2``, as CSR by query ``(indptr,
-    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's cell side ``h`` must be >= sqrt(r2): the 27 cells around a
-    query's home cell hold every partner (queries outside the grid are clamped to it,
-    which keeps that true)."""
+    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The
+    grid's cell side ``h`` must be >= sqrt(r2): the 27 cells around a query's home cell
+    hold every partner (queries outside the grid are clamped to it, which keeps that
+    true)."""
     m = queries.shape[0]
     nx, ny, nz = dims[0], dims[1], dims[2]
     indptr = np.zeros(m + 1, dtype=np.int64)
