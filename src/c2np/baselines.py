@@ -36,7 +36,7 @@ __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "Co
            "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES",
            "HELDOUT_BASELINES", "predict"]
 
-ForwardModel = Callable[[ForwardQuery], Particle]
+ForwardModel = Callable[[ForwardQuery], "Particle | None"]  # None: no answer (a counted failure)
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
 
 
