@@ -30,11 +30,9 @@ with atheris.instrument_imports(include=["c2np"]):
 
     import c2np.cells
     import c2np.formats
-    import c2np.store
-    from c2np.errors import C2NPInputError
-
     import c2np.particle_io  # noqa: F401  (imported here so atheris instruments them)
     import c2np.predictions  # noqa: F401
+    from c2np.errors import C2NPInputError
 
 SEED_CIF = b"""data_KMgH3
 _cell_length_a 4.02

@@ -213,9 +213,9 @@ def bench_particles(repeats: int, n_particles: int) -> None:
         zp = g.numbers[keep]
         xp = g.positions_angstrom[keep] + rng.normal(scale=0.05, size=(int(keep.sum()), 3))
         parts.append((zp, xp, g))
-        o_wall, o_cpu = _timed(lambda: original_metrics(xp, g.positions_angstrom), max(3, repeats // 2))
-        c_wall, c_cpu = _timed(lambda: forward_metrics(zp, xp, g.numbers, g.positions_angstrom,
-                                                       reference=summary), repeats)
+        o_wall, o_cpu = _timed(lambda xp=xp, g=g: original_metrics(xp, g.positions_angstrom), max(3, repeats // 2))
+        c_wall, c_cpu = _timed(lambda zp=zp, xp=xp, g=g: forward_metrics(zp, xp, g.numbers, g.positions_angstrom,
+                                                                         reference=summary), repeats)
         rows.append((o_wall, o_cpu, c_wall, c_cpu))
         table.add_row(f"rot {i}", str(g.n_atoms), f"{o_wall:.0f}", f"{o_cpu:.0f}", f"{c_wall:.1f}",
                       f"{c_cpu:.1f}", f"{o_wall / c_wall:.1f}x", f"{o_cpu / c_cpu:.1f}x")
@@ -296,7 +296,8 @@ def quality_cases(cell, radius: float, seed: int = 0) -> tuple[object, dict[str,
     cases["random ball (baseline)"] = (np.repeat(zs, counts), u * radius * rng.random(n_ball)[:, None] ** (1 / 3))
     u = rng.normal(size=(n, 3))
     cases["collapsed (all within 1 Å)"] = (z, u / np.linalg.norm(u, axis=1, keepdims=True) * rng.random(n)[:, None])
-    cases["doubled (twice the atoms)"] = (np.concatenate([z, z]), np.concatenate([x, x + rng.normal(scale=0.7, size=x.shape)]))
+    cases["doubled (twice the atoms)"] = (np.concatenate([z, z]),
+                                          np.concatenate([x, x + rng.normal(scale=0.7, size=x.shape)]))
     return g, cases
 
 

@@ -125,14 +125,15 @@ def main() -> None:
 
     import torch
 
-    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict as baseline_predict
+    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES
+    from c2np.baselines import predict as baseline_predict
     from c2np.models import FORWARD_KIND
-    from c2np.tasks import ForwardTask, InverseTask
     from c2np.models.config import get_config, parse_overrides
     from c2np.models.data import demo_cells
     from c2np.models.diagnostic import write_diagnostic
     from c2np.models.training import load_run, predict, train
     from c2np.store import DatasetStore, build_store
+    from c2np.tasks import ForwardTask, InverseTask
 
     torch.set_num_threads(args.threads)
     cfg = get_config("tiny" if args.quick and args.config == "small" else args.config)
@@ -201,7 +202,8 @@ def main() -> None:
                 ext = "extxyz" if task == "forward" else "csv"
                 out = work / f"pred_{model}_{task}_{split}.{ext}"
                 summ = predict(run, store, split, out, progress=False, device=args.device)
-                res = (ForwardTask if task == "forward" else InverseTask)(store, split, "eval").evaluate(out, model=model)
+                task_cls = ForwardTask if task == "forward" else InverseTask
+                res = task_cls(store, split, "eval").evaluate(out, model=model)
                 results[task].setdefault(model, {})[split] = {**_summary(res, metrics),
                                                               "samples_per_s": summ["samples_per_s"],
                                                               "checkpoint_epoch": summ["checkpoint"]["epoch"]}
@@ -225,7 +227,8 @@ def main() -> None:
             "materials": [c.material_id for c in cells], "heldout_materials": list(store.recipes.heldout_materials),
             "radii": radii, "threads": args.threads, "total_s": time.perf_counter() - t_all,
             "torch": torch.__version__, "fingerprint": store.fingerprint,
-            "scorer": "c2np.tasks + c2np.evaluation (the harness of c2np evaluate), eval subset, 95 % percentile bootstrap",
+            "scorer": "c2np.tasks + c2np.evaluation (the harness of c2np evaluate), eval subset, "
+                      "95 % percentile bootstrap",
             "large_radius": args.large_radius, "large_samples": args.large_samples,
             "large_material": store.recipes.materials[0], "forward_kind": FORWARD_KIND}
     (docs / f"{args.name}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
@@ -300,7 +303,8 @@ def _markdown(results: dict[str, Any], meta: dict[str, Any], models: list[str]) 
         first = next(iter(results["large"].values()))
         lines += ["", f"#### Large particles: R = {meta['large_radius']} Å, {meta['large_samples']} eval rotations "
                       f"of {meta['large_material']} (reference {first['reference_n_atoms']} atoms)", "",
-                  "| model | F1@0.5 | F1@0.1 | Chamfer (Å) | count err | s per particle | atoms |", "|---|---|---|---|---|---|---|"]
+                  "| model | F1@0.5 | F1@0.1 | Chamfer (Å) | count err | s per particle | atoms |",
+                  "|---|---|---|---|---|---|---|"]
         for name in FORWARD_REFERENCE:
             lines.append(f"| {FORWARD_REFERENCE[name]} | " + " | ".join(_ci(first[name], k) for k in FORWARD_METRICS)
                          + " | | |")

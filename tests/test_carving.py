@@ -142,10 +142,9 @@ def test_identity_quaternion_leaves_base_unchanged(kmgh3: UnitCell) -> None:
 
 # --- limits (issue 16) -------------------------------------------------------------------------
 def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
-    from helpers import perovskite
-
     from c2np import limits
     from c2np.errors import C2NPLimitError
+    from helpers import perovskite
 
     monkeypatch.delenv(limits.ENV_VAR, raising=False)
     with pytest.raises(C2NPLimitError, match="R = 1000 Å.*radius_angstrom"):
@@ -160,9 +159,8 @@ def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: 
 
 def test_carving_in_blocks_gives_the_same_particle(monkeypatch: pytest.MonkeyPatch) -> None:
     """Memory is bounded by examining images in blocks; the result must not depend on it."""
-    from helpers import perovskite
-
     import c2np.carving as carving
+    from helpers import perovskite
 
     whole = carve(perovskite(), 12, centre_frac=(0.1, 0.2, 0.3))
     monkeypatch.setattr(carving, "_CHUNK_IMAGES", 7)

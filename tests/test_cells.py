@@ -3,9 +3,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from c2np.cells import (UnitCell, bravais_lattice, crystal_system, lattice_parameters, read_cells,
-                        read_cif, standardize, write_cif)
+from c2np.cells import (
+    UnitCell,
+    bravais_lattice,
+    crystal_system,
+    lattice_parameters,
+    read_cells,
+    read_cif,
+    standardize,
+    write_cif,
+)
 from c2np.errors import C2NPInputError
 
 GOOD_CIF = """data_KMgH3
@@ -235,14 +245,22 @@ def test_unreadable_atom_type_is_a_clear_error() -> None:
     AttributeError on a type symbol that is not an element."""
     from c2np.cells import read_cif_text
 
-    crash = "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\nH1 � 0.5 0 0\n"
+    crash = (
+        "data_KMgH3\n_cell_length_a +.02\n_cell_length_b 4.02\n_cell_length_c 4.02\n"
+        "_cell_angle_alpha 9\n_cell_angle_beta 90\n_cell_angle_gamma \x000\n"
+        "_symmetry_space_group_name_H-M 'P m -3 m'\nloop_\n_atom_site_label\n_atom_site_type_symbol\n"
+        "_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\nK1 K 0.5 0.5 0.5\n�g1 Mg 0 0 0\n"
+        "H1 � 0.5 0 0\n"
+    )
     with pytest.raises(C2NPInputError, match="f.cif: not a readable CIF .AttributeError"):
         read_cif_text(crash, source="f.cif")
     with pytest.raises(C2NPInputError, match="f.cif: could not build a structure .KeyError"):
         read_cif_text(_cif(sites="K1 K 0.5 0.5 0.5\nH1 M-m 0.5 0 0\n"), source="f.cif")
 
 
-@pytest.mark.parametrize("kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")])
+@pytest.mark.parametrize(
+    "kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")]
+)
 def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str) -> None:
     """Found by benchmarks/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
     enumerate millions of periodic images (timeout); the reduced lattice is checked first."""
@@ -250,3 +268,46 @@ def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str
 
     with pytest.raises(C2NPInputError, match=f"flat.cif: the lattice has a translation of {shortest} Å"):
         read_cif_text(_cif(**kwargs), source="flat.cif")
+
+
+_GROUPS = {225: "c", 227: "c", 229: "c", 221: "c", 194: "h", 191: "h", 167: "h", 166: "h", 62: "o", 14: "m",
+           12: "m", 2: "a", 141: "t", 136: "t", 186: "h"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(sg=st.sampled_from(sorted(_GROUPS)),
+       sites=st.lists(st.tuples(*[st.sampled_from([0.0, 0.25, 0.5, 1 / 3, 2 / 3]) | st.floats(0, 1)] * 3),
+                      min_size=1, max_size=4))
+def test_symmetry_expansion_equals_ase_property(sg: int, sites: list) -> None:
+    """For any sites in these groups (special positions included) the fast expansion gives
+    ASE's atoms in ASE's order."""
+    import io
+    import warnings
+
+    from ase.io.cif import parse_cif
+
+    from c2np.cells import _block_atoms
+
+    family = _GROUPS[sg]
+    a, b, c, al, be, ga = 5.1, 6.2, 7.3, 90, 90, 90
+    if family == "c":
+        b = c = a
+    elif family == "h":
+        b, ga = a, 120
+    elif family == "t":
+        b = a
+    elif family == "m":
+        be = 101
+    elif family == "a":
+        al, be, ga = 81, 95, 102
+    text = (f"data_t\n_cell_length_a {a}\n_cell_length_b {b}\n_cell_length_c {c}\n_cell_angle_alpha {al}\n"
+            f"_cell_angle_beta {be}\n_cell_angle_gamma {ga}\n_symmetry_Int_Tables_number {sg}\nloop_\n"
+            "_atom_site_label\n_atom_site_type_symbol\n_atom_site_fract_x\n_atom_site_fract_y\n_atom_site_fract_z\n"
+            + "".join(f"H{i} H {x:.6f} {y:.6f} {z:.6f}\n" for i, (x, y, z) in enumerate(sites)))
+    block = next(b for b in parse_cif(io.StringIO(text)) if b.has_structure())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = block.get_atoms()
+    mine = _block_atoms(block, source="t.cif")
+    assert mine.get_chemical_symbols() == ref.get_chemical_symbols()
+    assert np.array_equal(mine.get_scaled_positions(wrap=False), ref.get_scaled_positions(wrap=False))

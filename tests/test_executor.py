@@ -20,7 +20,6 @@ from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
-
 from helpers import two_perovskite_store
 
 distributed = pytest.importorskip("distributed")
@@ -122,7 +121,6 @@ def test_killed_worker_is_rerun_nothing_lost_or_duplicated(dask_executor, tmp_pa
 
 def test_dask_and_local_builds_give_the_same_store(dask_executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from c2np.store import build_store
-
     from helpers import perovskite
 
     cells = [perovskite(), perovskite(a=4.2, ids="NaMgH3", A=11)]

@@ -250,9 +250,8 @@ def test_a_killed_build_keeps_the_old_store_and_its_temp_is_cleared(tmp_path: Pa
     import signal
     import time
 
-    from c2np.store import verify_store
+    from c2np.store import build_store, verify_store
     from helpers import perovskite
-    from c2np.store import build_store
 
     out = tmp_path / "ds.h5"
     build_store([perovskite()], out, radii_angstrom=[6], progress=False)

@@ -188,9 +188,8 @@ def test_forward_predictions_hdf5_reader(tmp_path: Path, n_ids: int, offsets: li
 
 @pytest.fixture(scope="module")
 def good_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from helpers import perovskite
-
     from c2np.store import build_store
+    from helpers import perovskite
 
     return build_store([perovskite()], tmp_path_factory.mktemp("fz") / "s.h5", radii_angstrom=[6],
                        progress=False)
@@ -256,7 +255,8 @@ def test_store_reader_on_crafted_stores(good_store: Path, tmp_path: Path, edits:
         assert np.all(np.isfinite(p.positions_angstrom))
 
 
-@settings(max_examples=max(30, N_EXAMPLES // 2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=max(30, N_EXAMPLES // 2), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(cut=st.integers(0, 10**7), flips=st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 255)), max_size=8))
 def test_store_reader_on_damaged_bytes(good_store: Path, tmp_path: Path, cut: int, flips: list) -> None:
     from c2np.store import DatasetStore

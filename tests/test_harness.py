@@ -16,12 +16,10 @@ from c2np.cli import build_app
 from c2np.errors import C2NPInputError
 from c2np.fileio import file_sha256
 from c2np.particle import Particle
-from c2np.predictions import (write_forward_predictions, write_forward_predictions_h5,
-                              write_inverse_predictions)
+from c2np.predictions import write_forward_predictions, write_forward_predictions_h5, write_inverse_predictions
 from c2np.splits import build_recipes
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, InverseTask, inverse_target, select_rows
-
 from helpers import perovskite, two_perovskite_store
 
 

@@ -16,11 +16,19 @@ from scipy.spatial.transform import Rotation
 
 from c2np.carving import carve
 from c2np.lattice import LatticeParameters
-from c2np.metrics import (InverseTarget, ReferenceSummary, composition_distance,
-                          forward_metrics, forward_penalties, inverse_metrics,
-                          inverse_penalties, matched_sq_distances, pair_distance_counts,
-                          pair_distance_error, permutation_invariant_lattice_rmse)
-
+from c2np.metrics import (
+    InverseTarget,
+    ReferenceSummary,
+    composition_distance,
+    forward_metrics,
+    forward_penalties,
+    inverse_metrics,
+    inverse_penalties,
+    matched_sq_distances,
+    pair_distance_counts,
+    pair_distance_error,
+    permutation_invariant_lattice_rmse,
+)
 from helpers import perovskite
 
 
@@ -293,8 +301,15 @@ def test_inverse_failures() -> None:
 def test_metric_enumeration_names_every_score_once() -> None:
     """The Metric enumeration is the one list of names: the score dicts of both tasks and
     their failure values use exactly its members; the headline lists are members too."""
-    from c2np.metrics import (HEADLINE, PRIMARY, Metric, forward_metric_info, forward_penalties,
-                              inverse_metric_info, inverse_penalties)
+    from c2np.metrics import (
+        HEADLINE,
+        PRIMARY,
+        Metric,
+        forward_metric_info,
+        forward_penalties,
+        inverse_metric_info,
+        inverse_penalties,
+    )
 
     pos = np.array([[0.0, 0.0, 0.0], [1.5, 0.0, 0.0], [0.0, 1.5, 0.0], [0.0, 0.0, 1.5]])
     nums = np.array([1, 1, 8, 8])

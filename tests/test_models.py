@@ -14,13 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from c2np.particle import Particle  # noqa: E402
 from c2np.cells import write_cif  # noqa: E402
 from c2np.errors import C2NPInputError  # noqa: E402
 from c2np.models import MODEL_NAMES  # noqa: E402
 from c2np.models.config import get_config  # noqa: E402
-from c2np.models.data import (Condition, InMemoryDataset, condition_for_row, demo_cells,  # noqa: E402
-                              lattice_target, select_rows)
+from c2np.models.data import Condition, InMemoryDataset, condition_for_row, demo_cells, lattice_target, select_rows  # noqa: E402
+from c2np.particle import Particle  # noqa: E402
 
 TINY = get_config("tiny")
 
@@ -221,7 +220,10 @@ def test_checkpoint_round_trip_and_exact_resume(ds, tmp_path):
     log = (tmp_path / "part" / "log.csv").read_text().splitlines()
     full_log = (tmp_path / "full" / "log.csv").read_text().splitlines()
     assert log[0].startswith("epoch,step,train_loss,val_loss") and len(log) == 3
-    strip = (lambda lines: [",".join(x.split(",")[:-2]) for x in lines])  # drop throughput and time
+
+    def strip(lines: list[str]) -> list[str]:  # drop throughput and time
+        return [",".join(x.split(",")[:-2]) for x in lines]
+
     assert strip(log) == strip(full_log)
 
 

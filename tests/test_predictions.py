@@ -11,9 +11,16 @@ from c2np.errors import C2NPInputError
 from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
 from c2np.particle_io import iter_extxyz, iter_xyz_frames, read_particle, write_extxyz
-from c2np.predictions import (INVERSE_COLUMNS, InversePrediction, inverse_values, iter_forward_predictions,
-                              read_inverse_predictions, write_forward_predictions,
-                              write_forward_predictions_h5, write_inverse_predictions)
+from c2np.predictions import (
+    INVERSE_COLUMNS,
+    InversePrediction,
+    inverse_values,
+    iter_forward_predictions,
+    read_inverse_predictions,
+    write_forward_predictions,
+    write_forward_predictions_h5,
+    write_inverse_predictions,
+)
 
 SID = "KMgH3/R10/rot_1"
 

@@ -4,8 +4,6 @@ error; the CLI path (evaluate --shard, merge-results)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -20,7 +18,6 @@ from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
-
 from helpers import two_perovskite_store
 
 _SAME = ("metrics", "samples", "n_samples", "n_failed", "failed_samples", "dataset", "predictions",

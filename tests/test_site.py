@@ -20,7 +20,6 @@ from c2np.site.builder import build_site, model_slug
 from c2np.site.pages import esc, json_script
 from c2np.site.sources import SiteModel, find_results_files, load_results, models_from_results
 from c2np.site.viewer import ViewerSample, atom_classes, surface_mask, viewer_payload
-
 from conftest import crystal_zoo, perovskite
 
 EVIL = "<script>alert('x')</script>\" onmouseover=\"y"

@@ -13,7 +13,7 @@ _INF = np.int64(2) ** 62
 _PRICE_LIMIT = np.int64(2) ** 61
 
 
-def _jit(fn):  # type: ignore[no-untyped-def]
+def _jit(fn):
     try:
         return numba.njit(cache=True, nogil=True, boundscheck=False)(fn)
     except RuntimeError:  # numba: "cannot cache function ...: no locator available"
@@ -59,7 +59,7 @@ def _fix_top(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray) -> None:
 
 
 @_jit
-def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):  # type: ignore[no-untyped-def]
+def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):
     """(cheapest column, its price, the second smallest price) from the lazy heap; the
     cheapest stays on top."""
     n = hkey.shape[0]
@@ -81,7 +81,7 @@ def _two_cheapest(hkey: np.ndarray, hval: np.ndarray, p: np.ndarray):  # type: i
 
 @_jit
 def _row_values(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, p: np.ndarray,
-                i: int, j0: int):  # type: ignore[no-untyped-def]
+                i: int, j0: int):
     """(value of row i's edge to column j0, smallest value of its other edges)."""
     own = _INF
     other = _INF
@@ -98,7 +98,7 @@ def _row_values(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, p: np
 @_jit
 def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: int,
             prices: np.ndarray, init: np.ndarray, eps0: int, eps_final: int, factor: int,
-            max_bids: int):  # type: ignore[no-untyped-def]
+            max_bids: int):
     """Optimal assignment of every row to a distinct column on the given edges.
 
     Rows ``0..n_rows-1`` have the CSR edges ``indptr`` / ``indices`` with int64 costs;
@@ -220,7 +220,7 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
 # Uniform grid and (weighted) k-nearest queries
 # ----------------------------------------------------------------------------------------
 @_jit
-def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):  # type: ignore[no-untyped-def]
+def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):
     """Sort ``points`` (n, 3) into cubic cells of side ``h`` (Å) starting at ``origin``.
 
     Returns ``(order, cell_start)``: ``order`` lists the points cell by cell (cell id
@@ -251,7 +251,7 @@ def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarra
 def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
              origin: np.ndarray, h: float, dims: np.ndarray, weights: np.ndarray,
              queries: np.ndarray, k: int, bound: np.ndarray,
-             slack: float):  # type: ignore[no-untyped-def]
+             slack: float):
     """For every query q, the k points j with the smallest ``|q − p_j|² + w_j`` (exact).
 
     ``weights`` (n,) >= 0 (zeros: plain k nearest neighbours). Only values below
@@ -378,7 +378,7 @@ def greedy_pairing(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray,
 
 @_jit
 def _home_cell(q0: float, q1: float, q2: float, origin: np.ndarray, h: float,
-               dims: np.ndarray):  # type: ignore[no-untyped-def]
+               dims: np.ndarray):
     a = min(max(int(np.floor((q0 - origin[0]) / h)), 0), dims[0] - 1)
     b = min(max(int(np.floor((q1 - origin[1]) / h)), 0), dims[1] - 1)
     c = min(max(int(np.floor((q2 - origin[2]) / h)), 0), dims[2] - 1)
@@ -390,12 +390,12 @@ def _home_cell(q0: float, q1: float, q2: float, origin: np.ndarray, h: float,
 @_jit
 def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                  origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
-                 r2: float):  # type: ignore[no-untyped-def]
+                 r2: float):
     """All (query i, point j) with ``|q_i − p_j|² < r2``, as CSR by query ``(indptr,
-    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The
-    grid's cell side ``h`` must be >= sqrt(r2): the 27 cells around a query's home cell
-    hold every partner (queries outside the grid are clamped to it, which keeps that
-    true)."""
+    indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's
+    cell side ``h`` must be >= sqrt(r2): the 27 cells around a
+    query's home cell hold every partner (queries outside the grid are clamped to it,
+    which keeps that true)."""
     m = queries.shape[0]
     nx, ny, nz = dims[0], dims[1], dims[2]
     indptr = np.zeros(m + 1, dtype=np.int64)
@@ -431,7 +431,7 @@ def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
 
 
 @_jit
-def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray):  # type: ignore[no-untyped-def]
+def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray):
     """Weights in cell order and the smallest weight per cell (``inf`` when empty)."""
     ncell = cell_start.shape[0] - 1
     sw = np.empty(order.shape[0])
@@ -448,7 +448,7 @@ def cell_weights(order: np.ndarray, cell_start: np.ndarray, weights: np.ndarray)
 def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                origin: np.ndarray, h: float, dims: np.ndarray, sw: np.ndarray,
                cw: np.ndarray, offsets: np.ndarray, off_d2: np.ndarray,
-               queries: np.ndarray, k: int, bound: np.ndarray):  # type: ignore[no-untyped-def]
+               queries: np.ndarray, k: int, bound: np.ndarray):
     """Like :func:`grid_knn` (the k smallest ``|q − p_j|² + w_j`` below ``bound``; ``sp``,
     ``sw``: points and weights in cell order, ``cw``: smallest weight per cell), visiting
     the home cell plus ``offsets`` (n_off, 3), sorted by ``off_d2``, the smallest squared
@@ -514,7 +514,7 @@ def offset_knn(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
 
 @_jit
 def csr_merge(indptr: np.ndarray, indices: np.ndarray, extra_rows: np.ndarray,
-              extra_cols: np.ndarray, n_cols: int):  # type: ignore[no-untyped-def]
+              extra_cols: np.ndarray, n_cols: int):
     """CSR of the union of a CSR graph and extra (row, col) edges, duplicates dropped."""
     n_rows = indptr.shape[0] - 1
     cnt = np.zeros(n_rows + 1, dtype=np.int64)
@@ -551,7 +551,7 @@ def csr_merge(indptr: np.ndarray, indices: np.ndarray, extra_rows: np.ndarray,
 
 @_jit
 def edge_costs(small: np.ndarray, large: np.ndarray, indptr: np.ndarray,
-               indices: np.ndarray, unit: float, scale: int):  # type: ignore[no-untyped-def]
+               indices: np.ndarray, unit: float, scale: int):
     """Squared distances of the CSR edges (Å², float64) and their integer costs
     ``rint(d² / unit) · scale``."""
     n_rows = indptr.shape[0] - 1

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -204,7 +205,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
 
 
-def _solve(kern: object, graph: _Graph, prices: np.ndarray, init: np.ndarray,
+def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.ndarray,
            eps_hi: float, eps_final: float, budget: int
            ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """Auction on ``graph`` from integer ``prices`` and the assignment ``init`` (-1: none),
@@ -373,7 +374,7 @@ def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
 
 
 @functools.cache
-def _kernels() -> object:
+def _kernels() -> types.ModuleType:
     """The compiled kernels (:mod:`c2np._assignment_kernels`, numba), imported on first use."""
     from c2np import _assignment_kernels
 

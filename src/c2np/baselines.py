@@ -16,23 +16,27 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
-from c2np.executor import Context, Executor, LocalExecutor, same as _same
+from c2np.executor import Context, Executor, LocalExecutor
+from c2np.executor import same as _same
 from c2np.metrics import InverseTarget
 from c2np.particle import Particle
+from c2np.particle_descriptor import ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
 from c2np.solver import solve
 from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask
 
 __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "CompositionLookup",
-           "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES", "predict"]
+           "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES",
+           "HELDOUT_BASELINES", "predict"]
 
-ForwardModel = Callable[[ForwardQuery], Particle]
+ForwardModel = Callable[[ForwardQuery], "Particle | None"]  # None: no answer (a counted failure)
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
 
 
@@ -73,13 +77,15 @@ def _unrotate(positions_angstrom: np.ndarray, quaternion: np.ndarray) -> np.ndar
 class Memorisation:
     """Nearest-training-sample memorisation: the training particle of the same material at
     the nearest train radius (ties: the larger), rotated by the requested rotation, cropped
-    to R when larger and returned as is when smaller."""
+    to R when larger and returned as is when smaller. A material without training samples
+    (a held-out material under protocol ``strict``) has no answer: ``None``, which the
+    harness scores as a failure."""
 
     def __init__(self, table: Mapping[str, Mapping[int, Particle]]) -> None:
         self.table = {m: dict(v) for m, v in table.items()}
 
     @classmethod
-    def fit(cls, task: ForwardTask) -> "Memorisation":
+    def fit(cls, task: ForwardTask) -> Memorisation:
         """One training particle per (material, R) of the task's training examples, stored
         in the unrotated frame."""
         table: dict[str, dict[int, Particle]] = {}
@@ -88,10 +94,10 @@ class Memorisation:
                 part.numbers, _unrotate(part.positions_angstrom, q.quaternion))
         return cls(table)
 
-    def __call__(self, query: ForwardQuery) -> Particle:
+    def __call__(self, query: ForwardQuery) -> Particle | None:
         mat = query.cell.material_id
         if mat not in self.table:
-            raise C2NPInputError(f"memorisation: material {mat!r} has no training samples")
+            return None
         radii = np.array(sorted(self.table[mat]))
         gap = np.abs(radii - query.radius_angstrom)
         r_train = int(radii[np.flatnonzero(gap == gap.min()).max()])
@@ -127,7 +133,7 @@ class MajorityClass:
         self.prediction = prediction
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "MajorityClass":
+    def fit(cls, task: InverseTask) -> MajorityClass:
         """Count space groups and average lattice parameters over the training examples."""
         targets = [t for _, t in _training_targets(task, "majority class")]
         sg = Counter(int(t.spacegroup) for t in targets).most_common(1)[0][0]
@@ -148,7 +154,7 @@ class CompositionLookup:
         self.entries = [(dict(c), t) for c, t in entries]
 
     @classmethod
-    def fit(cls, task: InverseTask) -> "CompositionLookup":
+    def fit(cls, task: InverseTask) -> CompositionLookup:
         """Composition and target of one training example per (material, R)."""
         return cls((_composition_of(q.particle.numbers), t)
                    for q, t in _training_targets(task, "composition lookup"))
@@ -164,6 +170,40 @@ class CompositionLookup:
             return (-jac, tv)
 
         return _prediction(min(self.entries, key=score)[1])
+
+
+class DescriptorNeighbour:
+    """Memorisation by particle descriptor (the strong task-2 floor): the training example
+    whose :func:`c2np.particle_descriptor.describe` histograms are nearest (Euclidean; among
+    examples with the same number of species when there are any), its space group, and its
+    lattice lengths scaled by the ratio of the descriptor scales ``s_query / s_train`` (the
+    nearest-neighbour distance ratio); angles as the neighbour's. Sees only the particle."""
+
+    def __init__(self, entries: Iterable[tuple[ParticleDescriptor, InverseTarget]]) -> None:
+        self.entries = list(entries)
+        if not self.entries:
+            raise C2NPInputError("descriptor neighbour: no training examples")
+        self._hist = np.stack([d.histograms.ravel() for d, _ in self.entries])
+        self._n_species = np.array([len(d.numbers) for d, _ in self.entries])
+
+    @classmethod
+    def fit(cls, task: InverseTask) -> DescriptorNeighbour:
+        """Descriptor and target of one training example per (material, R)."""
+        return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
+
+    def __call__(self, query: InverseQuery) -> InversePrediction:
+        return self.from_descriptor(describe(query.particle))
+
+    def from_descriptor(self, d: ParticleDescriptor) -> InversePrediction:
+        """The prediction for a particle given by its descriptor."""
+        dist = np.linalg.norm(self._hist - d.histograms.ravel()[None, :], axis=1)
+        same = self._n_species == len(d.numbers)
+        if np.any(same):
+            dist = np.where(same, dist, np.inf)
+        ref, target = self.entries[int(np.argmin(dist))]
+        ratio = d.scale_angstrom / ref.scale_angstrom
+        p = np.asarray(target.params, dtype=np.float64)
+        return InversePrediction.from_values(np.r_[p[:3] * ratio, p[3:]], int(target.spacegroup))
 
 
 def crystallographic_solver(query: InverseQuery) -> InversePrediction | None:
@@ -191,6 +231,11 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "composition-lookup": CompositionLookup.fit,
     "majority-class": MajorityClass.fit,
 }
+#: Task-2 floors for held-out materials (protocol strict), beside INVERSE_BASELINES; not (yet)
+#: a leaderboard row (the benchmark's baseline table is INVERSE_BASELINES).
+HELDOUT_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
+    "descriptor-neighbour": DescriptorNeighbour.fit,
+}
 
 
 def _answer(model: Callable[[Any], Any], query: Any) -> Any:
@@ -204,7 +249,7 @@ def predict(task: ForwardTask | InverseTask, model: Callable[[Any], Any], *,
     query order. ``executor`` (:mod:`c2np.executor`; default: this process) runs the
     queries in chunks of ``chunk``; on Dask ``model`` is sent to the workers, so it must
     pickle (a module-level function or a fitted model object)."""
-    queries = list(task.queries())
+    queries: list[ForwardQuery | InverseQuery] = list(task.queries())
     ex = executor if executor is not None else LocalExecutor(1)
     out: dict[str, Any] = {}
     k = 0

@@ -14,9 +14,10 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +25,22 @@ from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
 from c2np.metrics import HEADLINE, PRIMARY
 from c2np.particle import Particle
-from c2np.predictions import (iter_forward_predictions, read_inverse_predictions, write_forward_predictions,
-                              write_inverse_predictions)
-from c2np.report import (METRIC_LABELS, RADIUS_PLOTS, LeaderboardRow, plot_confusion, plot_id_vs_ood,
-                         plot_metric_vs_radius, plot_particles, write_leaderboard)
+from c2np.predictions import (
+    iter_forward_predictions,
+    read_inverse_predictions,
+    write_forward_predictions,
+    write_inverse_predictions,
+)
+from c2np.report import (
+    METRIC_LABELS,
+    RADIUS_PLOTS,
+    LeaderboardRow,
+    plot_confusion,
+    plot_id_vs_ood,
+    plot_metric_vs_radius,
+    plot_particles,
+    write_leaderboard,
+)
 from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows
@@ -46,6 +59,9 @@ _BASELINE_INFO = {
                "finds the lattice translations inside the particle, folds, detects symmetry (c2np.solver)"),
     "composition-lookup": ("Composition lookup (memorisation)", "baseline",
                            "the target of the training material with the nearest composition"),
+    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)", "baseline",
+                             "the training example with the nearest particle-descriptor histograms: its "
+                             "space group and its lattice scaled by the descriptor-scale ratio"),
     "majority-class": ("Majority class (floor)", "baseline",
                        "the most common space group and the mean lattice of the training examples"),
 }
@@ -116,7 +132,8 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
                 continue
             task = open_task(task_name, store, split, subset)
             ids = [q.sample_id for q in task.queries()]
-            table = FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES
+            table: Mapping[str, Callable[[Any], Callable[[Any], Any]]] = (
+                FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES)
             for name in names:
                 if name not in table:
                     continue

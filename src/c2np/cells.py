@@ -13,7 +13,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -132,7 +132,7 @@ class UnitCell:
         """(a, b, c, alpha, beta, gamma) of this cell as given (Å, degrees)."""
         return lattice_parameters(self.lattice_angstrom)
 
-    def with_id(self, material_id: str) -> "UnitCell":
+    def with_id(self, material_id: str) -> UnitCell:
         """Copy with another material id."""
         return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
 
@@ -145,7 +145,7 @@ class UnitCell:
                      cell=self.lattice_angstrom, pbc=True)
 
     @classmethod
-    def from_ase(cls, atoms: Any, material_id: str) -> "UnitCell":
+    def from_ase(cls, atoms: Any, material_id: str) -> UnitCell:
         """From a periodic :class:`ase.Atoms`."""
         return cls(material_id, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
                    atoms.get_scaled_positions(wrap=False))
@@ -164,11 +164,11 @@ class UnitCell:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "UnitCell":
+    def from_dict(cls, data: dict[str, Any]) -> UnitCell:
         """Inverse of :meth:`to_dict`."""
         return cls(data["material_id"], data["lattice_angstrom"], data["numbers"], data["frac_coords"])
 
-    def same_as(self, other: "UnitCell", *, atol: float = 0.0) -> bool:
+    def same_as(self, other: UnitCell, *, atol: float = 0.0) -> bool:
         """True when ids, species and (within ``atol``) lattice and coordinates agree."""
         return (self.material_id == other.material_id
                 and np.array_equal(self.numbers, other.numbers)
@@ -280,7 +280,8 @@ def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
     def near(point: np.ndarray) -> bool:
         key = np.floor((point % 1.0) * n_bins).astype(int) % n_bins
         for off in offsets:
-            for other in grid.get(tuple(int(x) for x in (key + off) % n_bins), ()):
+            cell = (key + off) % n_bins
+            for other in grid.get((int(cell[0]), int(cell[1]), int(cell[2])), ()):
                 diff = point - other
                 diff -= np.rint(diff)
                 if np.all(np.abs(diff) < symprec):
@@ -289,7 +290,7 @@ def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
 
     def add(point: np.ndarray) -> None:
         key = np.floor((point % 1.0) * n_bins).astype(int) % n_bins
-        grid.setdefault(tuple(int(x) for x in key), []).append(point)
+        grid.setdefault((int(key[0]), int(key[1]), int(key[2])), []).append(point)
 
     sites: list[np.ndarray] = []
     kinds: list[int] = []
@@ -457,7 +458,9 @@ def bravais_lattice(spacegroup: int) -> str:
 
     system = crystal_system(spacegroup)
     hall = _first_hall_number(int(spacegroup))
-    symbol = spglib.get_spacegroup_type(hall).international_short
+    sg_type = spglib.get_spacegroup_type(hall)
+    assert sg_type is not None, f"spglib has no space-group type for Hall number {hall}"
+    symbol = sg_type.international_short
     centring = symbol[0]
     if centring == "R":
         return "hR"
@@ -473,7 +476,9 @@ def _hall_table() -> dict[int, int]:
 
     table: dict[int, int] = {}
     for hall in range(1, 531):
-        table.setdefault(int(spglib.get_spacegroup_type(hall).number), hall)
+        sg_type = spglib.get_spacegroup_type(hall)
+        assert sg_type is not None, f"spglib has no space-group type for Hall number {hall}"
+        table.setdefault(int(sg_type.number), hall)
     return table
 
 
@@ -516,7 +521,8 @@ class StandardCell:
 
     def to_unit_cell(self, material_id: str) -> UnitCell:
         """The conventional cell as a :class:`UnitCell`."""
-        return UnitCell(material_id, self.lattice_angstrom, self.numbers, self.frac_coords)
+        return UnitCell(material_id, np.asarray(self.lattice_angstrom), np.asarray(self.numbers),
+                        np.asarray(self.frac_coords))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (lists instead of tuples)."""
@@ -545,7 +551,8 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         spg_cell = tuple(np.asarray(x) for x in cell)  # type: ignore[assignment]
         name = "cell"
     try:
-        ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,
+        # spglib annotates the cell as nested Sequences; it takes (and documents) NumPy arrays
+        ds = spglib.get_symmetry_dataset(spg_cell, symprec=symprec_angstrom,  # type: ignore[arg-type]
                                          angle_tolerance=angle_tolerance_deg)
     except Exception as exc:  # spglib >= 2.5 may raise instead of returning None
         raise C2NPInputError(f"{name}: spglib failed at symprec {symprec_angstrom} Å ({exc})") from exc
@@ -560,9 +567,11 @@ def standardize(cell: UnitCell | tuple[np.ndarray, np.ndarray, np.ndarray], *,
         crystal_system=crystal_system(number),
         bravais=bravais_lattice(number),
         parameters=LatticeParameters.from_lattice(lat),
-        lattice_angstrom=tuple(tuple(float(x) for x in row) for row in lat),
+        lattice_angstrom=cast(tuple[tuple[float, float, float], ...],
+                              tuple(tuple(float(x) for x in row) for row in lat)),
         numbers=tuple(int(z) for z in ds.std_types),
-        frac_coords=tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions)),
+        frac_coords=cast(tuple[tuple[float, float, float], ...],
+                         tuple(tuple(float(x) for x in row) for row in np.asarray(ds.std_positions))),
         symprec_angstrom=float(symprec_angstrom),
         library="spglib",
         library_version=str(spglib.__version__),

@@ -5,9 +5,9 @@ object), :func:`atomic_path` (a writer that wants a file name: HDF5, ASE, matplo
 :func:`atomic_directory` (a folder built in full, then renamed). The rule is always the same:
 a temp file in the target folder (a fresh random name, hidden, ending in ``.tmp``, so a killed
 run's leftover is never read as a result, and carrying the process id, so that the next write
-to the same target removes the leftovers of processes that no longer run), flushed and fsync'ed, renamed onto the target only
-when the block succeeded, then the folder fsync'ed; on any error the temp file is removed and
-the old target is untouched.
+to the same target removes the leftovers of processes that no longer run), flushed and fsync'ed,
+renamed onto the target only when the block succeeded, then the folder fsync'ed; on any error the
+temp file is removed and the old target is untouched.
 
 The target must be absent or a regular file: a folder, a symlink, a FIFO or a device is
 refused with an error naming the user's path (:func:`check_output_path`), never renamed
@@ -26,8 +26,9 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from c2np.errors import C2NPInputError
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from c2np.carving import canonical_order, carve
-from c2np.particle import Particle
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_directory
+from c2np.particle import Particle
 from c2np.particle_io import read_particle, write_extxyz
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, check_store_names, write_store

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from c2np.errors import C2NPInputError, C2NPLimitError
 

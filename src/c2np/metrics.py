@@ -18,14 +18,18 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from c2np.assignment import AssignmentResult, min_sq_assignment
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
+
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
 
 __all__ = [
     "F1_TOLERANCES_ANGSTROM",
@@ -97,7 +101,7 @@ class Metric(str, Enum):
     """
 
     def __new__(cls, name: str, task: str, unit: str, better: str, penalty: str,
-                paper: bool = False) -> "Metric":
+                paper: bool = False) -> Metric:
         obj = str.__new__(cls, name)
         obj._value_ = name
         obj.task = task
@@ -328,7 +332,7 @@ def _pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarr
 
 
 @functools.cache
-def _pair_sweep_kernel() -> "object":
+def _pair_sweep_kernel() -> Callable[..., None]:
     """:func:`_pair_sweep` compiled with numba on first call. The machine code is cached on
     disk (``__pycache__`` beside this file, else ``NUMBA_CACHE_DIR`` or the user cache);
     where no cache folder is writable it is compiled once per process instead."""
@@ -378,8 +382,7 @@ def pair_distance_error(counts_pred: np.ndarray, n_pred: int, counts_ref: np.nda
 # ----------------------------------------------------------------------------------------
 def hull_volume_angstrom3(positions_angstrom: np.ndarray) -> float:
     """Convex-hull volume in Å³; 0 for fewer than 4 atoms or a flat (degenerate) set."""
-    from scipy.spatial import ConvexHull
-    from scipy.spatial import QhullError
+    from scipy.spatial import ConvexHull, QhullError
 
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if len(x) < 4:
@@ -417,7 +420,7 @@ def composition_distance(numbers_pred: np.ndarray, numbers_ref: np.ndarray) -> f
 
 
 def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
-                         pred_tree: "object | None" = None, ref_tree: "object | None" = None
+                         pred_tree: object | None = None, ref_tree: object | None = None
                          ) -> AssignmentResult:
     """Minimum total squared distance of a one-to-one assignment between two point sets.
 
@@ -429,7 +432,7 @@ def matched_sq_distances(pred_angstrom: np.ndarray, ref_angstrom: np.ndarray, *,
     return min_sq_assignment(pred_angstrom, ref_angstrom, tree_a=pred_tree, tree_b=ref_tree)
 
 
-def _tree(points: np.ndarray) -> "object":
+def _tree(points: np.ndarray) -> cKDTree:
     """A cKDTree built for speed (unbalanced, sliding-midpoint splits: half the build time
     of the default, same query results)."""
     from scipy.spatial import cKDTree
@@ -437,7 +440,7 @@ def _tree(points: np.ndarray) -> "object":
     return cKDTree(points, balanced_tree=False, compact_nodes=False)
 
 
-def _nearest_distances(query: np.ndarray, tree: "object", *, first_bound_angstrom: float = 1.5
+def _nearest_distances(query: np.ndarray, tree: object, *, first_bound_angstrom: float = 1.5
                        ) -> np.ndarray:
     """Exact nearest-neighbour distances; a first query bounded at ``first_bound_angstrom``
     (cheaper), then an unbounded one for the points it left without a neighbour."""
@@ -519,7 +522,7 @@ class ReferenceSummary:
     @classmethod
     def from_particle(cls, numbers: np.ndarray, positions_angstrom: np.ndarray, *,
                       radius_angstrom: float, r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
-                      n_bins: int = RDF_N_BINS) -> "ReferenceSummary":
+                      n_bins: int = RDF_N_BINS) -> ReferenceSummary:
         """Compute the summary of G (any rotation of it gives the same summary)."""
         z = np.asarray(numbers, dtype=np.int64).copy()
         x = np.asarray(positions_angstrom, dtype=np.float64)

@@ -17,7 +17,7 @@ from c2np.errors import C2NPInputError
 __all__ = ["MAX_NAME_LENGTH", "is_safe_name", "check_safe_name", "check_distinct_names"]
 
 MAX_NAME_LENGTH = 128
-_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+\-]{0,%d}" % (MAX_NAME_LENGTH - 1))
+_SAFE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._+\-]{{0,{MAX_NAME_LENGTH - 1}}}")
 
 
 def is_safe_name(name: object) -> bool:

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
-from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_write
 from c2np.limits import check as check_limit
+from c2np.particle import Particle
 
 __all__ = ["write_extxyz", "format_extxyz_frame", "iter_extxyz", "iter_xyz_frames",
            "XyzFrame", "read_particle", "read_frames"]
@@ -140,7 +141,7 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
     symbols = _symbol_table()
     frame = 0
     line_no = 0
-    with open(p, "r", encoding="utf-8", errors="strict") as fh:
+    with open(p, encoding="utf-8", errors="strict") as fh:
         while True:
             try:
                 head = fh.readline()

@@ -17,9 +17,10 @@ import csv
 import io
 import math
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class InversePrediction:
     spacegroup: int
 
     @classmethod
-    def from_values(cls, values: Sequence[float], spacegroup: int) -> "InversePrediction":
+    def from_values(cls, values: Sequence[float], spacegroup: int) -> InversePrediction:
         """From (6,) a, b, c, alpha, beta, gamma and a space-group number."""
         return cls(LatticeParameters.from_array(values), int(spacegroup))
 

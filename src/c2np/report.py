@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from c2np.fileio import atomic_path, write_texts
 from c2np.metrics import PRIMARY, Metric
 from c2np.models import display_name
 from c2np.particle import Particle
-from c2np.fileio import atomic_path, write_texts
 from c2np.splits import Protocol
 
 __all__ = ["LeaderboardRow", "normalise", "row_from_results", "write_leaderboard", "plot_metric_vs_radius",

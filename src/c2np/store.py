@@ -24,20 +24,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
-from c2np.version import __version__
 from c2np.carving import carve
-from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
 from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import atomic_path
+from c2np.particle import Particle
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
+from c2np.version import __version__
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
            "write_store", "fingerprint", "carve_base_particles", "verify_store", "VerifyReport",
@@ -328,7 +329,7 @@ class DatasetStore:
     _id_rows: dict[str, int] | None = field(default=None, repr=False)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> "DatasetStore":
+    def open(cls, path: str | os.PathLike[str]) -> DatasetStore:
         """Load and validate a store; corrupt or truncated files raise :class:`C2NPStoreError`."""
         import h5py
 
@@ -349,7 +350,7 @@ class DatasetStore:
             raise C2NPStoreError(f"{p}: corrupt store ({type(exc).__name__}: {exc})") from exc
 
     @classmethod
-    def _load(cls, p: Path, f: Any) -> "DatasetStore":
+    def _load(cls, p: Path, f: Any) -> DatasetStore:
         import h5py
 
         if f.attrs.get("format") != FORMAT:
@@ -401,7 +402,8 @@ class DatasetStore:
             bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
             raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
                                  f"{cols['quaternion'][bad].tolist()}")
-        centre = tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0)))
+        centre = cast(tuple[float, float, float],
+                      tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0))))
         table = RecipeTable(
             protocol=str(f.attrs["protocol"]), materials=materials,
             material_index=cols["material_index"].astype(np.int32),
@@ -432,7 +434,8 @@ class DatasetStore:
                     fingerprint=str(f.attrs["fingerprint"]), cells=cells, recipes=table, base=base,
                     attrs={k2: (v.tolist() if isinstance(v, np.ndarray) else v) for k2, v in f.attrs.items()})
         store._base_index = base.index()
-        missing = {(int(m), int(rr)) for m, rr in zip(table.material_index, table.radius_angstrom)} - set(store._base_index)
+        wanted = {(int(m), int(rr)) for m, rr in zip(table.material_index, table.radius_angstrom)}
+        missing = wanted - set(store._base_index)
         if missing:
             m0, r0 = sorted(missing)[0]
             raise C2NPStoreError(f"{p}: no base particle for {materials[m0]} R={r0} "

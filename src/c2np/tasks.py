@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from c2np.carving import carve
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.evaluation.harness import EvalStore, score_forward, score_inverse
@@ -228,7 +230,7 @@ class _Task:
     name = ""
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
-                 protocol: str | None = None) -> None:
+                 protocol: str | None = None, per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
         if protocol is not None and protocol != store.recipes.protocol:
             raise C2NPInputError(f"{getattr(store, 'path', 'store')}: store has protocol "
                                  f"{store.recipes.protocol!r}, expected {protocol!r}")
@@ -238,7 +240,8 @@ class _Task:
         self.subset = subset
         self.protocol = store.recipes.protocol
         self.fingerprint = store.fingerprint
-        self._rows = select_rows(store.recipes, split, subset)
+        self.per_group = int(per_group)
+        self._rows = select_rows(store.recipes, split, subset, per_group=self.per_group)
         if len(self._rows) == 0:
             raise C2NPInputError(f"split {split!r} has no samples in this store")
 
@@ -260,7 +263,7 @@ class _Task:
     def subset_definition(self) -> dict[str, Any]:
         """How the evaluated rows were chosen (recorded in the results)."""
         if self.subset == "eval":
-            return {"rotations_per_material_radius": EVAL_ROTATIONS_PER_GROUP, "seed": EVAL_SEED,
+            return {"rotations_per_material_radius": self.per_group, "seed": EVAL_SEED,
                     "identity_excluded": True}
         return {"all_rows": True}
 
@@ -323,8 +326,9 @@ class InverseTask(_Task):
     name = "inverse"
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
-                 protocol: str | None = None, symprec_angstrom: float = 1e-3) -> None:
-        super().__init__(store, split, subset, protocol=protocol)
+                 protocol: str | None = None, symprec_angstrom: float = 1e-3,
+                 per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
+        super().__init__(store, split, subset, protocol=protocol, per_group=per_group)
         self.symprec_angstrom = float(symprec_angstrom)
         self._opaque: dict[str, int] | None = None
 
@@ -350,6 +354,33 @@ class InverseTask(_Task):
         one at a time."""
         for row in self._rows:
             yield self._query(int(row))
+
+    def perturbed_queries(self, *, noise_angstrom: float = 0.0, random_centre: bool = False,
+                          seed: int = 0) -> Iterator[InverseQuery]:
+        """The evaluated samples under a perturbation (robustness), same opaque ids and row
+        order as :meth:`queries`; deterministic for a ``seed``.
+
+        ``random_centre``: the particle is re-carved from the material's cell about a
+        centre drawn uniformly in the unit cell (same R and rotation). ``noise_angstrom``:
+        isotropic Gaussian noise of that standard deviation (Å) added to every coordinate.
+        Both draw from ``numpy.random.default_rng([seed, row])``, so a sample's perturbation
+        does not depend on which other rows are evaluated."""
+        if not np.isfinite(noise_angstrom) or noise_angstrom < 0:
+            raise C2NPInputError(f"noise_angstrom must be >= 0 Å, got {noise_angstrom!r}")
+        t = self._store.recipes
+        for row in self._rows:
+            rng = np.random.default_rng([int(seed), int(row)])
+            if random_centre:
+                cell = self._store.cells[t.materials[int(t.material_index[row])]]
+                part = carve(cell, float(t.radius_angstrom[row]), centre_frac=rng.random(3),
+                             quaternion=t.quaternion[row]).particle
+            else:
+                part = self._store.particle(int(row))
+            pos = part.positions_angstrom
+            if noise_angstrom > 0:
+                pos = pos + rng.normal(scale=noise_angstrom, size=pos.shape)
+            yield InverseQuery(opaque_sample_id(self.fingerprint, t.sample_id(int(row))),
+                               Particle(part.numbers, pos))
 
     def training_examples(self, *, rotations_per_group: int | None = None
                           ) -> Iterator[tuple[InverseQuery, InverseTarget]]:

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,8 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
-from c2np.limits import check as check_limit
 from c2np.fileio import write_text
+from c2np.limits import check as check_limit
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
 
@@ -174,7 +174,7 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     out.mkdir(parents=True, exist_ok=True)
     cat_path = out / "catalog.json"
     done: dict[str, CatalogEntry] = {}
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     with build_lock(out):
         done, started = _done_entries(out, potential=potential, fmax=fmax, prototypes=prototypes,
                                       started=started)

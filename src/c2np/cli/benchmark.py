@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from c2np.cli._common import (available_cpus, console, err_console, esc, handle_errors, print_json,
-                              resolve_workers)
+from c2np.cli._common import available_cpus, console, err_console, esc, handle_errors, print_json, resolve_workers
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only (the benchmark is imported where it runs)
+    from c2np.benchmark import BenchmarkSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +24,7 @@ def _split_list(text: str) -> list[str]:
     return [s.strip() for s in text.split(",") if s.strip()]
 
 
-def _print_leaderboard(summary) -> None:  # type: ignore[no-untyped-def]
+def _print_leaderboard(summary: BenchmarkSummary) -> None:
     from rich.table import Table
 
     from c2np.metrics import HEADLINE

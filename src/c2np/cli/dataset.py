@@ -8,9 +8,8 @@ from typing import Optional
 
 import typer
 
-from c2np.fileio import check_output_path
-
 from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:

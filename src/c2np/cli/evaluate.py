@@ -97,7 +97,10 @@ def evaluate_cmd(
                                         "results file to --out; c2np merge-results combines the N parts."),
 ) -> None:
     """Score predictions; print overall and per-radius metrics; write the results JSON."""
+    from c2np.limits import check as check_limit
+
     check_output_path(out)
+    check_limit("bootstrap", bootstrap, what="--bootstrap")  # before the scoring, not after it
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 
     if task not in TASKS:

@@ -7,9 +7,8 @@ from typing import Optional
 
 import typer
 
-from c2np.fileio import check_output_path
-
 from c2np.cli._common import console, esc, handle_errors, print_json
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:

@@ -8,9 +8,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from c2np.fileio import check_output_path
-
 from c2np.cli._common import console, handle_errors, print_json
+from c2np.fileio import check_output_path
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +30,7 @@ def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
         from c2np.store import DatasetStore
 
         return DatasetStore.open(store)
+    assert cells is not None  # exactly one of store / cells was given (checked above)
     from c2np.cells import read_cells
     from c2np.models.data import InMemoryDataset
 

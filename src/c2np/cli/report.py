@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from c2np.cli._common import console, err_console, handle_errors, print_json
+from c2np.cli._common import console, err_console, esc, handle_errors, print_json
 from c2np.errors import C2NPInputError
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only (the builder is imported where it runs)
@@ -50,7 +50,7 @@ def report_cmd(
         from c2np.store import DatasetStore
 
         opened = DatasetStore.open(store)
-    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {m}", highlight=False))
+    log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {esc(m)}", highlight=False))
     dirs = [q for p in inputs for q in ((p, p.parent) if p.is_dir() else (p.parent, p.parent.parent))]
     summary = build_site(models_from_results(docs, search_dirs=dirs), out, store=opened, title=title, log=log)
     if json_out:

@@ -4,7 +4,8 @@ bootstrap intervals, the mean over successes, and counts, overall and per group.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

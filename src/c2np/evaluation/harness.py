@@ -14,25 +14,36 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.evaluation.shards import PartialResults, shard_positions
-from c2np.executor import Context, Executor, LocalExecutor
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
+from c2np.evaluation.shards import PartialResults, shard_positions
+from c2np.executor import Context, Executor, LocalExecutor
 from c2np.fileio import file_sha256
 from c2np.limits import check as check_limit
-from c2np.metrics import (F1_TOLERANCES_ANGSTROM, PRIMARY, InverseTarget, MetricInfo, ReferenceSummary,
-                          Scores, forward_failure, forward_metric_info, forward_metrics, inverse_failure,
-                          inverse_metric_info, inverse_metrics)
+from c2np.metrics import (
+    F1_TOLERANCES_ANGSTROM,
+    PRIMARY,
+    InverseTarget,
+    MetricInfo,
+    ReferenceSummary,
+    Scores,
+    forward_failure,
+    forward_metric_info,
+    forward_metrics,
+    inverse_failure,
+    inverse_metric_info,
+    inverse_metrics,
+)
 from c2np.particle import Particle
-from c2np.predictions import (forward_format, inverse_values, iter_forward_predictions,
-                              read_inverse_predictions)
+from c2np.predictions import forward_format, inverse_values, iter_forward_predictions, read_inverse_predictions
 from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH", "RowInfo", "assemble_forward"]
@@ -319,10 +330,16 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             parsed[k] = (params, sg)
     scores: list[Scores] = []
     used: dict[str, InverseTarget] = {}
+    true_sg = np.zeros(len(rows), dtype=np.int64)
+    confusion: dict[str, dict[str, int]] = {}
     with _progress(len(rows), "evaluate inverse", progress) as bar:
         for k, row in enumerate(rows):
             mat = t.materials[int(t.material_index[row])]
             target = used.setdefault(mat, targets[mat])
+            true_sg[k] = int(target.spacegroup)
+            cell = confusion.setdefault(str(int(target.spacegroup)), {})
+            pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
+            cell[pred_key] = cell.get(pred_key, 0) + 1
             if k not in parsed:
                 scores.append(inverse_failure("missing prediction", target))
             else:
@@ -341,8 +358,15 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                                 "target_symprec_angstrom": symprec_angstrom},
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
-                           "targets": {m: v.to_dict() for m, v in used.items()}},
-                    seconds=time.perf_counter() - t0)
+                           "targets": {m: v.to_dict() for m, v in used.items()},
+                           "spacegroup_confusion": confusion},
+                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+
+
+def _sg_key(spacegroup: float) -> str:
+    """Confusion-matrix column of a predicted space group ("invalid" outside 1..230)."""
+    sg = float(spacegroup)
+    return str(int(sg)) if np.isfinite(sg) and sg == int(sg) and 1 <= sg <= 230 else "invalid"
 
 
 # --- the results document ----------------------------------------------------------------
@@ -360,7 +384,7 @@ class RowInfo:
     n_materials: int
 
     @classmethod
-    def of(cls, store: EvalStore, rows: np.ndarray) -> "RowInfo":
+    def of(cls, store: EvalStore, rows: np.ndarray) -> RowInfo:
         t = store.recipes
         rows = np.asarray(rows, dtype=np.int64)
         return cls([t.sample_id(int(r)) for r in rows],
@@ -369,7 +393,7 @@ class RowInfo:
                    [SPLITS[int(i)] for i in t.split[rows]],
                    str(t.protocol), str(store.fingerprint), len(t.materials))
 
-    def take(self, positions: Sequence[int]) -> "RowInfo":
+    def take(self, positions: Sequence[int]) -> RowInfo:
         pick = [int(k) for k in positions]
         return RowInfo([self.sample_ids[k] for k in pick], [self.materials[k] for k in pick],
                        [self.radii_angstrom[k] for k in pick], [self.splits[k] for k in pick],
@@ -380,11 +404,13 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
              subset_definition: Mapping[str, Any], rows: np.ndarray | None = None,
              scores: list[Scores], info: dict[str, MetricInfo], predictions_meta: dict[str, Any],
              tolerances: dict[str, Any], n_resamples: int, seed: int, extra: dict[str, Any],
-             seconds: float, row_info: RowInfo | None = None) -> Results:
+             seconds: float, row_info: RowInfo | None = None,
+             groups: Mapping[str, tuple[np.ndarray, str]] | None = None) -> Results:
     """The results document of scored rows (``store`` and ``rows``, or their ``row_info``;
     one :class:`Scores` each, in row order): aggregates overall / per radius / per
     material / per split, failures with reasons, per-sample values, provenance
-    (fingerprint, versions, tolerances, predictions hash)."""
+    (fingerprint, versions, tolerances, predictions hash). ``groups``: key -> (labels (n,),
+    bootstrap prefix) for further aggregates, e.g. task 2 per space group."""
     if row_info is None:
         assert store is not None and rows is not None
         row_info = RowInfo.of(store, rows)
@@ -403,6 +429,8 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
         "per_material": aggregate_groups(values, ok, names, mats, "material", **kw),
         "per_split": aggregate_groups(values, ok, names, splits, "split", **kw),
     }
+    for key, (labels, prefix) in (groups or {}).items():
+        metrics[key] = aggregate_groups(values, ok, names, labels, prefix, **kw)
     failed = [{"sample_id": ids[i], "reason": str(s.failure_reason)} for i, s in enumerate(scores) if not s.ok]
     samples: dict[str, Any] = {"sample_id": ids, "ok": ok.tolist()}
     for j, n in enumerate(names):

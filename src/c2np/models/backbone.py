@@ -25,8 +25,9 @@ Tensors are float32; positions in Å unless a name says ``_unit`` (divided by R)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -35,9 +36,9 @@ from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
 from torch import Tensor, nn
 
-from c2np.particle import Particle
 from c2np.errors import C2NPInputError
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
+from c2np.particle import Particle
 
 __all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
            "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
@@ -160,7 +161,7 @@ class ConditionBatch:
         """All fields by name (for leak tests and inspection)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
-    def to(self, device: torch.device | str) -> "ConditionBatch":
+    def to(self, device: torch.device | str) -> ConditionBatch:
         """The same batch with every tensor on ``device``."""
         return ConditionBatch(**{k: v.to(device) for k, v in self.tensors().items()})
 
@@ -247,7 +248,7 @@ class ParticleBatch:
         """Number of samples B."""
         return int(self.counts.shape[0])
 
-    def to(self, device: torch.device | str) -> "ParticleBatch":
+    def to(self, device: torch.device | str) -> ParticleBatch:
         """The same batch with every tensor on ``device``."""
         return ParticleBatch(pos=self.pos.to(device), z=self.z.to(device), types=self.types.to(device),
                              batch=self.batch.to(device), counts=self.counts.to(device))
@@ -269,7 +270,10 @@ def collate_particles(particles: Sequence[Particle], conds: Sequence[Condition] 
             types.append(idx)
         else:
             types.append(np.full(p.n_atoms, -1))
-    cat = (lambda xs, d: torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0), dtype=d))
+
+    def cat(xs: list[np.ndarray], d: torch.dtype) -> Tensor:
+        return torch.as_tensor(np.concatenate(xs) if xs else np.zeros(0), dtype=d)
+
     return ParticleBatch(pos=cat(pos, torch.float32).reshape(-1, 3), z=cat(zs, torch.long),
                          types=cat(types, torch.long), batch=cat(batch, torch.long),
                          counts=torch.as_tensor([p.n_atoms for p in particles], dtype=torch.long))
@@ -333,8 +337,9 @@ class CountHead(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.corr = MLP(8, hidden, 2)
-        nn.init.zeros_(self.corr[-1].weight)
-        nn.init.zeros_(self.corr[-1].bias)
+        last = cast(nn.Linear, self.corr[-1])
+        nn.init.zeros_(last.weight)
+        nn.init.zeros_(last.bias)
 
     def log_count(self, c: ConditionBatch, cond: Tensor | None = None) -> Tensor:
         """(B,) predicted log atom count (``cond`` is accepted for API symmetry and unused)."""
@@ -366,10 +371,13 @@ def frame_features(pos: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
                       (r / R).unsqueeze(-1), ((r - R) / 2.0).clamp(-3, 3).unsqueeze(-1)], -1)
 
 
-def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1) -> tuple[Tensor, Tensor]:
+def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int = 1,
+                         *, with_keys: bool = False) -> tuple[Tensor, ...]:
     """Displacements (N, S, k, 3) Å from each position (Å, particle frame) to the ``k`` nearest
     sites of the conditioning crystal occupied by species slot s, nearest first, and their
-    lengths (N, S, k) (1e3 Å for a slot the cell does not have).
+    lengths (N, S, k) (1e3 Å for a slot the cell does not have); with ``with_keys`` also an
+    int64 key (N, S, k) naming each site (sample, basis atom, lattice translation), equal for
+    two atoms exactly when they point at the same site.
 
     A property of the infinite lattice of the condition (cell, rotation, centre), the
     particle-frame counterpart of CSPNet's fractional-coordinate features: it enumerates no
@@ -384,7 +392,8 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     bslot = (c.basis_z.unsqueeze(-1) == c.slots_z[c.basis_batch]).float().argmax(-1)
     bslot_p, _ = to_padded(bslot.unsqueeze(-1), c.basis_batch, nb)
     diff = bfrac[batch] - frac.unsqueeze(1)  # (N, m, 3)
-    diff = diff - torch.round(diff)
+    rounded = torch.round(diff)
+    diff = diff - rounded
     lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
     shifts = _IMAGE_SHIFTS.to(pos.device, pos.dtype)  # (27, 3)
     cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
@@ -398,7 +407,14 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
     vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
     vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
-    return vec, dmin
+    if not with_keys:
+        return vec, dmin
+    m = bfrac.shape[1]
+    trans = (shifts.unsqueeze(0).unsqueeze(0) - rounded.unsqueeze(2)).long() + 2048  # (N, m, 27, 3)
+    base = batch.view(-1, 1, 1) * m + torch.arange(m, device=pos.device).view(1, -1, 1)  # (N, m, 1)
+    key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]  # (N, m, 27)
+    key = torch.gather(key.flatten(1).unsqueeze(1).expand(-1, S_, -1), 2, idx)
+    return vec, dmin, key
 
 
 _IMAGE_SHIFTS = torch.tensor([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)],
@@ -426,8 +442,9 @@ class EGNNLayer(nn.Module):
         self.norm = nn.LayerNorm(hidden)
         if update_coords:
             self.coord = MLP(hidden, hidden, 1)
-            nn.init.normal_(self.coord[-1].weight, std=1e-3)
-            nn.init.zeros_(self.coord[-1].bias)
+            last = cast(nn.Linear, self.coord[-1])
+            nn.init.normal_(last.weight, std=1e-3)
+            nn.init.zeros_(last.bias)
 
     def forward(self, h: Tensor, x: Tensor, edges: Tensor,
                 edge_attr: Tensor | None = None) -> tuple[Tensor, Tensor]:

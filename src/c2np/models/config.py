@@ -57,6 +57,7 @@ class ModelConfig:
     ve_input: bool = False
     site_features: bool = False
     site_k: int = 1
+    exclusion_iters: int = 0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0
@@ -82,7 +83,7 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error."""
         known = {f.name for f in fields(cls)}
         bad = sorted(set(data) - known)

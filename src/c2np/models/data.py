@@ -13,15 +13,17 @@ touches ``particle(row)``, so a generator cannot see the target positions or ato
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol as TypingProtocol, Sequence
+from typing import Any, cast
+from typing import Protocol as TypingProtocol
 
 import numpy as np
 
 from c2np.carving import carve, rotate_positions
-from c2np.particle import Particle
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
+from c2np.particle import Particle
 from c2np.splits import RecipeTable, build_recipes, get_protocol
 from c2np.tasks import example_rows, inverse_target
 
@@ -112,14 +114,14 @@ def condition_for_row(store: Any, row: int) -> Condition:
         raise C2NPInputError(f"store has no unit cell for material {material!r}")
     return Condition(cell=store.cells[material], radius_angstrom=float(rec.radius_angstrom[row]),
                      quaternion=np.array(rec.quaternion[row], dtype=np.float64),
-                     centre_frac=tuple(float(x) for x in rec.centre_frac))
+                     centre_frac=cast(tuple[float, float, float], tuple(float(x) for x in rec.centre_frac)))
 
 
 def condition_from_query(query: Any) -> Condition:
     """The generator input of a :class:`c2np.tasks.ForwardQuery` (its fields without the id)."""
     return Condition(cell=query.cell, radius_angstrom=float(query.radius_angstrom),
                      quaternion=np.array(query.quaternion, dtype=np.float64),
-                     centre_frac=tuple(float(x) for x in query.centre_frac))
+                     centre_frac=cast(tuple[float, float, float], tuple(float(x) for x in query.centre_frac)))
 
 
 def species_slots(cell: UnitCell) -> np.ndarray:
@@ -234,9 +236,9 @@ def demo_cells() -> list[UnitCell]:
     are plausible but not relaxed; they are toy inputs, not a catalog."""
     frac = np.array([[0, 0, 0], [0.5, 0.5, 0.5], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]], float)
     out = [
-        UnitCell("KMgH3", np.diag([4.02, 4.02, 4.02]), [19, 12, 1, 1, 1], frac),
-        UnitCell("NaMgH3", np.diag([3.86, 3.86, 3.86]), [11, 12, 1, 1, 1], frac),
-        UnitCell("RbCaH3", np.diag([4.45, 4.45, 4.68]), [37, 20, 1, 1, 1], frac),
-        UnitCell("CsSrH3", np.diag([4.70, 4.95, 5.20]), [55, 38, 1, 1, 1], frac),
+        UnitCell("KMgH3", np.diag([4.02, 4.02, 4.02]), np.array([19, 12, 1, 1, 1]), frac),
+        UnitCell("NaMgH3", np.diag([3.86, 3.86, 3.86]), np.array([11, 12, 1, 1, 1]), frac),
+        UnitCell("RbCaH3", np.diag([4.45, 4.45, 4.68]), np.array([37, 20, 1, 1, 1]), frac),
+        UnitCell("CsSrH3", np.diag([4.70, 4.95, 5.20]), np.array([55, 38, 1, 1, 1]), frac),
     ]
     return out

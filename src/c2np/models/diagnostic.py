@@ -19,14 +19,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.models import display_name
 from c2np.fileio import atomic_write
+from c2np.models import display_name
 
 __all__ = ["read_run_log", "read_log_csv", "read_references", "write_diagnostic", "loss_fidelity_table",
            "FIDELITY", "TABLE_COLUMNS", "REFERENCE_LABELS"]
@@ -201,7 +201,10 @@ def write_diagnostic(runs: Sequence[str | Path], out_dir: str | Path, *,
         fig.savefig(fh, format="png", dpi=110)
 
     table = loss_fidelity_table(runs)
-    fmt = (lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))
+
+    def fmt(v: object) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
     n_fid = sorted({int(r["n_fidelity"]) for r in table})  # type: ignore[call-overload]
     md = [f"Fidelity per epoch: the evaluation harness on {'/'.join(map(str, n_fid))} validation samples "
           "per point (failure-penalised mean, 95 % bootstrap interval); best = the checkpoint `predict` "

@@ -37,7 +37,9 @@ Families:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -46,13 +48,29 @@ from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
 from c2np.carving import carve
-from c2np.particle import Particle
-from c2np.models.backbone import (EGNN, MLP, N_FRAME_FEATURES, N_Z, AdaLNBlock, ConditionBatch,
-                                  Conditioner, CountHead, ParticleBatch, collate_conditions, collate_particles,
-                                  frame_features, from_padded, knn_graph, lattice_site_vectors,
-                                  sinusoidal_embedding, site_edge_features, to_padded)
+from c2np.models.backbone import (
+    EGNN,
+    MLP,
+    N_FRAME_FEATURES,
+    N_Z,
+    AdaLNBlock,
+    ConditionBatch,
+    Conditioner,
+    CountHead,
+    ParticleBatch,
+    collate_conditions,
+    collate_particles,
+    frame_features,
+    from_padded,
+    knn_graph,
+    lattice_site_vectors,
+    sinusoidal_embedding,
+    site_edge_features,
+    to_padded,
+)
 from c2np.models.config import ModelConfig
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition
+from c2np.particle import Particle
 
 __all__ = ["GeneratorBase", "CDVAE", "DiffCSP", "FlowMM", "MatterGen", "ADiT", "SiteScorer",
            "GENERATORS", "alpha_bar", "ddpm_posterior_step"]
@@ -137,22 +155,30 @@ def sample_times(n: int, g: torch.Generator) -> Tensor:
     return torch.linspace(1.0, 0.0, int(n) + 1, device=g.device)
 
 
-def vp_denoise(denoiser: "Denoiser", u: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
-               c: ConditionBatch, x0_prev: Tensor | None, *, ve_input: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """One evaluation of an epsilon-predicting denoiser of a VP (DDPM) process on unit-ball
-    positions ``u`` (N, 3) at times ``t`` (B,): (eps_hat, type output, x0_hat in Å).
+def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
+               batch: Tensor, cond: Tensor, c: ConditionBatch,
+               x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """One evaluation of the denoiser for a VP (DDPM) process on unit-ball positions ``u``
+    (N, 3) at times ``t`` (B,): (eps_hat (N, 3), clean type logits (N, S), x0_hat (N, 3) Å).
 
-    The graph is built on ``u R``; with ``ve_input`` the lattice features see the positions
-    at the data's scale, ``u / sqrt(alpha_bar)`` (the VE-equivalent coordinate), where the
-    lattice phases of a noisy atom mean something."""
+    The graph is built on ``u R``; the lattice features see ``u R / sqrt(alpha_bar)`` (the
+    VE-equivalent coordinate x0 + sigma eps, sigma = R sqrt((1 - alpha_bar) / alpha_bar)),
+    where the lattice phases of a noisy atom mean something; eps_hat follows from x0_hat."""
     ab = alpha_bar(t)  # (B,)
     R = c.radius[batch].unsqueeze(-1)
     abn = ab[batch].unsqueeze(-1)
-    eps_hat, type_out = denoiser(u * R, type_feat, t, batch, cond, c,
-                                 pos_phase=u * torch.rsqrt(abn) * R if ve_input else None,
-                                 site_scale=-torch.sqrt(ab / (1 - ab)) / c.radius, x0_prev=x0_prev)
-    x0 = (u - torch.sqrt(1 - abn) * eps_hat) * torch.rsqrt(abn) * R
-    return eps_hat, type_out, x0
+    out = denoiser(u * R, u * torch.rsqrt(abn) * R, c.radius * torch.sqrt((1 - ab) / ab), type_feat,
+                   type_ll, t, batch, cond, c, x0_prev)
+    inv = torch.rsqrt(1 - abn)
+    eps_hat, x0 = mix_target(out, u, R, inv, -torch.sqrt(abn) * inv)  # eps = (u - sqrt(ab) x0) / sqrt(1-ab)
+    return eps_hat, out.logits, x0
+
+
+def revealed_type_ll(types: Tensor, masked: Tensor) -> Tensor:
+    """(N, S) species log-likelihood of an absorbing-state type: 0 for every slot while masked,
+    0 for the revealed slot and -30 for the others once revealed."""
+    onehot = F.one_hot(types.clamp(min=0), S).bool()
+    return torch.where(masked.unsqueeze(-1) | onehot, 0.0, -30.0)
 
 
 def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:
@@ -184,7 +210,7 @@ class GeneratorBase(nn.Module):
     @property
     def device(self) -> torch.device:
         """Device of the weights (every tensor a generator creates goes there)."""
-        return self.count_head.corr[0].weight.device
+        return cast(nn.Linear, self.count_head.corr[0]).weight.device
 
     def _sample_setup(self, conds: Sequence[Condition]) -> tuple[ConditionBatch, Tensor, Tensor, Tensor]:
         """Collated conditions, their embedding, and the sampled atom counts with the atom ->
@@ -203,8 +229,64 @@ class GeneratorBase(nn.Module):
         raise NotImplementedError
 
 
+DATA_STD_UNIT = math.sqrt(0.2)  # per-coordinate standard deviation of a uniform unit ball
+
+
+class SiteAssignment(nn.Module):
+    """Soft assignment of atoms to candidate lattice sites with exclusion.
+
+    Each atom scores its k nearest sites of every species slot, plus a "no site" option:
+    logit = -|d|^2 / (2 sigma^2) (the Gaussian likelihood of the noise at level sigma, Å)
+    + the species log-likelihood of the atom's noisy type (when the family has one) + a learned
+    term from the atom's features and the site's distance and position relative to the sphere.
+    A few Sinkhorn-style rounds then lower the logits of every site whose total mass over the
+    atoms exceeds one, so two atoms cannot share a site. Returns (N, S, k) site probabilities
+    and the (N, 1) "no site" probability (together they sum to 1 per atom).
+    """
+
+    def __init__(self, hidden: int, iters: int) -> None:
+        super().__init__()
+        self.iters = int(iters)
+        self.h_lin = nn.Linear(hidden, hidden)
+        self.c_lin = nn.Linear(3 + S, hidden)
+        self.out = nn.Linear(hidden, 1)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+        self.null = MLP(hidden, hidden, 1)
+
+    def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
+                type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
+        N, S_, K = dist.shape
+        slot = torch.eye(S_, device=h.device).view(1, S_, 1, S_).expand(N, S_, K, S_)
+        feat = torch.cat([torch.exp(-0.5 * (dist / 0.5) ** 2).unsqueeze(-1),
+                          (dist / 2.0).clamp(max=3.0).unsqueeze(-1), site_r.clamp(-3, 3).unsqueeze(-1), slot], -1)
+        logits = self.out(F.silu(self.h_lin(h).view(N, 1, 1, -1) + self.c_lin(feat))).squeeze(-1)
+        logits = logits - 0.5 * (dist / sigma.view(-1, 1, 1)) ** 2
+        if type_ll is not None:
+            logits = logits + type_ll.unsqueeze(-1)
+        logits = logits.masked_fill(dist >= 1e3, -1e9).reshape(N, S_ * K)
+        null = self.null(h)
+        _, col = torch.unique(keys.reshape(-1), return_inverse=True)
+        n_cols = int(col.max()) + 1 if col.numel() else 0
+        for _ in range(self.iters):
+            prob = torch.softmax(torch.cat([null, logits], -1), -1)[:, 1:]
+            mass = torch.zeros(n_cols, device=h.device, dtype=h.dtype).index_add_(0, col, prob.reshape(-1))
+            logits = logits - torch.log(mass[col].clamp(min=1.0)).view(N, -1)
+        prob = torch.softmax(torch.cat([null, logits], -1), -1)
+        return prob[:, 1:].view(N, S_, K), prob[:, :1]
+
+
 class Denoiser(nn.Module):
-    """EGNN denoiser: (positions Å, type features, time, condition) -> (vector (N,3), type logits (N,S))."""
+    """EGNN denoiser of every diffusion / flow family.
+
+    Returns :class:`DenoiserOut`: the network's free prediction of the family's regression
+    target (``free``, (N, 3): DDPM noise, score-matching noise or flow velocity) and, with
+    ``site_features`` and ``exclusion_iters``, the lattice sites chosen by
+    :class:`SiteAssignment` (probability-weighted site positions ``site_mix`` (N, 3) Å and the
+    "no site" probability ``p_none`` (N, 1)). A family mixes the two into its target:
+    target = sum_sites P target(site) + p_none free, with target(x0) its own affine map of the
+    clean position (:func:`mix_target`), so the losses stay the families'.
+    """
 
     def __init__(self, cfg: ModelConfig, type_dim: int) -> None:
         super().__init__()
@@ -214,51 +296,85 @@ class Denoiser(nn.Module):
         self.type_in = nn.Linear(type_dim, H)
         self.sites = cfg.site_features
         self.site_k = max(1, cfg.site_k)
+        self.exclusion = cfg.site_features and cfg.exclusion_iters > 0
         self.self_cond = cfg.self_cond
         SK = S * self.site_k
-        extra = (2 * SK if self.sites else 0) + (3 if self.self_cond else 0)
+        extra = (3 * SK if self.sites else 0) + (3 if self.self_cond else 0) + 1
         edge_dim = (S if self.sites else 0) + (1 if self.self_cond else 0)
-        n_vec = (SK if self.sites else 0) + (1 if self.self_cond else 0)
+        n_vec = (SK if self.sites and not self.exclusion else 0) + (1 if self.self_cond else 0)
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
                          edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
-        self.type_out = MLP(H, H, S)
+        if self.exclusion:
+            self.assign = SiteAssignment(H, cfg.exclusion_iters)
+        self.type_out = MLP(H + (S if self.exclusion else 0), H, S)
 
-    def forward(self, pos: Tensor, type_feat: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
-                c: ConditionBatch, pos_phase: Tensor | None = None,
-                site_scale: Tensor | None = None, x0_prev: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``pos`` (N, 3) Å builds the graph; ``pos_phase`` (N, 3) Å, the positions at the data's
-        scale (VP -> VE: x_t / sqrt(alpha_bar)), gives the lattice features (default ``pos``);
-        ``site_scale`` (B,) converts a displacement in Å to the output's units; ``x0_prev``
-        (N, 3) Å the previous estimate of the clean positions (self-conditioning; None = none)."""
+    def forward(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
+                t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
+                x0_prev: Tensor | None = None) -> DenoiserOut:
+        """``pos`` (N, 3) Å, the noisy positions at a bounded scale, builds the graph; ``xs``
+        (N, 3) Å is the same state at the data's scale (x0 + sigma noise: the VE-equivalent
+        coordinate) where lattice features mean something; ``sigma`` (B,) the noise level in
+        Å at that scale; ``type_ll`` (N, S) the log-likelihood of each species slot given the
+        noisy type (None: no information); ``x0_prev`` (N, 3) Å the previous clean-position
+        estimate (self-conditioning; None = none)."""
         temb = self.t_mlp(sinusoidal_embedding(t, self.H))[batch]
-        xs = pos if pos_phase is None else pos_phase
+        R = c.radius[batch].unsqueeze(-1)
+        sig = sigma[batch].unsqueeze(-1)
         ff = frame_features(pos, batch, c)
-        if pos_phase is not None:
-            ff = torch.cat([frame_features(pos_phase, batch, c)[:, :12], ff[:, 12:]], -1)
-        parts = [self.type_in(type_feat), ff, temb]
+        ff = torch.cat([frame_features(xs, batch, c)[:, :12], ff[:, 12:]], -1)
+        parts = [self.type_in(type_feat), ff, temb, torch.log(sig / R).clamp(-8, 5)]
         edges = knn_graph(pos, batch, self.egnn.knn, self.egnn.cutoff)
         edge_parts: list[Tensor] = []
         vec_parts: list[Tensor] = []
-        scale = ((1.0 / c.radius) if site_scale is None else site_scale)[batch].view(-1, 1, 1)
         if self.sites:
-            vec, dist = lattice_site_vectors(xs, batch, c, self.site_k)  # (N, S, k, 3), (N, S, k)
-            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0)]
+            vec, dist, keys = lattice_site_vectors(xs, batch, c, self.site_k, with_keys=True)
+            # where each candidate site lies with respect to the sphere: (|site| - R) / 2 Å
+            site_r = ((xs.unsqueeze(1).unsqueeze(1) + vec).norm(dim=-1) - c.radius[batch].view(-1, 1, 1)) / 2.0
+            parts += [torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2), (dist.flatten(1) / 2.0).clamp(max=3.0),
+                      site_r.flatten(1).clamp(-3.0, 3.0)]
             edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec[:, :, 0], edges))
-            vec_parts.append(vec.flatten(1, 2) * scale)
+            if not self.exclusion:
+                vec_parts.append(vec.flatten(1, 2) / R.unsqueeze(-1))
         if self.self_cond:
             have = x0_prev is not None
             x0p = x0_prev if x0_prev is not None else xs
-            dsc = x0p - xs
-            flag = torch.full_like(dsc[:, :1], float(have))
-            parts.append(torch.cat([flag, (dsc.norm(dim=-1, keepdim=True) / 2.0).clamp(max=3.0),
-                                    x0p.norm(dim=-1, keepdim=True) / c.radius[batch].unsqueeze(-1)], -1))
+            flag = torch.full_like(x0p[:, :1], float(have))
+            parts.append(torch.cat([flag, ((x0p - xs).norm(dim=-1, keepdim=True) / 2.0).clamp(max=3.0),
+                                    x0p.norm(dim=-1, keepdim=True) / R], -1))
             edge_parts.append(site_edge_features(x0p.unsqueeze(1), edges) * float(have))
-            vec_parts.append(dsc.unsqueeze(1) * scale)
+            vec_parts.append(((x0p - xs) / R).unsqueeze(1))
         edge_attr = torch.cat(edge_parts, -1) if edge_parts else None
         vectors = torch.cat(vec_parts, 1) if vec_parts else None
-        h, v = self.egnn(torch.cat(parts, -1), pos, batch, cond[batch], c.lattice_rot, c.radius,
-                         edges=edges, edge_attr=edge_attr, vectors=vectors)
-        return v, self.type_out(h)
+        h, free = self.egnn(torch.cat(parts, -1), pos, batch, cond[batch], c.lattice_rot, c.radius,
+                            edges=edges, edge_attr=edge_attr, vectors=vectors)
+        if not self.exclusion:
+            return DenoiserOut(free=free, site_mix=torch.zeros_like(free), p_none=torch.ones_like(free[:, :1]),
+                               logits=self.type_out(h))
+        prob, p_none = self.assign(h, dist, site_r, keys, sig.squeeze(-1), type_ll)
+        site_mix = torch.einsum("nsk,nskd->nd", prob, xs.unsqueeze(1).unsqueeze(1) + vec)
+        species = prob.sum(-1)  # (N, S) species marginal of the assignment
+        logits = self.type_out(torch.cat([h, torch.log(species + 1e-4)], -1))
+        if type_ll is not None:
+            logits = logits + type_ll
+        return DenoiserOut(free=free, site_mix=site_mix, p_none=p_none, logits=logits)
+
+
+@dataclass
+class DenoiserOut:
+    """Output of :class:`Denoiser` (see there): free (N, 3) target-unit prediction, site_mix
+    (N, 3) Å, p_none (N, 1), logits (N, S) clean type logits."""
+
+    free: Tensor
+    site_mix: Tensor
+    p_none: Tensor
+    logits: Tensor
+
+
+def mix_target(out: DenoiserOut, u: Tensor, R: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """A family's target t(x0) = a u + b x0 (x0 in units of R, ``a``/``b`` (N, 1)) mixed over the
+    chosen sites and the free prediction; returns (target_hat, x0_hat in Å)."""
+    target = (1 - out.p_none) * a * u + b * out.site_mix / R + out.p_none * out.free
+    return target, (target - a * u) / b * R
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,6 +384,7 @@ class CDVAE(GeneratorBase):
     sphere (the finite-particle analogue of CDVAE wrapping coordinates into the cell)."""
 
     kl_weight = 1e-3
+    sigmas: Tensor  # buffer registered in __init__ (declared for the type checker)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -291,10 +408,11 @@ class CDVAE(GeneratorBase):
         """(eps_hat (N,3), type logits (N,S), x0_hat (N,3) Å) at noisy unit-ball positions ``u``
         with per-sample noise levels ``sigma`` (B,) (units of R)."""
         R = c.radius[batch].unsqueeze(-1)
-        eps_hat, logits = self.decoder(u * R, self.slot_features(F.one_hot(types, S).float(), batch, c),
-                                       level_t, batch, zc, c, site_scale=-1.0 / (c.radius * sigma),
-                                       x0_prev=x0_prev)
-        return eps_hat, logits, (u - sigma[batch].unsqueeze(-1) * eps_hat) * R
+        out = self.decoder(u * R, u * R, c.radius * sigma, self.slot_features(F.one_hot(types, S).float(), batch, c),
+                           None, level_t, batch, zc, c, x0_prev)
+        inv = 1.0 / sigma[batch].unsqueeze(-1)
+        eps_hat, x0 = mix_target(out, u, R, inv, -inv)  # eps = (u - x0) / sigma
+        return eps_hat, out.logits, x0
 
     def loss(self, conds, particles, g):
         c, p = _collate(conds, particles, self.device)
@@ -382,9 +500,17 @@ class DiffCSP(GeneratorBase):
 
     def _predict(self, u: Tensor, a: Tensor, t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
                  x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,)."""
-        return vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), t, batch, cond, c, x0_prev,
-                          ve_input=self.cfg.ve_input)
+        """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,); the
+        type noise follows from the predicted clean one-hot 2 p - 1."""
+        abn = alpha_bar(t)[batch].unsqueeze(-1)
+        corners = 2 * torch.eye(S, device=a.device) - 1  # clean one-hot codes of the slots
+        type_ll = -((a.unsqueeze(1) - torch.sqrt(abn).unsqueeze(-1) * corners) ** 2).sum(-1) / (2 * (1 - abn))
+        type_ll = type_ll - type_ll.max(-1, keepdim=True).values
+        eps_hat, logits, x0 = vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), type_ll, t, batch,
+                                         cond, c, x0_prev)
+        a0_hat = 2 * F.softmax(_masked_logits(logits, batch, c), -1) - 1
+        eps_a_hat = (a - torch.sqrt(abn) * a0_hat) / torch.sqrt(1 - abn)
+        return eps_hat, eps_a_hat, x0
 
     def loss(self, conds, particles, g):
         c, p = _collate(conds, particles, self.device)
@@ -452,12 +578,20 @@ class FlowMM(_MaskedTypeGenerator):
 
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                  c: ConditionBatch, x1_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(v_hat (N,3) unit-ball velocity, type logits (N,S), x1_hat (N,3) Å) at u, times t (B,)."""
+        """(v_hat (N,3) unit-ball velocity, type logits (N,S), x1_hat (N,3) Å) at u, times t (B,).
+
+        x_t = (1 - t) x0 + t x1 with x0 uniform in the ball, so x_t / t = x1 + ((1 - t) / t) x0
+        is the state at the data's scale (noise std ((1 - t) / t) R / sqrt(5)) the lattice
+        features see; the velocity follows from the predicted x1: (x1 - x_t) / (1 - t)."""
         R = c.radius[batch].unsqueeze(-1)
-        rem = (1 - t).clamp(min=1e-3)  # (B,) time left: the target velocity is (x1 - x_t) / (1 - t)
-        v_hat, logits = self.denoiser(u * R, self._type_feat(types, masked, batch, c), t, batch, cond, c,
-                                      site_scale=1.0 / (c.radius * rem), x0_prev=x1_prev)
-        return v_hat, logits, (u + rem[batch].unsqueeze(-1) * v_hat) * R
+        tc = t.clamp(min=1e-3)
+        rem = (1 - t).clamp(min=1e-3)
+        out = self.denoiser(u * R, u / tc[batch].unsqueeze(-1) * R, c.radius * rem / tc * DATA_STD_UNIT,
+                            self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked),
+                            t, batch, cond, c, x1_prev)
+        inv = 1.0 / rem[batch].unsqueeze(-1)
+        v_hat, x1 = mix_target(out, u, R, -inv, inv)  # v = (x1 - x_t) / (1 - t)
+        return v_hat, out.logits, x1
 
     def loss(self, conds, particles, g):
         c, p = _collate(conds, particles, self.device)
@@ -511,8 +645,8 @@ class MatterGen(_MaskedTypeGenerator):
 
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                  c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        return vp_denoise(self.denoiser, u, self._type_feat(types, masked, batch, c), t, batch, cond, c,
-                          x0_prev, ve_input=self.cfg.ve_input)
+        return vp_denoise(self.denoiser, u, self._type_feat(types, masked, batch, c),
+                          revealed_type_ll(types, masked), t, batch, cond, c, x0_prev)
 
     def _guided(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                 uncond: Tensor, c: ConditionBatch, x0_prev: Tensor | None, w: float
@@ -586,6 +720,10 @@ class ADiT(GeneratorBase):
     epochs x steps_per_epoch train the autoencoder."""
 
     kl_weight = 1e-3
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    steps_done: Tensor
+    lat_mean: Tensor
+    lat_var: Tensor
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
@@ -596,6 +734,11 @@ class ADiT(GeneratorBase):
         self.dec_in = nn.Linear(L, H)
         self.dec = nn.ModuleList([AdaLNBlock(H, nh) for _ in range(cfg.layers)])
         self.dec_out = nn.Linear(H, 3 + S)
+        # lattice-aware decoder head: the decoded position snaps to a soft, exclusive choice
+        # among the nearest sites of the condition's lattice (see SiteAssignment)
+        self.snap = SiteAssignment(H, cfg.exclusion_iters) if cfg.site_features and cfg.exclusion_iters > 0 else None
+        if self.snap is not None:
+            self.snap_in = nn.Linear(H + 3 * S * max(1, cfg.site_k), H)
         # second stage: its own conditioner (the autoencoder's stays frozen with it)
         self.dit_cond = Conditioner(H)
         self.t_mlp = MLP(H, H, H)
@@ -628,11 +771,24 @@ class ADiT(GeneratorBase):
         mu, logvar = out.chunk(2, -1)
         return mu, logvar.clamp(-8, 4)
 
-    def decode(self, z: Tensor, batch: Tensor, counts: Tensor, cond: Tensor) -> tuple[Tensor, Tensor]:
+    def decode(self, z: Tensor, batch: Tensor, counts: Tensor, cond: Tensor,
+               c: ConditionBatch) -> tuple[Tensor, Tensor]:
         """Latents (N, L) -> unit-ball positions (N, 3) and type logits (N, S)."""
         xp, mask = to_padded(self.dec_in(z), batch, counts)
-        out = self.dec_out(from_padded(self._run(self.dec, xp, cond, mask), mask))
-        return out[:, :3], out[:, 3:]
+        h = from_padded(self._run(self.dec, xp, cond, mask), mask)
+        out = self.dec_out(h)
+        u, logits = out[:, :3], out[:, 3:]
+        if self.snap is None:
+            return u, logits
+        R = c.radius[batch].unsqueeze(-1)
+        vec, dist, keys = lattice_site_vectors(u * R, batch, c, max(1, self.cfg.site_k), with_keys=True)
+        site_r = ((u * R).unsqueeze(1).unsqueeze(1) + vec).norm(dim=-1) - c.radius[batch].view(-1, 1, 1)
+        site_r = site_r / 2.0
+        hs = self.snap_in(torch.cat([h, torch.exp(-0.5 * (dist.flatten(1) / 0.5) ** 2),
+                                     (dist.flatten(1) / 2.0).clamp(max=3.0), site_r.flatten(1).clamp(-3, 3)], -1))
+        prob = self.snap(F.silu(hs), dist, site_r, keys)
+        u = u + torch.einsum("nsk,nskd->nd", prob, vec) / R
+        return u, logits + torch.log(prob.sum(-1) + 1e-4)
 
     def velocity(self, z_t: Tensor, z_prev: Tensor, t: Tensor, batch: Tensor, counts: Tensor,
                  cond: Tensor) -> Tensor:
@@ -652,7 +808,7 @@ class ADiT(GeneratorBase):
             count_loss = self.count_head.loss(c, cond, p.counts)
             mu, logvar = self.encode(p, c, cond)
             z = mu + torch.exp(0.5 * logvar) * randn(tuple(mu.shape), g)
-            u_hat, logits = self.decode(z, p.batch, p.counts, cond)
+            u_hat, logits = self.decode(z, p.batch, p.counts, cond, c)
             R = c.radius[p.batch].unsqueeze(-1)
             rec_loss = F.mse_loss(u_hat * R, p.pos)  # Å^2
             type_loss = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types)
@@ -700,7 +856,7 @@ class ADiT(GeneratorBase):
                 z_prev = z + (1 - t) * v
             z = z + v / n
         mu = z * torch.sqrt(self.lat_var) + self.lat_mean
-        u_hat, logits = self.decode(mu, batch, counts, ae_cond)
+        u_hat, logits = self.decode(mu, batch, counts, ae_cond, c)
         return _to_particles(u_hat, _masked_logits(logits, batch, c).argmax(-1), counts, c)
 
 

@@ -27,7 +27,7 @@ is built on the CPU (cKDTree) and moved there.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -35,11 +35,21 @@ import torch.nn.functional as F
 from scipy.spatial import cKDTree
 from torch import Tensor, nn
 
-from c2np.particle import Particle
-from c2np.models.backbone import (EGNN, MLP, N_Z, AdaLNBlock, ParticleBatch, collate_particles,
-                                  gaussian_rbf, knn_graph, scatter_mean, sinusoidal_embedding,
-                                  to_padded)
+from c2np.models.backbone import (
+    EGNN,
+    MLP,
+    N_Z,
+    AdaLNBlock,
+    ParticleBatch,
+    collate_particles,
+    gaussian_rbf,
+    knn_graph,
+    scatter_mean,
+    sinusoidal_embedding,
+    to_padded,
+)
 from c2np.models.config import ModelConfig
+from c2np.particle import Particle
 
 __all__ = ["InversePredictor", "crop_particle", "ENCODER_KIND", "LATTICE_HEAD", "LATTICE_FLOW_STEPS"]
 
@@ -98,6 +108,9 @@ class InversePredictor(nn.Module):
     task = "inverse"
     #: every tensor of this model follows the module's device (checked by training for non-CPU devices)
     device_ready = True
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    lat_mean: Tensor
+    lat_std: Tensor
 
     def __init__(self, family: str, cfg: ModelConfig) -> None:
         super().__init__()

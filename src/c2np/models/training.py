@@ -24,19 +24,19 @@ import csv
 import io
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
+from c2np.fileio import atomic_path, atomic_write
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
-from c2np.fileio import atomic_path, atomic_write
+from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
 from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
-from c2np.models.data import (Condition, condition_for_row, condition_from_query, lattice_target,
-                              training_rows)
 from c2np.particle import Particle
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
@@ -181,10 +181,11 @@ def _score_rows(task: str, store: Any, rows: np.ndarray, split: str, preds: Any,
     loop of ``c2np evaluate``) of ``preds`` on ``rows``, as ``val_{metric}`` with ``_lo``/``_hi``
     (95 % bootstrap interval), ``n_fidelity`` and ``fidelity_failed``."""
     from c2np.evaluation.harness import score_forward, score_inverse
+    from c2np.evaluation.results import Results
     from c2np.tasks import inverse_target
 
     rec = store.recipes
-    common = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
+    common: dict[str, Any] = {"id_index": id_index or {rec.sample_id(int(r)): int(r) for r in rows}, "split": split,
               "subset": "fidelity", "subset_definition": {"rows": "validation rows of a training run"},
               "model": model, "n_resamples": n_resamples}
     if task == "forward":
@@ -193,6 +194,7 @@ def _score_rows(task: str, store: Any, rows: np.ndarray, split: str, preds: Any,
         mats = {rec.materials[int(m)] for m in rec.material_index[rows]}
         res = score_inverse(store, rows, preds, targets={m: inverse_target(store.cells[m]) for m in mats},
                             **common)
+    assert isinstance(res, Results)  # no shard was asked for, so never PartialResults
     out: dict[str, float] = {"n_fidelity": float(len(rows)), "fidelity_failed": float(res.n_failed)}
     for m in FIDELITY_METRICS[task]:
         r = res.overall[m]
@@ -251,9 +253,9 @@ def reference_fidelity(store: Any, task: str, rows: np.ndarray, *,
     itask = InverseTask(store, split, "full")
     ids = {opaque_sample_id(str(store.fingerprint), rec.sample_id(int(r))): int(r) for r in rows}
     iqueries = [InverseQuery(sid, store.particle(r)) for sid, r in ids.items()]
-    for name, fit in INVERSE_BASELINES.items():
-        base = fit(itask)
-        preds = {q.sample_id: p for q in iqueries if (p := _answer(base, q)) is not None}
+    for name, ifit in INVERSE_BASELINES.items():
+        ibase = ifit(itask)
+        preds = {q.sample_id: p for q in iqueries if (p := _answer(ibase, q)) is not None}
         out[name] = _score_rows(task, store, rows, split, preds, model=name, n_resamples=n_resamples,
                                 id_index=ids)
     return out
@@ -575,6 +577,7 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                                     batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
             write_forward_predictions(out, preds)
         else:
+            assert isinstance(task, InverseTask)
             pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
             inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
                                    desc=f"predicting {meta['model']}")

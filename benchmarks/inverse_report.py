@@ -1,0 +1,89 @@
+"""Markdown tables from the results files of benchmarks/inverse_heldout.py (harness output
+only): overall per model and variant, per split of the radius (train / val / ID / OOD
+radii), per radius, per space group and the space-group confusion matrix.
+
+    python benchmarks/inverse_report.py out/inverse > out/inverse/report.md
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from c2np.evaluation.results import Results
+
+ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "encoder-heads", "descriptor-neighbour",
+         "composition-lookup", "majority-class"]
+VARIANTS = ["clean", "noise0.02", "noise0.05", "random-centre"]
+
+
+def cell(v: dict) -> str:
+    lo, hi = v["ci95"]
+    return f"{v['mean']:.3f} [{lo:.2f}, {hi:.2f}]"
+
+
+def main() -> int:
+    folder = Path(sys.argv[1])
+    res = {}
+    for p in sorted(folder.glob("*__*.json")):
+        model, variant = p.stem.split("__")
+        res[(model, variant)] = Results.read(p)
+    models = [m for m in ORDER if any(k[0] == m for k in res)] + sorted({k[0] for k in res} - set(ORDER))
+    n = next(iter(res.values())).n_samples
+    print(f"Rows: {n} held-out samples per variant. Cells: mean [95 % CI].\n")
+    for metric, label in (("joint_accuracy_paper", "joint accuracy (paper tolerance)"),
+                          ("spacegroup_accuracy", "space-group accuracy")):
+        print(f"### {label}\n")
+        print("| model | " + " | ".join(VARIANTS) + " |")
+        print("|---|" + "---:|" * len(VARIANTS))
+        for m in models:
+            row = [cell(res[(m, v)].overall[metric]) if (m, v) in res else "–" for v in VARIANTS]
+            print(f"| {m} | " + " | ".join(row) + " |")
+        print()
+    print("### joint accuracy (paper) by radius split, clean\n")
+    splits = ["train", "val", "id", "ood"]
+    print("| model | " + " | ".join(f"{s} radii" for s in splits) + " |")
+    print("|---|" + "---:|" * len(splits))
+    for m in models:
+        if (m, "clean") in res:
+            ps = res[(m, "clean")].data["metrics"]["per_split"]
+            print(f"| {m} | " + " | ".join(cell(ps[s]["joint_accuracy_paper"]) if s in ps else "–"
+                                         for s in splits) + " |")
+    print()
+    for variant in ("clean", "noise0.02"):
+        print(f"### joint accuracy (paper) per radius, {variant}\n")
+        radii = sorted(int(r) for r in next(iter(res.values())).data["metrics"]["per_radius"])
+        print("| model | " + " | ".join(str(r) for r in radii) + " | min |")
+        print("|---|" + "---:|" * (len(radii) + 1))
+        for m in models:
+            if (m, variant) in res:
+                pr = res[(m, variant)].data["metrics"]["per_radius"]
+                vals = [pr[str(r)]["joint_accuracy_paper"]["mean"] for r in radii]
+                print(f"| {m} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {min(vals):.2f} |")
+        print()
+    print("### per space group (clean): joint accuracy (paper)\n")
+    sgs = sorted(next(iter(res.values())).data["metrics"]["per_spacegroup"], key=int)
+    print("| model | " + " | ".join(sgs) + " |")
+    print("|---|" + "---:|" * len(sgs))
+    for m in models:
+        if (m, "clean") in res:
+            pg = res[(m, "clean")].data["metrics"]["per_spacegroup"]
+            print(f"| {m} | " + " | ".join(cell(pg[s]["joint_accuracy_paper"]) for s in sgs) + " |")
+    print()
+    for m in models:
+        if (m, "clean") not in res:
+            continue
+        conf = res[(m, "clean")].data["spacegroup_confusion"]
+        cols = sorted({c for r in conf.values() for c in r},
+                      key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
+        print(f"Confusion, {m} (clean; rows true, columns predicted):\n")
+        print("| true \\ pred | " + " | ".join(cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for t in sorted(conf, key=int):
+            print(f"| {t} | " + " | ".join(str(conf[t].get(c, 0)) for c in cols) + " |")
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

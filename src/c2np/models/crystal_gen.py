@@ -1,0 +1,451 @@
+"""Task-2 crystal generators: particle -> a generated unit cell -> spglib -> space group and
+lattice parameters.
+
+Conditioned on :func:`c2np.particle_descriptor.describe` of the particle (rotation invariant,
+lengths in units of the particle's scale ``s``), a model generates a **primitive cell**:
+lattice ``L`` (3 x 3, Å), fractional coordinates ``F`` (n x 3) and species. Two generative
+processes share one CSPNet-like denoiser (fully connected within the cell; edge features
+are the lattice Gram matrix and Fourier features of fractional differences, so the network
+is permutation-equivariant and translation-invariant on the torus):
+
+* ``diffcsp``: DiffCSP's joint diffusion — DDPM (cosine schedule) on the normalised
+  lattice ``(L / s - mu) / sd`` and a variance-exploding wrapped-normal score process on
+  ``F`` (sigma from 0.005 to 0.5), ancestral / reverse-SDE sampling.
+* ``flowmm``: FlowMM's flow matching — straight paths from N(0, I) to the lattice and
+  geodesics on the flat torus from uniform ``F``; Euler integration.
+
+The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
+predicted by a classification head over the compositions seen in training, not given.
+The species of each slot are the particle's. The answer is then
+``c2np.cells.standardize`` of the generated cell under a tolerance sweep
+(:data:`SYMPREC_SWEEP_ANGSTROM`, tight to loose): the first tolerance whose space group is
+the same at the next tolerance (a plateau); none -> the one at 0.1 Å.
+
+Training material: ForwardTask training examples (the training cells and their particles;
+under protocol ``strict`` never a held-out material). Prediction sees only the
+:class:`~c2np.tasks.InverseQuery` particle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from c2np.cells import UnitCell, standardize
+from c2np.errors import C2NPInputError
+from c2np.models.backbone import MLP, sinusoidal_embedding
+from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor
+from c2np.predictions import InversePrediction
+
+__all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
+           "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES"]
+
+PROCESSES = ("diffcsp", "flowmm")
+SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+
+
+@dataclass(frozen=True)
+class GenConfig:
+    """Hyper-parameters of a crystal generator (all sizes counts; lr per step)."""
+
+    process: str = "diffcsp"
+    hidden: int = 64
+    layers: int = 3
+    n_freq: int = 6
+    steps: int = 100
+    sigma_min: float = 0.005
+    sigma_max: float = 0.5
+    train_steps: int = 3000
+    batch: int = 32
+    lr: float = 1e-3
+    seed: int = 0
+    n_samples: int = 1
+    sampler: str = "sde"
+
+    def __post_init__(self) -> None:
+        if self.sampler not in ("sde", "ode"):
+            raise C2NPInputError(f"sampler must be 'sde' or 'ode', got {self.sampler!r}")
+        if self.process not in PROCESSES:
+            raise C2NPInputError(f"process must be one of {list(PROCESSES)}, got {self.process!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class CellExample:
+    """One training pair: descriptor of a particle and the spglib standardized primitive cell
+    of its material (lattice (3, 3) Å, frac (n, 3), slot of each atom (n,))."""
+
+    descriptor: ParticleDescriptor
+    lattice_angstrom: np.ndarray
+    frac: np.ndarray
+    slots: np.ndarray
+
+
+def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angstrom: float = 1e-3
+                 ) -> CellExample:
+    """The training pair of a training cell (its standardized primitive cell, spglib)."""
+    import spglib
+
+    # spglib annotates the cell as nested Sequences; it takes (and documents) NumPy arrays
+    std = spglib.standardize_cell(cell.to_spglib(), to_primitive=True, no_idealize=False,  # type: ignore[arg-type]
+                                  symprec=symprec_angstrom)
+    assert std is not None, f"{cell.material_id}: spglib could not standardize the cell"
+    lat, frac, nums = std
+    slot_by_z = {int(z): int(s) for z, s in zip(descriptor.numbers, descriptor.slot_of)}
+    slots = np.array([slot_by_z.get(int(z), N_SLOTS - 1) for z in nums], dtype=np.int64)
+    order = np.argsort(slots, kind="stable")
+    return CellExample(descriptor, np.asarray(lat, dtype=np.float64), np.asarray(frac)[order] % 1.0,
+                       slots[order])
+
+
+def _composition_key(slots: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(np.sum(slots == k)) for k in range(N_SLOTS))
+
+
+def _fourier(d: Tensor, n_freq: int) -> Tensor:
+    k = torch.arange(1, n_freq + 1, dtype=d.dtype, device=d.device) * (2 * math.pi)
+    x = d[..., None] * k
+    return torch.cat([torch.sin(x), torch.cos(x)], dim=-1).flatten(-2)
+
+
+class Denoiser(nn.Module):
+    """CSPNet-like network on padded cells: (lattice (B,3,3), frac (B,N,3), slot (B,N),
+    mask (B,N), time (B,), condition (B,H)) -> (lattice output (B,3,3), frac output (B,N,3))."""
+
+    def __init__(self, cfg: GenConfig, n_desc: int) -> None:
+        super().__init__()
+        h = cfg.hidden
+        self.n_freq = cfg.n_freq
+        self.cond = MLP(n_desc, h, h, 2)
+        self.slot = nn.Embedding(N_SLOTS, h)
+        self.time = nn.Linear(h, h)
+        self.edge = nn.ModuleList([MLP(2 * h + 9 + 6 * cfg.n_freq, h, h, 2) for _ in range(cfg.layers)])
+        self.node = nn.ModuleList([MLP(2 * h, h, h, 2) for _ in range(cfg.layers)])
+        self.norm = nn.ModuleList([nn.LayerNorm(h) for _ in range(cfg.layers)])
+        self.out_f = nn.Linear(h, 3)
+        self.out_l = MLP(2 * h + 9, h, 9, 2)
+
+    def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
+                cond: Tensor) -> tuple[Tensor, Tensor]:
+        B, N = slot.shape
+        c = cond + self.time(t_emb)
+        h = self.slot(slot) + c[:, None, :]
+        gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 1, 1, 9).expand(B, N, N, 9)
+        four = _fourier(f[:, None, :, :] - f[:, :, None, :], self.n_freq)
+        pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
+        deg = pm.sum(dim=2).clamp(min=1.0)
+        for edge, node, norm in zip(self.edge, self.node, self.norm):
+            hi = h[:, :, None, :].expand(B, N, N, h.shape[-1])
+            hj = h[:, None, :, :].expand(B, N, N, h.shape[-1])
+            m = edge(torch.cat([hi, hj, gram, four], dim=-1)) * pm
+            h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
+        pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
+        out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
+        return out_l, self.out_f(h)
+
+
+def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
+    """sigma * d/dx log of the wrapped normal (period 1, std sigma) at displacement d."""
+    k = torch.arange(-n_images, n_images + 1, dtype=d.dtype, device=d.device)
+    x = d[..., None] + k
+    s = sigma[..., None]
+    w = torch.softmax(-(x ** 2) / (2 * s ** 2), dim=-1)
+    return (-(x / s ** 2) * w).sum(-1) * sigma
+
+
+class CrystalGenerator(nn.Module):
+    """A task-2 crystal generator (see the module docstring). Call :meth:`fit` to train,
+    :meth:`predict_descriptors` to answer."""
+
+    # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
+    desc_mean: Tensor
+    desc_std: Tensor
+    lat_mean: Tensor
+    lat_std: Tensor
+    alpha_bar: Tensor
+    sigma: Tensor
+
+    def __init__(self, cfg: GenConfig, n_desc: int, compositions: Sequence[tuple[int, ...]],
+                 desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.compositions = [tuple(int(x) for x in c) for c in compositions]
+        self.net = Denoiser(cfg, n_desc)
+        self.comp_head = MLP(cfg.hidden, cfg.hidden, len(self.compositions), 2)
+        self.register_buffer("desc_mean", torch.as_tensor(desc_mean, dtype=torch.float32))
+        self.register_buffer("desc_std", torch.as_tensor(desc_std, dtype=torch.float32))
+        self.register_buffer("lat_mean", torch.as_tensor(lat_mean, dtype=torch.float32).reshape(3, 3))
+        self.register_buffer("lat_std", torch.tensor(float(lat_std), dtype=torch.float32))
+        steps = torch.arange(cfg.steps + 1, dtype=torch.float64)
+        ab = torch.cos((steps / cfg.steps + 0.008) / 1.008 * math.pi / 2) ** 2
+        ab = (ab / ab[0]).clamp(min=1e-5)
+        self.register_buffer("alpha_bar", ab.float())
+        sig = cfg.sigma_min * (cfg.sigma_max / cfg.sigma_min) ** (steps / cfg.steps)
+        sig[0] = 0.0
+        self.register_buffer("sigma", sig.float())
+
+    # --- features ----------------------------------------------------------------------
+    @staticmethod
+    def features(descs: Sequence[ParticleDescriptor]) -> np.ndarray:
+        """(B, n_desc) float32 raw descriptor vectors (log1p histograms, fractions, log s)."""
+        v = np.stack([d.vector for d in descs])
+        n_hist = v.shape[1] - N_SLOTS - 1
+        v[:, :n_hist] = np.log1p(np.maximum(v[:, :n_hist], 0.0))
+        return v
+
+    def _cond(self, feats: Tensor) -> Tensor:
+        return self.net.cond((feats - self.desc_mean) / self.desc_std)
+
+    def _temb(self, t: Tensor) -> Tensor:
+        scale = 1.0 / self.cfg.steps if self.cfg.process == "diffcsp" else 1.0
+        return sinusoidal_embedding(t.float() * scale, self.cfg.hidden)
+
+    # --- training ----------------------------------------------------------------------
+    def loss(self, feats: Tensor, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor,
+             g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """Loss of one batch (lattice in normalised units, frac in [0, 1))."""
+        B = feats.shape[0]
+        cond = self._cond(feats)
+        comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)
+        eps_l = torch.randn(x_l0.shape, generator=g)
+        if self.cfg.process == "diffcsp":
+            t = torch.randint(1, self.cfg.steps + 1, (B,), generator=g)
+            ab = self.alpha_bar[t][:, None, None]
+            x_lt = ab.sqrt() * x_l0 + (1 - ab).sqrt() * eps_l
+            sig = self.sigma[t][:, None, None].expand_as(f0)
+            noise = torch.randn(f0.shape, generator=g) * sig
+            ft = (f0 + noise) % 1.0
+            target_f = _wrapped_score(noise, sig)
+            target_l = eps_l
+            temb = self._temb(t)
+        else:
+            tt = torch.rand(B, generator=g)
+            x_lt = (1 - tt)[:, None, None] * eps_l + tt[:, None, None] * x_l0
+            fb = torch.rand(f0.shape, generator=g)
+            d = (f0 - fb + 0.5) % 1.0 - 0.5
+            ft = (fb + tt[:, None, None] * d) % 1.0
+            target_f, target_l = d, x_l0 - eps_l
+            temb = self._temb(tt)
+        out_l, out_f = self.net(x_lt, ft, slot, mask, temb, cond)
+        m = mask[..., None].float()
+        lf = (((out_f - target_f) ** 2) * m).sum() / (3 * m.sum())
+        ll = ((out_l - target_l) ** 2).mean()
+        total = ll + lf + comp_loss
+        return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
+
+    # --- sampling ----------------------------------------------------------------------
+    @torch.no_grad()
+    def predict_compositions(self, feats: Tensor) -> list[tuple[int, ...]]:
+        """The most probable cell composition (atoms per slot) of each row."""
+        return [self.compositions[i] for i in self.comp_head(self._cond(feats)).argmax(-1).tolist()]
+
+    @torch.no_grad()
+    def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator
+               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """One generated cell per row of the given compositions: (normalised lattice (3,3),
+        frac (n,3), slots (n,))."""
+        B = feats.shape[0]
+        cond = self._cond(feats)
+        N = max(sum(c) for c in comps)
+        slot = torch.zeros(B, N, dtype=torch.long)
+        mask = torch.zeros(B, N, dtype=torch.bool)
+        for b, c in enumerate(comps):
+            s = np.repeat(np.arange(N_SLOTS), c)
+            slot[b, : len(s)] = torch.as_tensor(s)
+            mask[b, : len(s)] = True
+        x_l = torch.randn(B, 3, 3, generator=g)
+        f = torch.rand(B, N, 3, generator=g)
+        T = self.cfg.steps
+        for i in range(T, 0, -1):
+            if self.cfg.process == "diffcsp":
+                t = torch.full((B,), i, dtype=torch.long)
+                out_l, out_f = self.net(x_l, f, slot, mask, self._temb(t), cond)
+                ab, ab_prev = self.alpha_bar[i], self.alpha_bar[i - 1]
+                a = ab / ab_prev
+                x0 = ((x_l - (1 - ab).sqrt() * out_l) / ab.sqrt()).clamp(-6, 6)
+                mean = (ab_prev.sqrt() * (1 - a) / (1 - ab)) * x0 + (a.sqrt() * (1 - ab_prev) / (1 - ab)) * x_l
+                s2, s2p = self.sigma[i] ** 2, self.sigma[i - 1] ** 2
+                score = out_f / self.sigma[i]
+                if self.cfg.sampler == "ode":       # DDIM (eta 0) + probability-flow ODE
+                    eps = (x_l - ab.sqrt() * x0) / (1 - ab).sqrt()
+                    x_l = ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps
+                    f = (f + 0.5 * (s2 - s2p) * score) % 1.0
+                    continue
+                var = (1 - ab_prev) / (1 - ab) * (1 - a)
+                x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if i > 1 else 0.0)
+                f = f + (s2 - s2p) * score
+                if i > 1:
+                    f = f + (s2 - s2p).sqrt() * torch.randn(f.shape, generator=g)
+                f = f % 1.0
+            else:
+                tt = torch.full((B,), (T - i) / T)
+                out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
+                x_l = x_l + out_l / T
+                f = (f + out_f / T) % 1.0
+        out = []
+        for b in range(B):
+            n = int(mask[b].sum())
+            out.append((x_l[b].numpy().astype(np.float64), f[b, :n].numpy().astype(np.float64),
+                        slot[b, :n].numpy()))
+        return out
+
+    def cell_of(self, x_l: np.ndarray, frac: np.ndarray, slots: np.ndarray,
+                desc: ParticleDescriptor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The generated cell in Å: (lattice (3,3), frac (n,3), atomic numbers (n,))."""
+        lat = (x_l * float(self.lat_std) + self.lat_mean.numpy()) * desc.scale_angstrom
+        numbers = desc.slot_numbers[slots]
+        numbers = np.where(numbers == 0, desc.slot_numbers[0], numbers)
+        return lat, frac, numbers
+
+    def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
+                            batch: int = 256) -> list[InversePrediction | None]:
+        """Predictions for particles given by their descriptors (``n_samples`` generated cells
+        each; majority space group, median lattice parameters of that group)."""
+        self.eval()
+        g = torch.Generator().manual_seed(int(seed))
+        answers: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
+        feats_all = torch.as_tensor(self.features(descs))
+        comps = self.predict_compositions(feats_all)
+        order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
+        for _ in range(self.cfg.n_samples):
+            for a in range(0, len(descs), batch):
+                idx = order[a:a + batch]
+                cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
+                for i, (xl, fr, sl) in zip(idx, cells):
+                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]))
+                    if res is not None:
+                        answers[i].append(res)
+        out: list[InversePrediction | None] = []
+        for ans in answers:
+            if not ans:
+                out.append(None)
+                continue
+            sg = Counter(s for _, s in ans).most_common(1)[0][0]
+            params = np.median([p for p, s in ans if s == sg], axis=0)
+            out.append(InversePrediction.from_values(params, sg))
+        return out
+
+    # --- fit -------------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None
+            ) -> CrystalGenerator:
+        """Train on ``examples`` (one thread is the caller's business)."""
+        if not examples:
+            raise C2NPInputError("crystal generator: no training examples")
+        rng = np.random.default_rng(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        g = torch.Generator().manual_seed(cfg.seed)
+        feats = cls.features([e.descriptor for e in examples])
+        lat_n = np.stack([e.lattice_angstrom / e.descriptor.scale_angstrom for e in examples])
+        lat_mean = lat_n.mean(axis=0)
+        lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
+        comps = sorted({_composition_key(e.slots) for e in examples})
+        model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std)
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.train_steps,
+                                                    pct_start=max(0.05, 2.0 / cfg.train_steps))
+        comp_of = np.array([comps.index(_composition_key(e.slots)) for e in examples])
+        N = max(len(e.slots) for e in examples)
+        F0 = np.zeros((len(examples), N, 3), dtype=np.float32)
+        S0 = np.zeros((len(examples), N), dtype=np.int64)
+        M0 = np.zeros((len(examples), N), dtype=bool)
+        for i, e in enumerate(examples):
+            F0[i, : len(e.slots)] = e.frac
+            S0[i, : len(e.slots)] = e.slots
+            M0[i, : len(e.slots)] = True
+        XL = ((lat_n - lat_mean) / lat_std).astype(np.float32)
+        # Batches of one composition (no padding): the class by its frequency, then examples.
+        members = [np.flatnonzero(comp_of == c) for c in range(len(comps))]
+        freq = np.array([len(m) for m in members], dtype=np.float64) / len(examples)
+        model.train()
+        for step in range(cfg.train_steps):
+            cls_k = int(rng.choice(len(comps), p=freq))
+            idx = rng.choice(members[cls_k], cfg.batch)
+            n = sum(comps[cls_k])
+            loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
+                                     torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
+                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            if log is not None and (step % 50 == 0 or step == cfg.train_steps - 1):
+                log({"step": step, **parts})
+        return model
+
+
+def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
+                            sweep_angstrom: Iterable[float] = SYMPREC_SWEEP_ANGSTROM
+                            ) -> tuple[np.ndarray, int] | None:
+    """Space group and conventional lattice parameters of a generated cell by
+    :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose): the first
+    tolerance whose group equals the next one's; none -> 0.1 Å (or the loosest that works).
+    None when spglib finds nothing at any tolerance or the lattice is degenerate."""
+    lat = np.asarray(lattice_angstrom, dtype=np.float64)
+    if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-3:
+        return None
+    cell = (lat, np.asarray(frac, dtype=np.float64) % 1.0, np.asarray(numbers, dtype=np.int64))
+    found: list[tuple[float, Any]] = []
+    for tol in sweep_angstrom:
+        try:
+            found.append((float(tol), standardize(cell, symprec_angstrom=float(tol))))
+        except C2NPInputError:
+            continue
+    if not found:
+        return None
+    pick = None
+    for (_, s1), (_, s2) in zip(found, found[1:]):
+        if s1.spacegroup == s2.spacegroup:
+            pick = s1
+            break
+    if pick is None:
+        near = [s for t, s in found if t <= 0.1]
+        pick = near[-1] if near else found[-1][1]
+    return pick.parameters.as_array(), int(pick.spacegroup)
+
+
+def save_generator(model: CrystalGenerator, folder: str | Path, log_rows: Sequence[dict[str, Any]]) -> Path:
+    """Write ``model.safetensors``, ``config.json`` and ``train_log.jsonl`` to ``folder``."""
+    from safetensors.torch import save_file
+
+    from c2np.fileio import write_text
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    tmp = out / "model.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(out / "model.safetensors")
+    meta = {"config": asdict(model.cfg), "compositions": model.compositions,
+            "n_desc": int(model.desc_mean.shape[0]), "kind": "c2np.crystal_gen/1"}
+    write_text(out / "config.json", json.dumps(meta, indent=2) + "\n")
+    write_text(out / "train_log.jsonl", "".join(json.dumps(r) + "\n" for r in log_rows))
+    return out
+
+
+def load_generator(folder: str | Path) -> CrystalGenerator:
+    """A generator written by :func:`save_generator`."""
+    from safetensors.torch import load_file
+
+    p = Path(folder)
+    try:
+        meta = json.loads((p / "config.json").read_text())
+        tensors = load_file(str(p / "model.safetensors"))
+    except (OSError, ValueError) as exc:
+        raise C2NPInputError(f"{p}: not a crystal generator folder ({exc})") from exc
+    cfg = GenConfig(**meta["config"])
+    n = int(meta["n_desc"])
+    model = CrystalGenerator(cfg, n, [tuple(c) for c in meta["compositions"]], np.zeros(n), np.ones(n),
+                             np.zeros((3, 3)), 1.0)
+    model.load_state_dict(tensors)
+    model.eval()
+    return model

@@ -1,0 +1,152 @@
+"""Task 2 on held-out materials: perturbed queries, the particle descriptor, the
+descriptor-neighbour floor, composition lookup on held-out materials, per-space-group
+results, and the crystal generators' read-out, fit, save and load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from c2np.baselines import CompositionLookup, DescriptorNeighbour, crystallographic_solver, predict
+from c2np.carving import carve, rotate_positions
+from c2np.errors import C2NPInputError
+from c2np.models.crystal_gen import (
+    CrystalGenerator,
+    GenConfig,
+    cell_example,
+    load_generator,
+    read_cell_to_prediction,
+    save_generator,
+)
+from c2np.particle_descriptor import describe
+from c2np.store import DatasetStore, build_store
+from c2np.tasks import ForwardTask, InverseTask, inverse_target
+from helpers import crystal_zoo, perovskite
+
+# Lattice constants 0.6 Å apart: no training material is within the paper's 0.5 Å of another.
+A_ANGSTROM = (3.4, 4.0, 4.6, 5.2, 5.8)
+SPECIES_A = (19, 11, 37, 55, 3)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> DatasetStore:
+    cells = [perovskite(a=a, ids=f"M{i}", A=z) for i, (a, z) in enumerate(zip(A_ANGSTROM, SPECIES_A))]
+    path = build_store(cells, tmp_path_factory.mktemp("h") / "strict.h5", "strict",
+                       radii_angstrom=[8, 10, 12], progress=False)
+    return DatasetStore.open(path)
+
+
+@pytest.fixture(scope="module")
+def task(store: DatasetStore) -> InverseTask:
+    return InverseTask(store, "heldout", per_group=2)
+
+
+def test_heldout_task_has_only_heldout_materials(store: DatasetStore, task: InverseTask) -> None:
+    held = set(store.recipes.heldout_materials)
+    assert held and len(held) < len(store.cells)
+    res = task.evaluate({}, n_resamples=10)
+    assert set(res.data["metrics"]["per_material"]) == held
+    assert res.data["subset_definition"]["rotations_per_material_radius"] == 2
+
+
+def test_perturbed_queries_are_deterministic_and_keep_ids(task: InverseTask) -> None:
+    clean = list(task.queries())
+    same = list(task.perturbed_queries())
+    assert [q.sample_id for q in same] == [q.sample_id for q in clean]
+    assert all(np.array_equal(a.particle.positions_angstrom, b.particle.positions_angstrom)
+               for a, b in zip(clean, same))
+    n1 = list(task.perturbed_queries(noise_angstrom=0.05, seed=3))
+    n2 = list(task.perturbed_queries(noise_angstrom=0.05, seed=3))
+    n3 = list(task.perturbed_queries(noise_angstrom=0.05, seed=4))
+    d = np.concatenate([b.particle.positions_angstrom - a.particle.positions_angstrom for a, b in zip(clean, n1)])
+    assert 0.045 < d.std() < 0.055
+    assert all(np.array_equal(a.particle.positions_angstrom, b.particle.positions_angstrom) for a, b in zip(n1, n2))
+    assert not np.array_equal(n1[0].particle.positions_angstrom, n3[0].particle.positions_angstrom)
+    rc = list(task.perturbed_queries(random_centre=True, seed=1))
+    assert [q.sample_id for q in rc] == [q.sample_id for q in clean]
+    assert any(a.particle.n_atoms != b.particle.n_atoms for a, b in zip(clean, rc))
+    with pytest.raises(C2NPInputError, match="noise_angstrom"):
+        next(task.perturbed_queries(noise_angstrom=-1.0))
+
+
+def test_descriptor_is_rotation_invariant_and_scaled() -> None:
+    cell = perovskite(a=4.4)
+    p = carve(cell, 10.0).particle
+    q = np.array([0.3, -0.2, 0.5, 0.78])
+    q /= np.linalg.norm(q)
+    d1 = describe(p)
+    d2 = describe(type(p)(p.numbers, rotate_positions(p.positions_angstrom, q)))
+    assert d1.scale_angstrom == pytest.approx(2.2, abs=1e-6)          # B-H bond = a / 2
+    assert list(d1.slot_numbers) == [1, 12, 19]                         # H, then B, then A
+    np.testing.assert_allclose(d1.histograms, d2.histograms, atol=1e-6)
+    d3 = describe(carve(perovskite(a=5.5), 10.0).particle)
+    assert d3.scale_angstrom == pytest.approx(2.75, abs=1e-6)
+
+
+def test_composition_lookup_scores_zero_on_heldout_materials(task: InverseTask) -> None:
+    """No held-out material's composition is among the training examples, so the lookup
+    answers another material's cell; 0.6 Å apart, that is never within tolerance."""
+    train = {tuple(sorted(set(q.particle.numbers.tolist()))) for q, _ in task.training_examples()}
+    held = {tuple(sorted(set(q.particle.numbers.tolist()))) for q in task.queries()}
+    assert not train & held
+    lookup = predict(task, CompositionLookup.fit(task))
+    res = task.evaluate(lookup, model="composition-lookup", n_resamples=50)
+    assert res.overall["joint_accuracy_paper"]["mean"] == 0.0
+    solver = task.evaluate(predict(task, crystallographic_solver), n_resamples=50)
+    assert solver.overall["joint_accuracy_paper"]["mean"] == 1.0
+
+
+def test_descriptor_neighbour_rescales_the_lattice(task: InverseTask) -> None:
+    res = task.evaluate(predict(task, DescriptorNeighbour.fit(task)), n_resamples=50)
+    assert res.n_failed == 0
+    assert res.overall["spacegroup_accuracy"]["mean"] == 1.0
+    assert res.overall["joint_accuracy_paper"]["mean"] == 1.0           # the nn-ratio scaling
+    assert res.overall["length_rmse"]["mean"] < 0.05
+
+
+def test_harness_reports_per_spacegroup_and_confusion(task: InverseTask) -> None:
+    preds = {q.sample_id: (4.0, 4.0, 4.0, 90, 90, 90, 225) for q in task.queries()}
+    first = next(iter(preds))
+    del preds[first]
+    res = task.evaluate(preds, n_resamples=10)
+    assert set(res.data["metrics"]["per_spacegroup"]) == {"221"}
+    conf = res.data["spacegroup_confusion"]
+    assert conf == {"221": {"225": res.n_samples - 1, "missing": 1}}
+
+
+def test_read_out_recovers_targets_of_true_cells() -> None:
+    for name in ("cubic", "orthorhombic", "trigonal"):
+        cell = crystal_zoo()[name]
+        ex = cell_example(describe(carve(cell, 9.0).particle), cell)
+        got = read_cell_to_prediction(ex.lattice_angstrom, ex.frac, ex.descriptor.slot_numbers[ex.slots])
+        target = inverse_target(cell)
+        assert got is not None and got[1] == target.spacegroup, name
+        np.testing.assert_allclose(got[0], target.params, atol=1e-3)
+    assert read_cell_to_prediction(np.zeros((3, 3)), np.zeros((1, 3)), np.array([1])) is None
+
+
+@pytest.mark.parametrize("process", ["diffcsp", "flowmm"])
+def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str) -> None:
+    fwd = ForwardTask(store, "train", "full")
+    ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
+    cfg = GenConfig(process=process, hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4)
+    rows: list[dict] = []
+    model = CrystalGenerator.fit(ex, cfg, log=rows.append)
+    assert rows and np.isfinite(rows[-1]["loss"])
+    assert model.compositions == [(3, 1, 1)]
+    save_generator(model, tmp_path / "g", rows)
+    again = load_generator(tmp_path / "g")
+    descs = [e.descriptor for e in ex[:3]]
+    a, b = model.predict_descriptors(descs, seed=5), again.predict_descriptors(descs, seed=5)
+    assert [x.as_tuple() if x else None for x in a] == [x.as_tuple() if x else None for x in b]
+    with pytest.raises(C2NPInputError):
+        load_generator(tmp_path / "missing")
+
+
+def test_generator_config_is_checked() -> None:
+    with pytest.raises(C2NPInputError, match="process"):
+        GenConfig(process="mattergen")
+    with pytest.raises(C2NPInputError, match="sampler"):
+        GenConfig(sampler="euler")
