@@ -94,3 +94,14 @@ def test_solver_baseline_recovers_lattice(store: DatasetStore) -> None:
         assert p is not None and p.spacegroup == target.spacegroup
         assert abs(p.parameters.a_angstrom - target.parameters.a_angstrom) < 0.05
         assert abs(p.parameters.c_angstrom - target.parameters.c_angstrom) < 0.05
+
+
+def test_memorisation_has_no_answer_for_a_material_without_training_samples() -> None:
+    """Under strict a held-out material has no training particle: no answer (a counted
+    failure in the harness), never an exception that stops a benchmark."""
+    from c2np.tasks import ForwardQuery
+    from helpers import perovskite
+
+    mem = Memorisation({"KMgH3": {}})
+    q = ForwardQuery("x", perovskite(ids="NaMgH3", A=11), 8.0, np.array([0.0, 0.0, 0.0, 1.0]), np.zeros(3))
+    assert mem(q) is None

@@ -67,7 +67,7 @@ def _messages(problems) -> str:
 def test_the_baselines_are_valid_submissions(bench: Path, store) -> None:
     subs = sorted(p.name for p in (bench / "bench" / "submissions").iterdir())
     assert subs == sorted(["analytic-carve", "memorisation", "random-ball", "solver", "composition-lookup",
-                           "descriptor-neighbour", "majority-class"])
+                           "majority-class"])
     for name in subs:
         doc, problems = check_submission(bench / "bench" / "submissions" / name, store)
         assert problems == [], _messages(problems)
@@ -196,7 +196,7 @@ def test_leaderboard_from_submissions_only(bench: Path, tmp_path: Path) -> None:
                             "--bootstrap", "20", "--workers", "1", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert len(out["submissions"]) == 7 and len(out["results"]) == 14
+    assert len(out["submissions"]) == 6 and len(out["results"]) == 12
     assert (site / "index.html").is_file() and (site / "leaderboard.md").is_file()
     yml = (site / "models" / "solver.html").read_text()
     assert "c2np.submission/1" in yml  # the model page shows its model.yml

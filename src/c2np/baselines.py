@@ -36,7 +36,7 @@ __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "Co
            "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES",
            "HELDOUT_BASELINES", "predict"]
 
-ForwardModel = Callable[[ForwardQuery], Particle]
+ForwardModel = Callable[[ForwardQuery], "Particle | None"]  # None: no answer (a counted failure)
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
 
 
@@ -77,7 +77,9 @@ def _unrotate(positions_angstrom: np.ndarray, quaternion: np.ndarray) -> np.ndar
 class Memorisation:
     """Nearest-training-sample memorisation: the training particle of the same material at
     the nearest train radius (ties: the larger), rotated by the requested rotation, cropped
-    to R when larger and returned as is when smaller."""
+    to R when larger and returned as is when smaller. A material without training samples
+    (a held-out material under protocol ``strict``) has no answer: ``None``, which the
+    harness scores as a failure."""
 
     def __init__(self, table: Mapping[str, Mapping[int, Particle]]) -> None:
         self.table = {m: dict(v) for m, v in table.items()}
@@ -92,10 +94,10 @@ class Memorisation:
                 part.numbers, _unrotate(part.positions_angstrom, q.quaternion))
         return cls(table)
 
-    def __call__(self, query: ForwardQuery) -> Particle:
+    def __call__(self, query: ForwardQuery) -> Particle | None:
         mat = query.cell.material_id
         if mat not in self.table:
-            raise C2NPInputError(f"memorisation: material {mat!r} has no training samples")
+            return None
         radii = np.array(sorted(self.table[mat]))
         gap = np.abs(radii - query.radius_angstrom)
         r_train = int(radii[np.flatnonzero(gap == gap.min()).max()])
