@@ -387,8 +387,13 @@ def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell],
     from c2np.fileio import check_output_path, write_text
     from c2np.limits import check as check_limit
     from c2np.names import check_safe_name
-    from c2np.store_manifest import (Manifest, manifest_json, manifest_path_for, partition_materials,
-                                     shard_file_name, sharded_fingerprint)
+    from c2np.store_manifest import (
+        manifest_json,
+        manifest_path_for,
+        partition_materials,
+        shard_file_name,
+        sharded_fingerprint,
+    )
 
     mp = manifest_path_for(path)
     check_output_path(mp)
@@ -816,7 +821,8 @@ def _join_shards(cls: type[DatasetStore], mp: Path, manifest: Manifest, paths: S
     t = RecipeTable(
         protocol=manifest.protocol, materials=materials,
         material_index=cat(lambda i, q: q.recipes.material_index + m_off[i], np.int32),
-        radius_angstrom=cat(lambda i, q: q.recipes.radius_angstrom), rotation_index=cat(lambda i, q: q.recipes.rotation_index),
+        radius_angstrom=cat(lambda i, q: q.recipes.radius_angstrom),
+        rotation_index=cat(lambda i, q: q.recipes.rotation_index),
         quaternion=cat(lambda i, q: q.recipes.quaternion), split=cat(lambda i, q: q.recipes.split),
         heldout_materials=manifest.heldout_materials, centre_frac=manifest.centre_frac,
         summary=manifest.summary)
