@@ -17,6 +17,12 @@ Layout (format ``c2np-store`` version 1)::
 
 Writes go to a temporary file in the target folder that is renamed at the end, so an
 interrupted build never leaves a half-written store.
+
+A *sharded* store (``build_store(..., shards=K)``) is a JSON manifest plus K such files, each
+holding a contiguous run of whole materials and an extra ``shard`` attribute;
+:meth:`DatasetStore.open` of the manifest (or its folder) checks and joins them into one
+store, the same as the single file of the same build (:mod:`c2np.store_manifest`,
+docs/dataset.md).
 """
 
 from __future__ import annotations
