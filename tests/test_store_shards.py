@@ -195,6 +195,9 @@ def test_edited_manifest_is_refused(built: dict, tmp_path: Path) -> None:
         "schema": (lambda d: d.update(schema="c2np.store-manifest/9"), "not a c2np store manifest"),
         "name": (lambda d: d.update(name="../x"), "not a safe name"),
         "index": (lambda d: d["shards"][2].update(index=True), "wrong type"),
+        "counts": (lambda d: d["shards"][1].update(n_base_atoms=d["shards"][1]["n_base_atoms"] + 1),
+                   "counts differ from its entry"),
+        "summary": (lambda d: d["summary"].update(n_samples=1), "summary differs"),
     }
     for what, (edit, message) in cases.items():
         doc = json.loads(json.dumps(good))
@@ -380,3 +383,42 @@ def test_shards_built_by_parallel_tasks_equal_serial(built: dict, tmp_path: Path
         assert other.fingerprint == serial.fingerprint, ex.kind
         assert [e.fingerprint for e in other.manifest.shards] == [e.fingerprint for e in serial.manifest.shards]
         assert np.array_equal(other.base.positions_angstrom, serial.base.positions_angstrom)
+
+
+def _leaves(doc: object, path: tuple = ()) -> list[tuple]:
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in _leaves(v, (*path, k))] + [path]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in _leaves(v, (*path, i))] + [path]
+    return [path]
+
+
+def test_mutated_manifests_fail_cleanly(built: dict, tmp_path: Path) -> None:
+    """Seeded random edits of the manifest: every open succeeds or raises C2NPInputError."""
+    mp = _copy(built, 3, tmp_path / "s")
+    good = json.loads(mp.read_text())
+    rng = np.random.default_rng(15)
+    values = [None, True, -1, 0, 2**70, 1e308, float("nan"), "", "x" * 300, "../a", [], {}, [1, 2], {"a": 1},
+              "0" * 64, "KMgH3"]
+    leaves = [p for p in _leaves(good) if p]
+    outcomes = {"opened": 0, "refused": 0}
+    for _ in range(150):
+        doc = json.loads(json.dumps(good))
+        for _ in range(int(rng.integers(1, 3))):
+            path = leaves[int(rng.integers(len(leaves)))]
+            node = doc
+            try:
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = values[int(rng.integers(len(values)))]
+            except (KeyError, IndexError, TypeError):
+                continue
+        mp.write_text(json.dumps(doc))
+        try:
+            DatasetStore.open(mp)
+            outcomes["opened"] += 1
+        except C2NPInputError as exc:
+            assert "\n" not in str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 100
+    assert outcomes["opened"] > 0  # edits of fields nothing reads (the definition string, the version)

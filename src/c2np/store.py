@@ -806,9 +806,12 @@ def _join_shards(cls: type[DatasetStore], mp: Path, manifest: Manifest, paths: S
             raise C2NPStoreError(f"{sp}: is not shard {entry.index} of {k} of store {manifest.name!r} "
                                  f"(its shard attribute says {where})")
         if part.fingerprint != entry.fingerprint or part.materials != entry.materials \
-                or len(part) != entry.n_samples:
-            raise C2NPStoreError(f"{sp}: its fingerprint, materials or row count differ from its entry "
+                or len(part) != entry.n_samples or len(part.base.material_index) != entry.n_base_particles \
+                or int(part.base.offsets[-1]) != entry.n_base_atoms or part.recipes.counts() != entry.per_split:
+            raise C2NPStoreError(f"{sp}: its fingerprint, materials or counts differ from its entry "
                                  f"in {mp} (tampered or replaced)")
+        if part.recipes.summary != manifest.summary:
+            raise C2NPStoreError(f"{sp}: its recipe summary differs from the one in {mp}")
         if (part.protocol, part.source, tuple(part.recipes.centre_frac)) != \
                 (manifest.protocol, manifest.source, manifest.centre_frac):
             raise C2NPStoreError(f"{sp}: protocol, source or carving centre differ from {mp}")
