@@ -190,7 +190,8 @@ def test_edited_manifest_is_refused(built: dict, tmp_path: Path) -> None:
     cases = {
         "fingerprint": (lambda d: d.update(fingerprint="0" * 64), "manifest was edited"),
         "shard fp": (lambda d: d["shards"][0].update(fingerprint="1" * 64), "manifest was edited"),
-        "file": (lambda d: d["shards"][0].update(file="../evil.h5"), "names the file '../evil.h5'"),
+        "file": (lambda d: d["shards"][0].update(file="../evil.h5"), "shard file name '../evil.h5' is not a safe"),
+        "other file": (lambda d: d["shards"][0].update(file="ds-shard-9.h5"), "names the file 'ds-shard-9.h5'"),
         "rows": (lambda d: d["shards"][1].update(rows=[0, 5]), "do not continue"),
         "schema": (lambda d: d.update(schema="c2np.store-manifest/9"), "not a c2np store manifest"),
         "name": (lambda d: d.update(name="../x"), "not a safe name"),
@@ -263,6 +264,10 @@ def test_limits_are_honoured(tmp_path: Path, built: dict) -> None:
         DatasetStore.open(built[3])
     with pytest.raises(C2NPInputError, match="1 <= K <= 4"):
         build_store(four_cells(), tmp_path / "c.json", radii_angstrom=RADII, progress=False, shards=5)
+    with pytest.raises(C2NPInputError, match="shard file name .* is not a safe name .*longer than 128"):
+        build_store(four_cells(), tmp_path / ("n" * 120 + ".json"), radii_angstrom=RADII, progress=False, shards=2)
+    with pytest.raises(C2NPInputError, match="store name .* is not a safe name"):
+        build_store(four_cells(), tmp_path / ".hidden.json", radii_angstrom=RADII, progress=False, shards=2)
     with pytest.raises(C2NPInputError, match="give -o NAME.json or a folder"):
         build_store(four_cells(), tmp_path / "d.h5", radii_angstrom=RADII, progress=False, shards=2)
 

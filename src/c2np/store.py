@@ -404,6 +404,7 @@ def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell],
     mp = manifest_path_for(path)
     check_output_path(mp)
     name = check_safe_name(mp.stem, what="store name (the manifest's file name without .json)")
+    check_safe_name(shard_file_name(name, count - 1, count), what="shard file name")
     check_store_names(list(table.materials), source=str(mp))
     check_limit("store_shards", count, what=f"{mp}: --shards")
     weights = estimated_bytes_per_material(cells, table)

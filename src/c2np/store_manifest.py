@@ -278,7 +278,7 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
                 raise ValueError(f"{where} is not an object")
             if _need(s, "index", int, where) != i:
                 raise ValueError(f"{where} has index {s['index']}")
-            file = _need(s, "file", str, where)
+            file = check_safe_name(_need(s, "file", str, where), what="shard file name")
             if file != shard_file_name(name, i, k):
                 raise ValueError(f"{where} names the file {file!r}; shard {i} of {k} of store "
                                  f"{name!r} is {shard_file_name(name, i, k)!r}")
