@@ -369,7 +369,7 @@ def test_read_manifest_round_trip(built: dict) -> None:
 
 def test_shards_built_by_parallel_tasks_equal_serial(built: dict, tmp_path: Path) -> None:
     """K shards as K tasks: local processes and a real 2-worker Dask LocalCluster give the
-    serial build's shards (fingerprints, materials, particles)."""
+    serial build's shards (fingerprints, materials, particles), and score on it as in-process."""
     from c2np.executor import LocalExecutor, make_executor
 
     serial = DatasetStore.open(built[3])
@@ -380,10 +380,16 @@ def test_shards_built_by_parallel_tasks_equal_serial(built: dict, tmp_path: Path
         pass
     else:
         executors.append(make_executor(scheduler="local:2"))
+    task = ForwardTask(serial, "ood")
+    preds = predict(task, analytic_carve)
+    expected = task.evaluate(preds, n_resamples=50).data
     for n, ex in enumerate(executors):
         with ex:
             mp = build_store(four_cells(), tmp_path / f"p{n}" / "ds.json", radii_angstrom=RADII, progress=False,
                              shards=3, executor=ex)
+            # workers reopen the sharded store by its manifest path (Dask) or inherit it (fork)
+            got = ForwardTask.open(mp, "ood").evaluate(preds, n_resamples=50, executor=ex).data
+        assert got["metrics"] == expected["metrics"] and got["samples"] == expected["samples"]
         other = DatasetStore.open(mp)
         assert other.fingerprint == serial.fingerprint, ex.kind
         assert [e.fingerprint for e in other.manifest.shards] == [e.fingerprint for e in serial.manifest.shards]
