@@ -315,12 +315,13 @@ def shard_table(table: RecipeTable, m0: int, m1: int) -> RecipeTable:
     protocol, centre and summary."""
     a, b = _material_rows(table, m0, m1)
     mats = table.materials[m0:m1]
+    mine = set(mats)
     return RecipeTable(
         protocol=table.protocol, materials=mats,
         material_index=(table.material_index[a:b] - m0).astype(np.int32),
         radius_angstrom=table.radius_angstrom[a:b].copy(), rotation_index=table.rotation_index[a:b].copy(),
         quaternion=table.quaternion[a:b].copy(), split=table.split[a:b].copy(),
-        heldout_materials=tuple(m for m in table.heldout_materials if m in set(mats)),
+        heldout_materials=tuple(m for m in table.heldout_materials if m in mine),
         centre_frac=table.centre_frac, summary=table.summary)
 
 
