@@ -433,3 +433,15 @@ def test_mutated_manifests_fail_cleanly(built: dict, tmp_path: Path) -> None:
             outcomes["refused"] += 1
     assert outcomes["refused"] > 100
     assert outcomes["opened"] > 0  # edits of fields nothing reads (the definition string, the version)
+
+
+def test_strict_protocol_held_out_materials_survive_sharding(tmp_path: Path) -> None:
+    one = DatasetStore.open(build_store(four_cells(), tmp_path / "one.h5", "strict", radii_angstrom=RADII,
+                                        progress=False))
+    mp = build_store(four_cells(), tmp_path / "ds.json", "strict", radii_angstrom=RADII, progress=False, shards=2)
+    two = DatasetStore.open(mp)
+    assert one.recipes.heldout_materials and two.recipes.heldout_materials == one.recipes.heldout_materials
+    assert two.recipes.canonical_bytes() == one.recipes.canonical_bytes()
+    held = one.recipes.heldout_materials[0]
+    assert [held in e.materials for e in two.manifest.shards].count(True) == 1
+    assert verify_store(mp).ok
