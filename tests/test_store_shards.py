@@ -200,7 +200,7 @@ def test_edited_manifest_is_refused(built: dict, tmp_path: Path) -> None:
                    "counts differ from its entry"),
         "summary": (lambda d: d["summary"].update(n_samples=1), "summary differs"),
     }
-    for what, (edit, message) in cases.items():
+    for edit, message in cases.values():
         doc = json.loads(json.dumps(good))
         edit(doc)
         mp.write_text(json.dumps(doc))
