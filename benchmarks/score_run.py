@@ -51,6 +51,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=None, help="sampling steps (default: the run's config)")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--allow-other-store", action="store_true",
+                    help="score on a store other than the run's (e.g. a subset of its materials; recorded)")
     args = ap.parse_args()
 
     import torch
@@ -82,14 +84,16 @@ def main() -> int:
             results.setdefault(name, {})[split] = _summary(task.evaluate(baseline_predict(task, answer), model=name))
         pred = out / f"pred_{model_name}_{split}.extxyz"
         t0 = time.perf_counter()
-        summ = predict(args.run, store, split, pred, per_group=args.per_group, steps=args.steps, progress=False)
+        summ = predict(args.run, store, split, pred, per_group=args.per_group, steps=args.steps, progress=False,
+                       allow_other_store=args.allow_other_store)
         dt = time.perf_counter() - t0
         res = task.evaluate(pred, model=model_name)
         n_atoms = sum(len(z) for _, _, z, _ in iter_forward_predictions(pred))
         results.setdefault(model_name, {})[split] = {**_summary(res), "seconds": dt,
                                                      "particles_per_s": summ["n_samples"] / max(dt, 1e-9),
                                                      "atoms_per_s": n_atoms / max(dt, 1e-9),
-                                                     "checkpoint": summ["checkpoint"]}
+                                                     "checkpoint": summ["checkpoint"],
+                                                     "store_check": summ["store_check"]}
         print(f"{split}: {model_name} F1@0.5 {_cell(results[model_name][split], 'f1@0.5')} "
               f"({summ['n_samples']} particles in {dt:.0f} s)", flush=True)
     splits = args.splits.split(",")
