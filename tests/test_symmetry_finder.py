@@ -65,7 +65,8 @@ def test_sweep_keeps_the_groups_found_before_a_limit() -> None:
 
 def test_site_count_is_checked_before_the_call() -> None:
     lat, frac, z = _runaway()
-    with limits.override(solver_sites=10), pytest.raises(C2NPLimitError, match="48 sites exceeds the limit solver_sites"):
+    with limits.override(solver_sites=10), pytest.raises(C2NPLimitError,
+                                                         match="48 sites exceeds the limit solver_sites"):
         find_symmetry(lat, frac, z, symprec_angstrom=0.01)
 
 

@@ -44,6 +44,7 @@ class Limits:
     solver_sites: int = 2_000
     solver_symmetry_bytes: int = 2_000_000_000
     solver_symmetry_seconds: float = 10.0
+    text_bytes: int = 1_000_000_000
 
 
 #: name -> (unit, what it bounds)
@@ -69,6 +70,8 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
                               "with their square)"),
     "solver_symmetry_bytes": ("bytes", "address space of the process running one symmetry-finder call (moyopy)"),
     "solver_symmetry_seconds": ("s", "time of one symmetry-finder call (moyopy)"),
+    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, results and partial results JSON, "
+                            "run-folder JSON and log, model.yml, catalog document)"),
 }
 
 _FIELDS = {f.name: f for f in fields(Limits)}

@@ -31,7 +31,7 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
-from c2np.fileio import write_text
+from c2np.fileio import read_text_bounded, write_text
 from c2np.limits import check as check_limit
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
@@ -41,7 +41,7 @@ LOCK_NAME = ".catalog.json.lock"
 
 
 def _read_catalog_json(path: Path) -> dict[str, Any]:
-    return parse_catalog_document(path.read_text(encoding="utf-8"), source=str(path))
+    return parse_catalog_document(read_text_bounded(path), source=str(path))
 
 
 def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: float,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import write_text
+from c2np.fileio import read_text_bounded, write_text
 from c2np.metrics import Scores
 
 __all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions"]
@@ -101,7 +101,7 @@ class PartialResults:
     def read(cls, path: str | os.PathLike[str]) -> PartialResults:
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(read_text_bounded(p))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise C2NPInputError(f"{p}: not a readable partial results file ({exc})") from None
         if not isinstance(data, dict) or data.get("schema") != PARTIAL_SCHEMA:

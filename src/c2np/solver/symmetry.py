@@ -207,8 +207,8 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     assert result.chosen.spacegroup is not None and ds is not None
     n_restored = 0
     restore_tol = max(float(sp), settings.min_restore_tol_angstrom)
-    if float(np.min(counts_used)) <= 2 and ds.n_operations < lattice_rotation_count(
-            lattice, symprec_angstrom=restore_tol):
+    if (float(np.min(counts_used)) <= 2 and len(prim_z) <= settings.restore_max_sites
+            and ds.n_operations < lattice_rotation_count(lattice, symprec_angstrom=restore_tol)):
         # a small particle may hold no atom of some site, which lowers the symmetry found;
         # such a site is restored from the operations the other sites obey, and kept when
         # the completed cell is more symmetric
