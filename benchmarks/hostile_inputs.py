@@ -482,7 +482,8 @@ def cases() -> list[Case]:
             tiny = get_config("tiny")
             cfg = tiny.__class__(**{**tiny.to_dict(), "steps_per_epoch": 2, "n_val": 2, "epochs": 1})
             train(DatasetStore.open(store), "sitescore", "inverse", cfg, run, progress=False)
-        (run / "checkpoint" / "model.safetensors").write_bytes(b"\0" * 64)
+        for folder in ("checkpoint", "best"):  # predict reads the best checkpoint by default
+            (run / folder / "model.safetensors").write_bytes(b"\0" * 64)
         return ["predict", "--run", str(run), "--store", str(store), "--split", "ood", "-o", str(w / "p.csv")]
 
     return out

@@ -31,6 +31,7 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
+from c2np.executor import Executor, LocalExecutor
 from c2np.fileio import read_text_bounded, write_text
 from c2np.limits import check as check_limit
 
@@ -147,7 +148,7 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                   only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
                   *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
                   optimizer: str = "FIRE", num_threads: int | None = 1,
-                  workers: int = 1) -> list[CatalogEntry]:
+                  workers: int = 1, executor: Executor | None = None) -> list[CatalogEntry]:
     """Relax the catalog (or the ids in ``only``) into ``out_dir``; resumable.
 
     Writes ``{ID}.cif`` (standardized conventional cell) per material and rewrites
@@ -158,7 +159,9 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     different orders): ``catalog.json`` is re-read and merged under a file lock.
     ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
     ``workers > 1`` relaxes that many materials at once in spawned processes (each with
-    ``num_threads`` torch threads), sharing the folder as above.
+    ``num_threads`` torch threads), sharing the folder as above; ``executor``
+    (:mod:`c2np.executor`, e.g. a Dask cluster whose workers see ``out_dir`` on a shared file
+    system) runs them instead, one material per task.
     Returns the entries of this call's materials, done now or before.
     """
     out = Path(out_dir)
@@ -182,8 +185,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
     check_limit("workers", workers, what="catalog build workers")
-    if workers > 1 and len(todo) > 1:
-        return _build_in_processes(out, ids, todo, workers, started, progress=progress,
+    if (executor is not None or workers > 1) and len(todo) > 1:
+        return _build_in_processes(out, ids, todo, workers, started, progress=progress, executor=executor,
                                    potential=potential, fmax=fmax, prototypes=tuple(prototypes),
                                    max_steps=max_steps, optimizer=optimizer, num_threads=num_threads)
     if todo:
@@ -242,7 +245,7 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
+def _build_one(_: Any, job: tuple[str, str, dict[str, Any]]) -> str:
     """Worker of :func:`_build_in_processes`: build one material into the shared folder."""
     out, mid, kwargs = job
     build_catalog(out, only=[mid], progress=False, workers=1, **kwargs)
@@ -250,11 +253,11 @@ def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
 
 
 def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int, started: str,
-                        *, progress: bool, **kwargs: Any) -> list[CatalogEntry]:
-    """:func:`build_catalog` of ``todo`` over ``workers`` spawned processes, one material
-    per task; every worker merges its result into ``out/catalog.json`` under the lock."""
-    import multiprocessing as mp
-
+                        *, progress: bool, executor: Executor | None = None,
+                        **kwargs: Any) -> list[CatalogEntry]:
+    """:func:`build_catalog` of ``todo`` through ``executor`` (default: ``workers`` spawned
+    local processes), one material per task; every worker merges its result into
+    ``out/catalog.json`` under the lock."""
     cat_path = out / "catalog.json"
     with build_lock(out):  # one build start time for every worker
         if not cat_path.exists():
@@ -264,7 +267,8 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"catalog ({workers} workers)", unit="material")
+        n_shown = executor.workers if executor is not None else workers
+        bar = tqdm(total=len(todo), desc=f"catalog ({n_shown} workers)", unit="material")
     jobs = [(str(out), mid, kwargs) for mid in todo]
     # Spawned workers read these at import: without them each worker's BLAS/OpenMP pools
     # start one thread per CPU, and N workers oversubscribe the machine (measured: 2
@@ -272,13 +276,15 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     threads = str(kwargs.get("num_threads") or 1)
     saved = {k: os.environ.get(k) for k in _THREAD_ENV}
     os.environ.update({k: threads for k in _THREAD_ENV})
+    ex = executor if executor is not None else LocalExecutor(min(workers, len(todo)), start_method="spawn")
     try:
-        with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
-            for mid in pool.imap_unordered(_build_one, jobs, chunksize=1):
-                if bar is not None:
-                    bar.set_postfix_str(mid)
-                    bar.update(1)
+        for part in ex.map(_build_one, jobs, chunk=1):
+            if bar is not None:
+                bar.set_postfix_str(part[0])
+                bar.update(1)
     finally:
+        if executor is None:
+            ex.close()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -105,14 +105,24 @@ def build_cmd(
     fmax: float = typer.Option(0.01, "--fmax", help="Force tolerance in eV/Å."),
     workers: int = typer.Option(1, "--workers", help="Materials relaxed at once, one process "
                                 "each (0: one per available CPU)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Relax on Dask instead: local:N or "
+                                            "tcp://HOST:PORT (needs c2np\\[dask]; the workers must see --out, "
+                                            "e.g. on a shared file system). The catalog does not depend on it."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Relax the catalog compositions with a universal potential (resumable)."""
     from c2np.catalog import build_catalog
+    from c2np.executor import make_executor, parse_scheduler
 
+    parse_scheduler(scheduler)
+    n_workers = resolve_workers(workers)
     ids = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
-    entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
-                            workers=resolve_workers(workers))
+    if scheduler is None:
+        entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True, workers=n_workers)
+    else:
+        with make_executor(n_workers, scheduler) as ex:
+            entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
+                                    workers=n_workers, executor=ex)
     ok = [e for e in entries if e.status == "ok"]
     failed = [e for e in entries if e.status != "ok"]
     if json_out:
