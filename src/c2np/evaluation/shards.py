@@ -25,7 +25,7 @@ from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded, write_text
 from c2np.metrics import Scores
 
-__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions"]
+__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions", "check_shard_set", "ids_sha256"]
 
 PARTIAL_SCHEMA = "c2np.partial-results/1"
 
@@ -46,6 +46,34 @@ def shard_positions(n_rows: int, index: int, count: int) -> np.ndarray:
     if count < 1 or not 0 <= index < count:
         raise C2NPInputError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
     return np.arange(index, n_rows, count, dtype=np.int64)
+
+
+def check_shard_set(parts: Sequence[tuple[str, Mapping[str, Any]]], *, keys: Sequence[str],
+                    what: str) -> int:
+    """Check that partial documents ``(path, doc)`` are the shards of one run and all of
+    them: every ``doc[key]`` for ``key`` in ``keys`` equals the first part's (else "a part of
+    another run"), one shard count N, each index 0 .. N−1 exactly once (a repeated or a
+    missing shard is an error). ``doc["shard"]`` is ``{"index": I, "count": N}``. Returns N;
+    ``what`` names the command in the messages (bad input: :class:`C2NPInputError`)."""
+    if not parts:
+        raise C2NPInputError(f"{what}: no parts given")
+    first_path, ref = parts[0]
+    count = int(ref["shard"]["count"])
+    seen: dict[int, str] = {}
+    for path, d in parts:
+        for key in keys:
+            if d.get(key) != ref.get(key):
+                raise C2NPInputError(f"{what}: {path}: {key} differs from {first_path} (a part of another run)")
+        if int(d["shard"]["count"]) != count:
+            raise C2NPInputError(f"{what}: {path}: shard count {d['shard']['count']} != {count}")
+        i = int(d["shard"]["index"])
+        if i in seen:
+            raise C2NPInputError(f"{what}: shard {i}/{count} given twice ({seen[i]}, {path})")
+        seen[i] = path
+    missing = sorted(set(range(count)) - set(seen))
+    if missing:
+        raise C2NPInputError(f"{what}: missing shard(s) {', '.join(f'{i}/{count}' for i in missing)}")
+    return count
 
 
 def ids_sha256(sample_ids: Sequence[str]) -> str:

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
-from c2np.fileio import atomic_path, atomic_write
+from c2np.evaluation.shards import check_shard_set, ids_sha256, shard_positions
+from c2np.fileio import atomic_path, atomic_write, read_text_bounded
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
@@ -528,7 +529,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, subset: str = "eval",
             seed: int = 0, progress: bool = True, steps: int | None = None,
             per_group: int | None = None, checkpoint: str = "best", device: str = "cpu",
-            allow_other_store: bool = False) -> dict[str, Any]:
+            allow_other_store: bool = False, shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Write predictions of a trained run for ``split`` (task 1: extxyz with
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``) and a
     provenance record ``{out}.json`` (the returned summary).
@@ -542,6 +543,13 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     (id + ood), heldout. ``checkpoint`` 'best' (default) or 'last'. A store whose protocol or
     fingerprint differs from the run's is refused unless ``allow_other_store`` (then the
     summary records it). Returns the number of samples, the throughput and the store check.
+
+    ``shard = (i, n)`` (task 2): only the batches b (of the config's batch size, in the run's
+    order) with b % n == i, so each batch is exactly the one run's; the provenance record is
+    then a partial record (:data:`PARTIAL_PREDICTIONS_SCHEMA`) and :func:`merge_predictions`
+    combines the n parts into the one run's file. A task-1 model draws one noise stream over
+    all batches (a batch's noise depends on the batches before it), so a shard could not
+    reproduce its part of one run: ``shard`` is refused for task 1.
     """
     import torch
 
@@ -567,8 +575,13 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     else:
         task = task_cls(store, split, subset)
     out = Path(out)
+    if shard is not None and forward:
+        raise C2NPInputError("--shard: a task-1 model draws one noise stream over all its batches, so a "
+                             "shard cannot reproduce its part of one run; shard task-2 models, or split a "
+                             "task-1 run by --split")
     t0 = time.perf_counter()
     n = 0
+    part_record: dict[str, Any] = {}
     with torch.no_grad():
         if forward:
             items = [(q.sample_id, condition_from_query(q)) for q in task.queries()
@@ -579,6 +592,19 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
         else:
             assert isinstance(task, InverseTask)
             pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+            if shard is not None:
+                size = int(model.cfg.batch_size)
+                positions = _batch_shard_positions(len(pairs), size, shard)
+                part_record = {
+                    "schema": PARTIAL_PREDICTIONS_SCHEMA,
+                    "run": {"run": str(run_dir), "model": meta["model"], "task": meta["task"], "split": split,
+                            "subset": subset, "per_group": per_group, "checkpoint": meta["checkpoint"],
+                            "seed": seed, "steps": steps, "batch": size,
+                            "store_fingerprint": str(store.fingerprint)},
+                    "shard": {"index": int(shard[0]), "count": int(shard[1])}, "n_rows": len(pairs),
+                    "sample_ids_sha256": ids_sha256([sid for sid, _ in pairs]),
+                    "positions": positions}
+                pairs = [pairs[k] for k in positions]
             inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
                                    desc=f"predicting {meta['model']}")
             write_inverse_predictions(out, inv)
@@ -589,6 +615,63 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                "device": str(next(model.parameters()).device),
                "sample_ids": "store ids" if forward else "opaque task-2 ids (c2np.tasks.opaque_sample_id)",
                "n_samples": int(n), "seconds": dt, "samples_per_s": n / max(dt, 1e-9), "store_check": check}
+    summary.update(part_record)
+    with atomic_write(out.with_name(out.name + ".json")) as fh:
+        json.dump(summary, fh, indent=2)
+    return summary
+
+
+#: Schema of the provenance record of ``predict --shard I/N`` (a partial prediction file).
+PARTIAL_PREDICTIONS_SCHEMA = "c2np.partial-predictions/1"
+
+
+def _batch_shard_positions(n_rows: int, batch: int, shard: tuple[int, int]) -> list[int]:
+    """Positions of shard (i, n) when whole batches of ``batch`` rows are dealt round robin."""
+    picked = shard_positions(-(-n_rows // batch), *shard)
+    return [k for b in picked for k in range(int(b) * batch, min((int(b) + 1) * batch, n_rows))]
+
+
+def merge_predictions(parts: list[str | Path], out: str | Path) -> dict[str, Any]:
+    """Combine the task-2 prediction files of all shards of one ``predict`` run (each with its
+    ``PART.json`` record) into ``out`` (and ``out.json``): the rows in the one run's order, the
+    same bytes per row, so the file equals one run's. Parts of another run, a shard given twice
+    or a missing shard are bad input (:func:`c2np.evaluation.shards.check_shard_set`)."""
+    from c2np.predictions import read_inverse_predictions
+
+    docs = []
+    for p in map(Path, parts):
+        rec = read_json(p.with_name(p.name + ".json"), what="partial predictions record",
+                        keys=("schema", "run", "shard", "n_rows", "sample_ids_sha256", "positions"))
+        if rec["schema"] != PARTIAL_PREDICTIONS_SCHEMA:
+            raise C2NPInputError(f"{p}.json: not a partial predictions record ({PARTIAL_PREDICTIONS_SCHEMA!r})")
+        docs.append((str(p), rec))
+    check_shard_set(docs, keys=("schema", "run", "n_rows", "sample_ids_sha256"), what="merge-predictions")
+    n_rows, size = int(docs[0][1]["n_rows"]), int(docs[0][1]["run"]["batch"])
+    lines: list[str | None] = [None] * n_rows
+    header = ""
+    seconds = 0.0
+    for path, rec in docs:
+        idx, cnt = int(rec["shard"]["index"]), int(rec["shard"]["count"])
+        expected = _batch_shard_positions(n_rows, size, (idx, cnt))
+        if list(rec["positions"]) != expected:
+            raise C2NPInputError(f"merge-predictions: {path}: its rows are not those of shard {idx}/{cnt}")
+        rows = read_inverse_predictions(path)  # validates the file
+        text = read_text_bounded(path).splitlines(keepends=True)
+        header, body = text[0], text[1:]
+        if len(body) != len(expected) or len(rows) != len(expected):
+            raise C2NPInputError(f"merge-predictions: {path}: {len(body)} rows, its record says {len(expected)}")
+        for k, line in zip(expected, body):
+            lines[k] = line
+        seconds += float(rec.get("seconds", 0.0))
+    out = Path(out)
+    with atomic_write(out) as fh:
+        fh.write(header + "".join(line for line in lines if line is not None))
+    if ids_sha256(list(read_inverse_predictions(out))) != docs[0][1]["sample_ids_sha256"]:
+        raise C2NPInputError("merge-predictions: the parts' sample ids are not the run's")
+    summary = {k: v for k, v in docs[0][1].items()
+               if k not in ("schema", "shard", "n_rows", "sample_ids_sha256", "positions", "run")}
+    summary.update({"file": str(out), "n_samples": n_rows, "seconds": seconds,
+                    "samples_per_s": n_rows / max(seconds, 1e-9), "merged_from": [p for p, _ in docs]})
     with atomic_write(out.with_name(out.name + ".json")) as fh:
         json.dump(summary, fh, indent=2)
     return summary
