@@ -114,8 +114,8 @@ def predict_cmd(
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
     check_output_path(out)
-    from c2np.evaluation.shards import parse_shard
     from c2np.models.training import predict
+    from c2np.sharding import parse_shard
 
     shard_spec = parse_shard(shard) if shard is not None else None
     ds = _open_dataset(store, cells, protocol, radii)

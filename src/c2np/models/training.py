@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
-from c2np.evaluation.shards import check_shard_set, ids_sha256, shard_positions
 from c2np.fileio import atomic_path, atomic_write, read_text_bounded
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
 from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
 from c2np.particle import Particle
+from c2np.sharding import check_shard_set, ids_sha256, shard_positions
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
