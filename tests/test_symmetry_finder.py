@@ -86,3 +86,18 @@ def test_very_noisy_particle_fails_cleanly() -> None:
     pos = part.positions_angstrom + rng.normal(scale=0.3, size=part.positions_angstrom.shape)
     with pytest.raises(C2NPNoAnswerError, match="too noisy for a space group"):
         solve(part.numbers, pos)
+
+
+def test_site_clustering_stops_at_its_bound() -> None:
+    from c2np.solver.geometry import cluster_sites
+
+    rng = np.random.default_rng(0)
+    frac = rng.random((400, 3))
+    lat = np.eye(3) * 20.0
+    labels, centres = cluster_sites(frac, np.arange(400), lat, 0.5)
+    assert len(centres) > 50 and labels.min() >= 0
+    with pytest.raises(C2NPLimitError, match="solver_sites"):
+        cluster_sites(frac, np.arange(400), lat, 0.5, max_clusters=50)
+    # the bound does not change an answer below it
+    labels2, centres2 = cluster_sites(frac, np.arange(400), lat, 0.5, max_clusters=len(centres))
+    assert np.array_equal(labels, labels2) and np.array_equal(centres, centres2)
