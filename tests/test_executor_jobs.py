@@ -128,3 +128,24 @@ def test_catalog_relaxations_on_dask(dask_executor, tmp_path: Path) -> None:  # 
     ser = bld.build_catalog(tmp_path / "ser", only=ids[:1], prototypes=("Pm-3m",), progress=False)
     assert par[0].lattice_parameters["a"] == pytest.approx(ser[0].lattice_parameters["a"], abs=1e-9)
     assert (tmp_path / "dask" / "KMgH3.cif").read_text() == (tmp_path / "ser" / "KMgH3.cif").read_text()
+
+
+def test_every_baseline_predicts_the_same_on_dask(dask_executor, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """c2np benchmark --scheduler: every baseline's predictions equal the local ones."""
+    from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES
+    from c2np.tasks import ForwardTask
+
+    st = DatasetStore.open(two_perovskite_store(tmp_path / "t.h5", radii_angstrom=(6, 8, 10)))
+    for table, cls in ((FORWARD_BASELINES, ForwardTask), (INVERSE_BASELINES, InverseTask)):
+        task = cls(st, "id")
+        for name, make in table.items():
+            model = make(task)  # type: ignore[arg-type]
+            a, b = predict(task, model), predict(task, model, executor=dask_executor)
+            assert list(a) == list(b) and a, name
+            for sid, p in a.items():
+                q = b[sid]
+                if hasattr(p, "positions_angstrom"):
+                    assert np.array_equal(p.numbers, q.numbers), name
+                    assert np.array_equal(p.positions_angstrom, q.positions_angstrom), name
+                else:
+                    assert p == q, name
