@@ -68,11 +68,24 @@ def test_sparse_path_equals_dense_optimum(n_ref: int, n_pred: int, kind: str, se
     opt = _optimum(pred, ref)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
-        res = min_sq_assignment(pred, ref)
-    assert res.n_pairs == min(n_ref, n_pred)
-    _check(res, opt)
+        res = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
+        far = min_sq_assignment(pred, ref)  # far-off sets may stop at a small certified gap
+    for r in (res, far):
+        assert r.n_pairs == min(n_ref, n_pred)
+        _check(r, opt)
     if kind in ("noisy", "uniform"):
         assert res.exact  # ordinary inputs are certified optimal
+        _check_far(far)
+
+
+def _check_far(res) -> None:
+    """Exact, or stopped far off: the RMSD bound is at least FAR_RMSD_ANGSTROM and the RMSD
+    value within FAR_REL_GAP of it."""
+    if res.exact:
+        return
+    lb, n = res.lower_bound_angstrom2, res.n_pairs
+    assert lb >= n * assignment.FAR_RMSD_ANGSTROM ** 2
+    assert np.sqrt(res.sum_sq_angstrom2 / n) <= (1 + assignment.FAR_REL_GAP) * np.sqrt(lb / n) * (1 + 1e-12)
 
 
 @settings(max_examples=15, deadline=None)

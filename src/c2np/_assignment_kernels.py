@@ -220,6 +220,38 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
 # Uniform grid and (weighted) k-nearest queries
 # ----------------------------------------------------------------------------------------
 @_jit
+def bounds(points: np.ndarray):
+    """``(lo (3,), hi (3,), largest |coordinate|)`` of ``points`` (n >= 1, 3)."""
+    lo = points[0].copy()
+    hi = points[0].copy()
+    amax = 0.0
+    for i in range(points.shape[0]):
+        for d in range(3):
+            v = points[i, d]
+            lo[d] = min(lo[d], v)
+            hi[d] = max(hi[d], v)
+            amax = max(amax, abs(v))
+    return lo, hi, amax
+
+
+@_jit
+def occupied_cells(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray) -> int:
+    """Number of distinct cells of side ``h`` (the grid ``dims`` from ``origin``) holding a point."""
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    seen = np.zeros(nx * ny * nz, dtype=np.bool_)
+    count = 0
+    for i in range(points.shape[0]):
+        ix = min(max(int(np.floor((points[i, 0] - origin[0]) / h)), 0), nx - 1)
+        iy = min(max(int(np.floor((points[i, 1] - origin[1]) / h)), 0), ny - 1)
+        iz = min(max(int(np.floor((points[i, 2] - origin[2]) / h)), 0), nz - 1)
+        c = (ix * ny + iy) * nz + iz
+        if not seen[c]:
+            seen[c] = True
+            count += 1
+    return count
+
+
+@_jit
 def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):
     """Sort ``points`` (n, 3) into cubic cells of side ``h`` (Å) starting at ``origin``.
 
@@ -284,10 +316,16 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
         c0 = min(max(int(np.floor(f0)), 0), nx - 1)
         c1 = min(max(int(np.floor(f1)), 0), ny - 1)
         c2 = min(max(int(np.floor(f2)), 0), nz - 1)
+        p0 = min(max(q0, origin[0]), origin[0] + nx * h)
+        p1 = min(max(q1, origin[1]), origin[1] + ny * h)
+        p2 = min(max(q2, origin[2]), origin[2] + nz * h)
+        off2 = max(np.sqrt((q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2) - slack, 0.0) ** 2
         kth = bound[qi]
         filled = 0
         for r in range(rmax + 1):
-            # distance from q to the outside of the cube of cells within r - 1 of c
+            # distance from q' (q clamped into the grid's box) to the outside of the cube
+            # of cells within r - 1 of c; every point x of the box has
+            # |q - x|² >= |q - q'|² + |q' - x|² (projection onto a convex set)
             if r > 0:
                 lo0 = (c0 - r + 1) * h + origin[0]
                 hi0 = (c0 + r) * h + origin[0]
@@ -295,9 +333,9 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                 hi1 = (c1 + r) * h + origin[1]
                 lo2 = (c2 - r + 1) * h + origin[2]
                 hi2 = (c2 + r) * h + origin[2]
-                inner = min(min(q0 - lo0, hi0 - q0), min(min(q1 - lo1, hi1 - q1),
-                                                          min(q2 - lo2, hi2 - q2))) - slack
-                if inner > 0 and inner * inner >= kth:
+                inner = min(min(p0 - lo0, hi0 - p0), min(min(p1 - lo1, hi1 - p1),
+                                                          min(p2 - lo2, hi2 - p2))) - slack
+                if inner > 0 and off2 + inner * inner >= kth:
                     break
                 if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
                         and c2 - r < 0 and c2 + r >= nz:

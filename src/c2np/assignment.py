@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AssignmentResult", "min_sq_assignment"]
+__all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid"]
 
 DENSE_MAX_ENTRIES = 250_000  # n_s · n_l up to which the dense solver is used
 GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
@@ -44,6 +44,8 @@ EPS_FACTOR = 8  # ε-scaling factor
 GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop refining
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
+FAR_RMSD_ANGSTROM = 1.0  # an element whose certified RMSD bound is at least this (Å) ...
+FAR_REL_GAP = 2e-3  # ... stops once its RMSD value is within this share of the bound
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
 
@@ -88,7 +90,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                       tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
                       max_rounds: int | None = None,
-                      bids_per_point: int | None = None) -> AssignmentResult:
+                      bids_per_point: int | None = None,
+                      far_rmsd_angstrom: float | None = FAR_RMSD_ANGSTROM,
+                      far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
     """Minimum-Σ|a − b|² pairing of every point of the smaller of two ``(n, 3)`` sets (Å).
 
     ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
@@ -97,6 +101,12 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     (defaults :data:`MAX_ROUNDS`, :data:`BIDS_PER_POINT`) bound the work of the sparse
     path; when they run out the result is not exact but ``lower_bound_angstrom2`` still
     bounds the optimum.
+
+    ``far_rmsd_angstrom``: once the certified lower bound of the RMSD over the pairs,
+    ``sqrt(bound / n_pairs)``, is at least this (Å; None: never), the sparse path stops as
+    soon as ``sqrt(value / n_pairs) <= (1 + far_rel_gap) sqrt(bound / n_pairs)``: the value is
+    still that of a valid pairing and the bound certified, but ``exact`` is False (a
+    prediction that far off needs no exact optimum; docs/evaluation.md).
     """
     a = np.asarray(set_a_angstrom, dtype=np.float64)
     b = np.asarray(set_b_angstrom, dtype=np.float64)
@@ -106,9 +116,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         small, large, large_tree = a, b, tree_b
     else:
         small, large, large_tree = b, a, tree_a
-    if large_tree is None:
-        large_tree = _tree(large)
     if nearest is None:
+        if large_tree is None:
+            large_tree = _tree(large)
         d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
     else:
         d1, j1 = nearest
@@ -127,13 +137,18 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64),
                               max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
                               bids_per_point=BIDS_PER_POINT if bids_per_point is None
-                              else bids_per_point)
+                              else bids_per_point,
+                              far_sum=None if far_rmsd_angstrom is None
+                              else len(small) * float(far_rmsd_angstrom) ** 2,
+                              far_rel_gap=float(far_rel_gap))
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
-                       max_rounds: int, bids_per_point: int) -> AssignmentResult:
+                       max_rounds: int, bids_per_point: int, far_sum: float | None = None,
+                       far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
     """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
-    distinct; ``d1`` their distances)."""
+    distinct; ``d1`` their distances). ``far_sum``: the bound (Å²) from which a relative
+    RMSD gap of ``far_rel_gap`` is accepted (None: never)."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
@@ -166,6 +181,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     prices = np.zeros(nl, dtype=np.int64)
     assign = np.full(ns, -1, dtype=np.int64)
     rounds = 0
+    far_stop = False
     # coarse stage (cold): prices settle at eps_mid, and pairs outside the graph that
     # undercut it join before the fine phases, which then mostly run once
     stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
@@ -186,6 +202,10 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
+        if far_sum is not None and best_lb >= far_sum and \
+                best_ub <= best_lb * (1.0 + far_rel_gap) ** 2:
+            far_stop = True
+            break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
             break  # the graph misses most of the optimum (a degenerate prediction)
         if len(undercut):
@@ -195,7 +215,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             ok = jk >= 0
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
-    if best_ub - best_lb > tol:
+    if best_ub - best_lb > tol and not far_stop:
         # every pairing uses n_s distinct points of the larger set, each at least its
         # nearest-neighbour distance from the smaller set
         m, _ = _tree(small).query(large, k=1)  # type: ignore[attr-defined]
@@ -215,6 +235,51 @@ def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.n
     e_hi = max(graph.eps_scaled(eps_hi), e_fin)
     return kern.auction(graph.indptr, graph.indices, graph.cost, graph.n_cols,
                         prices - prices.min(), init, e_hi, e_fin, EPS_FACTOR, budget)
+
+
+def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray, *,
+                       grid: _Grid | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest neighbour among ``points`` (n >= 1, 3) of every query (m, 3), Å.
+
+    Returns ``(distances (m,) Å, indices (m,))``; the distances are those
+    ``scipy.spatial.cKDTree.query`` gives (``sqrt(dx² + dy² + dz²)`` in float64). A grid
+    search (rings of cells, a cell skipped when its box is farther than the best so far);
+    queries far outside the points' box (when there are many) go to a cKDTree instead,
+    where the grid would visit too many cells. ``grid``: a :class:`PointGrid` of ``points``.
+    """
+    q = np.ascontiguousarray(queries_angstrom, dtype=np.float64).reshape(-1, 3)
+    g = grid if grid is not None else _Grid.build(points_angstrom)
+    dist = np.empty(len(q))
+    idx = np.empty(len(q), dtype=np.int64)
+    far = _outside(q, g, margin=g.h)
+    if int(np.count_nonzero(far)) > max(64, len(q) // 16):
+        dist[far], idx[far] = _tree(g.points).query(q[far], k=1)  # type: ignore[attr-defined]
+        near = np.flatnonzero(~far)
+    else:
+        near = np.arange(len(q))
+    if len(near):
+        v, i = _kernels().grid_knn(g.points, g.order, g.cell_start, g.origin, g.h, g.dims,
+                                   np.zeros(len(g.points)), q[near], 1,
+                                   np.full(len(near), np.inf), g.slack)
+        dist[near], idx[near] = np.sqrt(v[:, 0]), i[:, 0]
+    return dist, idx
+
+
+def close_pairs(queries_angstrom: np.ndarray, grid: _Grid, radius_angstrom: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (query i, point j) pair with ``|q_i − p_j| <= radius`` (plus a relative 1e-9):
+    ``(i, j, distance Å)``, distances as :func:`nearest_neighbours` computes them. ``grid``
+    must have a cell side above the radius (``PointGrid.build(..., min_side=1.000001 radius)``)."""
+    q = np.ascontiguousarray(queries_angstrom, dtype=np.float64).reshape(-1, 3)
+    r2 = (float(radius_angstrom) * (1.0 + 1e-9)) ** 2
+    if grid.h * grid.h < r2:
+        raise ValueError("close_pairs: the grid's cells are smaller than the radius")
+    kern = _kernels()
+    indptr, cols = kern.radius_pairs(grid.sorted_points, grid.order, grid.cell_start,
+                                     grid.origin, grid.h, grid.dims, q, r2)
+    w, _ = kern.edge_costs(q, grid.points, indptr, cols, 1.0, 1)
+    rows = np.repeat(np.arange(len(q), dtype=np.int64), np.diff(indptr))
+    return rows, cols, np.sqrt(w)
 
 
 def _pair_sum(small: np.ndarray, large: np.ndarray, cols: np.ndarray) -> float:
@@ -239,32 +304,32 @@ class _Grid:
     off_d2: np.ndarray
 
     @classmethod
-    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3) -> _Grid:
+    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3,
+              min_side: float = 0.0) -> _Grid:
         """Cells of about ``per_cell`` points (from the occupied volume), side at least
-        1/1024 of the extent, at most 8 n + 64 cells; offsets up to ``reach`` cells."""
+        ``min_side`` (Å) and 1/1024 of the extent, at most 8 n + 64 cells; offsets up to
+        ``reach`` cells."""
+        kern = _kernels()
         x = np.ascontiguousarray(points, dtype=np.float64)
-        lo = x.min(axis=0)
-        ext = x.max(axis=0) - lo
+        lo, hi, amax = kern.bounds(x)
+        ext = hi - lo
         vol = float(np.prod(np.maximum(ext, 1e-3)))
         h = max((per_cell * vol / len(x)) ** (1.0 / 3.0), 1e-6)
         # the occupied fraction of the box: refine once from a first grid's occupancy
         dims = np.floor(ext / h).astype(np.int64) + 1
         if int(np.prod(dims)) <= 8 * len(x) + 64:
-            cid = (np.floor((x - lo) / h).astype(np.int64) * [dims[1] * dims[2], dims[2], 1]).sum(axis=1)
-            occupied = int(np.count_nonzero(np.bincount(cid, minlength=int(np.prod(dims)))))
+            occupied = int(kern.occupied_cells(x, lo, h, dims))
             h = max((per_cell * occupied * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
-        h = max(h, float(ext.max()) / 1024.0)
+        h = max(h, float(ext.max()) / 1024.0, min_side)
         dims = np.floor(ext / h).astype(np.int64) + 1
         while int(np.prod(dims)) > 8 * len(x) + 64:
             h *= 1.25
             dims = np.floor(ext / h).astype(np.int64) + 1
-        slack = 1e-9 + 64.0 * float(np.spacing(float(np.abs(x).max()) + float(ext.max())))
-        order, start = _kernels().grid_build(x, lo, h, dims)
-        r = np.arange(-reach, reach + 1)
-        off = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
-        gap = np.maximum(np.abs(off) - 1, 0) * h
-        d2 = np.maximum(np.sqrt((gap ** 2).sum(axis=1)) - slack, 0.0) ** 2
-        o = np.lexsort((np.abs(off).sum(axis=1), d2))
+        slack = 1e-9 + 64.0 * float(np.spacing(float(amax) + float(ext.max())))
+        order, start = kern.grid_build(x, lo, h, dims)
+        off, l1, gap_cells = _offsets(reach)
+        d2 = np.maximum(gap_cells * h - slack, 0.0) ** 2
+        o = np.lexsort((l1, d2))
         return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
                    np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
 
@@ -303,6 +368,20 @@ class _Grid:
     def reach_d2(self) -> float:
         """Smallest squared distance from a point of a cell to a cell beyond the offsets."""
         return max(float(np.abs(self.offsets).max()) * self.h - self.slack, 0.0) ** 2
+
+
+@functools.cache
+def _offsets(reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cell offsets within ``reach`` (n, 3), their L1 norms and the norm of their gaps in
+    cells (``max(|o| - 1, 0)``; times the side: the smallest distance between the cells)."""
+    r = np.arange(-reach, reach + 1)
+    off = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
+    gap = np.sqrt((np.maximum(np.abs(off) - 1, 0) ** 2).sum(axis=1).astype(np.float64))
+    for a in (off, gap):
+        a.setflags(write=False)
+    l1 = np.abs(off).sum(axis=1)
+    l1.setflags(write=False)
+    return off, l1, gap
 
 
 @dataclass(frozen=True)
@@ -367,10 +446,13 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
     return lb, w, u_graph, v[:, 0]
 
 
-def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
-    """(m,) True for points outside the grid's box."""
-    hi = grid.origin + grid.dims * grid.h
-    return np.any((points < grid.origin) | (points >= hi), axis=1)
+def _outside(points: np.ndarray, grid: _Grid, *, margin: float = 0.0) -> np.ndarray:
+    """(m,) True for points outside the grid's box widened by ``margin`` (Å)."""
+    hi = grid.origin + grid.dims * grid.h + margin
+    return np.any((points < grid.origin - margin) | (points >= hi), axis=1)
+
+
+PointGrid = _Grid  # public name: points in a uniform grid of cells (nearest_neighbours, close_pairs)
 
 
 @functools.cache
