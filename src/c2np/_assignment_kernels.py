@@ -433,39 +433,52 @@ def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
     indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's
     cell side ``h`` must be >= sqrt(r2): the 27 cells around a
     query's home cell hold every partner (queries outside the grid are clamped to it,
-    which keeps that true)."""
+    which keeps that true). One branch-free pass into a buffer sized by the candidates of
+    a block of queries, then compacted."""
     m = queries.shape[0]
     nx, ny, nz = dims[0], dims[1], dims[2]
     indptr = np.zeros(m + 1, dtype=np.int64)
-    for sweep in range(2):
-        if sweep == 1:
-            for i in range(m):
-                indptr[i + 1] += indptr[i]
-            indices = np.empty(indptr[m], dtype=np.int64)
-        else:
-            indices = np.empty(0, dtype=np.int64)
-        for i in range(m):
-            q0 = queries[i, 0]
-            q1 = queries[i, 1]
-            q2 = queries[i, 2]
-            a, b, c, _ = _home_cell(q0, q1, q2, origin, h, dims)
-            t_out = indptr[i]
-            n_found = 0
-            for da in range(max(a - 1, 0), min(a + 1, nx - 1) + 1):
-                for db in range(max(b - 1, 0), min(b + 1, ny - 1) + 1):
-                    for dc in range(max(c - 1, 0), min(c + 1, nz - 1) + 1):
-                        cell = (da * ny + db) * nz + dc
-                        for t in range(cell_start[cell], cell_start[cell + 1]):
-                            d0 = sp[t, 0] - q0
-                            d1 = sp[t, 1] - q1
-                            d2 = sp[t, 2] - q2
-                            if d0 * d0 + d1 * d1 + d2 * d2 < r2:
-                                if sweep == 1:
-                                    indices[t_out + n_found] = order[t]
-                                n_found += 1
-            if sweep == 0:
-                indptr[i + 1] = n_found
-    return indptr, indices
+    cap = 1024
+    buf = np.empty(cap, dtype=np.int64)
+    out = np.empty(max(16 * m, 16), dtype=np.int64)
+    n_out = 0
+    for i in range(m):
+        q0 = queries[i, 0]
+        q1 = queries[i, 1]
+        q2 = queries[i, 2]
+        a, b, c, _ = _home_cell(q0, q1, q2, origin, h, dims)
+        a0 = max(a - 1, 0)
+        a1 = min(a + 1, nx - 1)
+        b0 = max(b - 1, 0)
+        b1 = min(b + 1, ny - 1)
+        c0 = max(c - 1, 0)
+        c1 = min(c + 1, nz - 1)
+        n_cand = 0
+        for da in range(a0, a1 + 1):
+            for db in range(b0, b1 + 1):
+                base = (da * ny + db) * nz
+                n_cand += cell_start[base + c1 + 1] - cell_start[base + c0]
+        if n_cand > cap:
+            cap = 2 * n_cand
+            buf = np.empty(cap, dtype=np.int64)
+        n_found = 0
+        for da in range(a0, a1 + 1):
+            for db in range(b0, b1 + 1):
+                base = (da * ny + db) * nz
+                for t in range(cell_start[base + c0], cell_start[base + c1 + 1]):
+                    d0 = sp[t, 0] - q0
+                    d1 = sp[t, 1] - q1
+                    d2 = sp[t, 2] - q2
+                    buf[n_found] = order[t]
+                    n_found += d0 * d0 + d1 * d1 + d2 * d2 < r2
+        if n_out + n_found > out.shape[0]:
+            grown = np.empty(2 * (n_out + n_found), dtype=np.int64)
+            grown[:n_out] = out[:n_out]
+            out = grown
+        out[n_out:n_out + n_found] = buf[:n_found]
+        n_out += n_found
+        indptr[i + 1] = n_out
+    return indptr, out[:n_out].copy()
 
 
 @_jit

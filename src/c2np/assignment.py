@@ -169,9 +169,18 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         rows = left[np.argsort(small[left, 0], kind="stable")]
         fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
     best_ub = _pair_sum(small, large, fallback)
-    graph = graph.with_edges(small, large, np.arange(ns), fallback)
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
+    if len(left) > GIVE_UP_SHARE * ns and len(np.unique(graph.indices)) < GIVE_UP_SHARE * ns:
+        # degenerate (e.g. every point of one set on a spot): the graph reaches few
+        # points of the larger set, so no auction on it can find the optimum; report the
+        # pairing and the certified bounds
+        best_lb = max(best_lb, _column_bound(small, large))
+        return AssignmentResult(best_ub, min(best_lb, best_ub), ns,
+                                best_ub - best_lb <= EXACT_RTOL * (1.0 + best_ub),
+                                tolerance_angstrom2=EXACT_RTOL * (1.0 + best_ub),
+                                method="auction", rounds=0)
+    graph = graph.with_edges(small, large, np.arange(ns), fallback)
     tol = EXACT_RTOL * (1.0 + best_ub)
     budget = int(bids_per_point) * (nl + MIN_BUDGET_POINTS)
     eps_final = 0.25 * EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
@@ -216,13 +225,17 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
     if best_ub - best_lb > tol and not far_stop:
-        # every pairing uses n_s distinct points of the larger set, each at least its
-        # nearest-neighbour distance from the smaller set
-        m, _ = _tree(small).query(large, k=1)  # type: ignore[attr-defined]
-        best_lb = max(best_lb, math.fsum(np.partition(m * m, ns - 1)[:ns]) * (1.0 - 1e-12))
+        best_lb = max(best_lb, _column_bound(small, large))
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
+
+
+def _column_bound(small: np.ndarray, large: np.ndarray) -> float:
+    """Lower bound of any pairing (Å²): it uses n_s distinct points of the larger set, each
+    at least its nearest-neighbour distance from the smaller set."""
+    m, _ = nearest_neighbours(large, small)
+    return math.fsum(np.partition(m * m, len(small) - 1)[:len(small)]) * (1.0 - 1e-12)
 
 
 def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.ndarray,
