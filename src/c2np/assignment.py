@@ -271,10 +271,9 @@ def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray
     else:
         near = np.arange(len(q))
     if len(near):
-        v, i = _kernels().grid_knn(g.points, g.order, g.cell_start, g.origin, g.h, g.dims,
-                                   np.zeros(len(g.points)), q[near], 1,
-                                   np.full(len(near), np.inf), g.slack)
-        dist[near], idx[near] = np.sqrt(v[:, 0]), i[:, 0]
+        v, i = _kernels().grid_nearest(g.sorted_points, g.order, g.cell_start, g.origin, g.h,
+                                       g.dims, q[near], g.slack)
+        dist[near], idx[near] = np.sqrt(v), i
     return dist, idx
 
 
