@@ -164,7 +164,9 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
     left = np.flatnonzero(fallback < 0)
     if len(left):  # rows whose partners were all taken: the free columns, in order of x
-        free = np.setdiff1d(np.arange(nl), fallback[fallback >= 0])
+        taken = np.zeros(nl, dtype=bool)
+        taken[fallback[fallback >= 0]] = True
+        free = np.flatnonzero(~taken)
         free = free[np.argsort(large[free, 0], kind="stable")]
         rows = left[np.argsort(small[left, 0], kind="stable")]
         fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]

@@ -459,6 +459,22 @@ def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_re
     return np.asarray(maximum_bipartite_matching(graph, perm_type="column"), dtype=np.int64)
 
 
+def _matching_size(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int) -> int:
+    """Size of a maximum bipartite matching on the edges (rows[k], cols[k]), ``rows``
+    non-decreasing (no duplicate edges): :func:`matched_atom_count` without building a
+    COO matrix first (the size does not depend on which side is the rows)."""
+    if len(rows) == 0:
+        return 0
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    indptr = np.zeros(n_rows + 1, dtype=np.int32 if n_cols < 2 ** 31 else np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    graph = csr_matrix((np.ones(len(cols), dtype=np.int8), cols.astype(indptr.dtype), indptr),
+                       shape=(n_rows, n_cols))
+    return int(np.count_nonzero(maximum_bipartite_matching(graph, perm_type="column") >= 0))
+
+
 def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
     """Size of a maximum bipartite matching on the given (pred i, ref j) edges."""
     return int(np.count_nonzero(maximum_matching(pairs_i, pairs_j, n_pred, n_ref) >= 0))
@@ -694,10 +710,9 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         sq_lower += res.lower_bound_angstrom2
         n_pairs += res.n_pairs
         certified &= res.exact
-        pi, gj = (si, lj) if pred_small else (lj, si)
         for t in tolerances_angstrom:
-            sel = dv < t
-            matched[t] += matched_atom_count(pi[sel], gj[sel], len(ip), len(ig))
+            sel = dv < t  # the pairs come sorted by the smaller side's atom: CSR directly
+            matched[t] += _matching_size(si[sel], lj[sel], len(small), len(large))
 
     diameter = 2.0 * reference.radius_angstrom
     matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter
