@@ -477,7 +477,8 @@ def bench_against_previous(previous_src: str, repeats: int, radius: float = 30.0
 
 def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 2,
                      old: bool = False, store_path: str | None = None,
-                     results_dir: str | None = None) -> list[dict]:
+                     results_dir: str | None = None,
+                     predictions_dir: str | None = None) -> list[dict]:
     """``ForwardTask.evaluate`` end to end (extxyz file -> results) on the ID and OOD eval
     subsets (paper protocol) for the analytic carve and the random ball, with ``workers``
     processes: wall time and CPU time of this process and its workers. ``old``: also with
@@ -516,11 +517,15 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
         if store_path:
             n_materials = len(store.cells)
         files = {}
+        keep = Path(predictions_dir) if predictions_dir else Path(tmp)
+        keep.mkdir(parents=True, exist_ok=True)
         for model, make in (("analytic carve", analytic_carve), ("random ball", random_ball)):
             for split in ("id", "ood"):
                 task = ForwardTask(store, split, "eval")
-                files[(model, split)] = (task, write_forward_predictions(
-                    Path(tmp) / f"{model.replace(' ', '_')}_{split}.extxyz", predict(task, make)))
+                f = keep / f"{model.replace(' ', '_')}_{split}.extxyz"
+                if not (predictions_dir and f.is_file()):  # kept files are reused as they are
+                    write_forward_predictions(f, predict(task, make))
+                files[(model, split)] = (task, f)
         table = Table(title=f"evaluate_forward end to end, {n_materials} material(s), paper protocol, "
                             f"ID + OOD eval subsets, {workers} worker(s) (build: {t_build:.1f} s)")
         for col in ("predictions", "matched RMSD", "samples", "wall s", "CPU s (all processes)",
@@ -580,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
                          "instead of building one")
     ap.add_argument("--e2e-only", action="store_true", help="only the end-to-end run")
     ap.add_argument("--results-dir", metavar="DIR", help="write the end-to-end results files here")
+    ap.add_argument("--predictions-dir", metavar="DIR",
+                    help="keep the end-to-end prediction files here and reuse them when present")
     args = ap.parse_args(argv)
     import os
 
@@ -592,13 +599,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.e2e_only:
         bench_end_to_end(args.materials, args.catalog, workers=args.workers, old=args.old,
-                         store_path=args.store, results_dir=args.results_dir)
+                         store_path=args.store, results_dir=args.results_dir,
+                         predictions_dir=args.predictions_dir)
         return 0
     bench_particles(args.repeats, args.particles)
     bench_quality(args.repeats)
     if not args.quick:
         bench_end_to_end(args.materials, args.catalog, workers=args.workers, old=args.old,
-                         store_path=args.store, results_dir=args.results_dir)
+                         store_path=args.store, results_dir=args.results_dir,
+                         predictions_dir=args.predictions_dir)
     return 0
 
 

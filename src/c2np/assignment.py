@@ -442,22 +442,17 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
     """Lower bound of the optimum over all pairs from integer column prices (Å², module
     docstring), the shifted prices ``w = p − min p`` (Å²), each row's smallest ``c + w``
     over the graph's edges, and over all pairs where that is smaller (else ``inf``)."""
+    kern = _kernels()
     w = graph.from_scaled(prices - prices.min())
-    u_graph = _kernels().row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
-    v, _, complete = grid.knn(small, 1, weights=w, bound=u_graph, exhaustive=False)
-    redo = np.flatnonzero(~complete)
-    if 0 < len(redo) and len(redo) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * len(w):
-        v[redo], _, complete[redo] = grid.knn(small[redo], 1, weights=w, bound=u_graph[redo])
-    u = np.minimum(u_graph, v[:, 0])
-    # rows searched only within the offsets' reach: what lies beyond costs >= reach²
-    # (w >= 0), and rows outside the grid (complete False, nothing searched) >= 0
-    part = ~complete
-    if part.any():
-        outside = _outside(small[part], grid)
-        u[part] = np.minimum(u[part], np.where(outside, 0.0, grid.reach_d2))
+    u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
+    sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
+    v, _ = kern.grid_min_weighted(grid.sorted_points, sw, cw, grid.order, grid.cell_start,
+                                  grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
+                                  u_graph, grid.slack)  # exact: every pair below u_graph
+    u = np.minimum(u_graph, v)
     lb = math.fsum(u) - math.fsum(w)  # with the shifted prices min w = 0
     lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
-    return lb, w, u_graph, v[:, 0]
+    return lb, w, u_graph, v
 
 
 def _outside(points: np.ndarray, grid: _Grid, *, margin: float = 0.0) -> np.ndarray:
