@@ -17,6 +17,15 @@ auction + LP-duality certificate) and of the previous one (LAPJVsp on a k-NN gra
 below as ``_old_assignment_sq`` for the comparison), as CPU-time medians and as ratios to
 the good prediction.
 
+Against an earlier version (``bench_against_previous``, ``--previous-src DIR``): every quality
+case scored by this version and by the ``src`` folder DIR of an earlier checkout (e.g.
+``git archive 4e0820e src | tar -x -C /tmp/prev``, DIR = ``/tmp/prev/src``), in two worker
+processes that take turns case by case (all metrics, the matched RMSD alone, the pair
+histogram, the hull), with the ratios and whether every metric but the matched RMSD is
+identical. ``--e2e-only --store PATH [--predictions-dir DIR] [--results-dir DIR]``: the
+end-to-end run on an existing store, keeping the prediction files for a later run (e.g.
+the same command under ``PYTHONPATH=DIR``) and the results for a sample-by-sample comparison.
+
 Run: ``PYTHONPATH=src nice -n 10 python benchmarks/metrics_speed.py [--repeats N] [--quick]``
 """
 
