@@ -233,7 +233,8 @@ def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
     rng = np.random.default_rng(1)
     collapsed = {sid: Particle(p.numbers, rng.normal(scale=0.3, size=(p.n_atoms, 3)))
                  for sid, p in perfect.items()}
-    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # small sets: dense, exact
+    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 10 ** 7)
+    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # every set dense: exact
     assert exact.data["matched_rmsd_uncertified"] == 0 and exact.data["matched_rmsd_bounds"] == []
     # the sparse path with almost no work allowed: values are bounds, listed with their gap
     monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)

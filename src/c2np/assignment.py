@@ -9,7 +9,7 @@ meet (then the value is the optimum); its work is bounded for any input.
 Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
 
 1. nearest neighbours of ``S`` all distinct: pairing each with its nearest is optimal;
-2. small sets (``n_s · n_l <= 250,000``): dense ``scipy.optimize.linear_sum_assignment``;
+2. small sets (``n_s · n_l <= 40,000``): dense ``scipy.optimize.linear_sum_assignment``;
 3. otherwise the pairs closer than a radius (about 16 partners per point), solved by a
    compiled ε-scaling auction (:mod:`c2np._assignment_kernels`) on integer costs, and
    certified over *all* ``n_s · n_l`` pairs by LP duality: any column prices ``p`` give
@@ -31,7 +31,7 @@ import numpy as np
 
 __all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid"]
 
-DENSE_MAX_ENTRIES = 250_000  # n_s · n_l up to which the dense solver is used
+DENSE_MAX_ENTRIES = 40_000  # n_s · n_l up to which the dense solver is used (break-even)
 GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
 MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
 ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
