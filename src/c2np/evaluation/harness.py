@@ -12,9 +12,11 @@ scored at every metric's penalty value (SPEC §8, §10).
 from __future__ import annotations
 
 import os
+import queue
 import sys
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -216,14 +218,23 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         bar.update(len(batch))
         batch.clear()
 
+    items: Iterator[tuple[str, str, Any, Any]] = iter(source)
     try:
-        for place, sid, numbers, positions in source:
+        while True:
+            try:
+                place, sid, numbers, positions = next(items)
+            except StopIteration:
+                break
             k = resolve.position(place, sid)
             if k is None or not mine[k]:
                 continue
             batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
             if len(batch) >= (BATCH * max(ex.workers, 1) if parallel else 1):
                 run_batch()
+                if parallel and not isinstance(items, _ReadAhead):
+                    # from now on the file is read while the workers score (the pool
+                    # exists: no fork happens with the reader running)
+                    items = _ReadAhead(items, depth=2 * BATCH * max(ex.workers, 1))
         if batch:
             run_batch()
         for k, row in enumerate(rows):
@@ -232,6 +243,8 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                                             tolerances_angstrom=tol)
                 bar.update(1)
     finally:
+        if isinstance(items, _ReadAhead):
+            items.close()
         bar.close()
         if executor is None:
             ex.close()
@@ -246,6 +259,57 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                                  seconds=time.perf_counter() - t0)
     return assemble_forward(run, info, [s for s in scores if s is not None],
                             seconds=time.perf_counter() - t0)
+
+
+class _ReadAhead:
+    """Iterate ``items`` (a predictions reader) while a background thread reads up to
+    ``depth`` entries ahead, so that parsing the file overlaps the workers' scoring; the
+    entries and any error of the reader arrive in order, the error raised here."""
+
+    _END = object()
+
+    def __init__(self, items: Iterator[Any], *, depth: int) -> None:
+        self._queue: queue.Queue[tuple[BaseException | None, Any]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(items,), daemon=True,
+                                        name="c2np-read-ahead")
+        self._thread.start()
+
+    def _put(self, entry: tuple[BaseException | None, Any]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self, items: Iterator[Any]) -> None:
+        try:
+            for item in items:
+                if not self._put((None, item)):
+                    return
+            self._put((None, self._END))
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put((exc, None))
+
+    def __iter__(self) -> _ReadAhead:
+        return self
+
+    def __next__(self) -> Any:
+        err, item = self._queue.get()
+        if err is not None:
+            self.close()
+            raise err
+        if item is self._END:
+            self.close()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the reader (it finishes the entry it is reading) and wait for it."""
+        self._stop.set()
+        self._thread.join()
 
 
 def forward_tolerances(tol: Sequence[float]) -> dict[str, Any]:
