@@ -320,10 +320,22 @@ def test_predict_shards_merge_into_one_run(ds, tmp_path):
     assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
 
 
-def test_predict_shard_is_refused_for_task1(ds, tmp_path):
-    from c2np.models.training import predict, train
+def test_predict_shards_merge_into_one_run_task1(ds, tmp_path):
+    """Task 1: every batch draws its own seeded noise, so shards of whole batches are the one
+    run's samples and the merged extxyz is that run's file byte for byte; another seed differs."""
+    from c2np.models.training import merge_predictions, predict, train
 
     run = tmp_path / "run"
-    train(ds, "flowmm", "forward", _cfg(epochs=1, steps_per_epoch=1), run, progress=False)
-    with pytest.raises(C2NPInputError, match="noise stream"):
-        predict(run, ds, "ood", tmp_path / "p.extxyz", progress=False, shard=(0, 2))
+    train(ds, "flowmm", "forward", _cfg(epochs=1, steps_per_epoch=1, batch_size=2), run, progress=False)
+    one = predict(run, ds, "ood", tmp_path / "one.extxyz", progress=False, per_group=2, steps=3)
+    assert one["n_samples"] >= 4  # several batches of 2
+    parts = [tmp_path / f"part{i}.extxyz" for i in range(2)]
+    for i, p in enumerate(parts):
+        rec = predict(run, ds, "ood", p, progress=False, per_group=2, steps=3, shard=(i, 2))
+        assert rec["n_rows"] == one["n_samples"] and 0 < rec["n_samples"] < one["n_samples"]
+    merge_predictions(parts, tmp_path / "merged.extxyz")
+    assert (tmp_path / "merged.extxyz").read_bytes() == (tmp_path / "one.extxyz").read_bytes()
+    with pytest.raises(C2NPInputError, match="must end in"):
+        merge_predictions(parts, tmp_path / "merged.csv")
+    predict(run, ds, "ood", tmp_path / "seed1.extxyz", progress=False, per_group=2, steps=3, seed=1)
+    assert (tmp_path / "seed1.extxyz").read_bytes() != (tmp_path / "one.extxyz").read_bytes()

@@ -108,7 +108,7 @@ def predict_cmd(
     allow_other_store: bool = typer.Option(False, "--allow-other-store", help="Predict on a store whose "
                                            "fingerprint or protocol differs from the run's (recorded)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
-    shard: Optional[str] = typer.Option(None, "--shard", help="Task 2: predict only shard I of N (whole "
+    shard: Optional[str] = typer.Option(None, "--shard", help="Predict only shard I of N (whole "
                                         "batches dealt round robin; I = 0..N-1, e.g. a job-array index); "
                                         "c2np merge-predictions combines the N parts into one run's file."),
 ) -> None:
@@ -135,7 +135,8 @@ def predict_cmd(
 def merge_predictions_cmd(
     parts: list[Path] = typer.Argument(..., help="Prediction files of c2np predict --shard I/N (each "
                                                  "with its PART.json record)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Merged predictions (.csv); OUT.json beside it."),
+    out: Path = typer.Option(..., "--out", "-o", help="Merged predictions (.csv for task 2, .extxyz for "
+                                                      "task 1); OUT.json beside it."),
     json_out: bool = typer.Option(False, "--json", help="Print the merged summary as JSON."),
 ) -> None:
     """Combine the shards of one c2np predict run into exactly that run's predictions file."""
