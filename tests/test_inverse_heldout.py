@@ -130,15 +130,34 @@ def test_read_out_recovers_targets_of_true_cells() -> None:
     assert read_cell_to_prediction(np.zeros((3, 3)), np.zeros((1, 3)), np.array([1])) is None
 
 
+def test_longest_run_read_out_sees_through_small_errors() -> None:
+    """A Pnma cell with 0.01 Å of noise: P1 at the two tightest tolerances (so the plateau
+    rule answers P1), Pnma over the longest run of the fine sweep."""
+    cell = crystal_zoo()["orthorhombic"]
+    ex = cell_example(describe(carve(cell, 9.0).particle), cell)
+    cart = ex.frac @ ex.lattice_angstrom + np.random.default_rng(0).normal(scale=0.01, size=ex.frac.shape)
+    frac = cart @ np.linalg.inv(ex.lattice_angstrom)
+    z = ex.descriptor.slot_numbers[ex.slots]
+    plateau = read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="plateau")
+    longest = read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="longest")
+    assert plateau is not None and plateau[1] == 1
+    assert longest is not None and longest[1] == 62
+    np.testing.assert_allclose(longest[0], inverse_target(cell).params, atol=0.05)
+    with pytest.raises(C2NPInputError, match="rule"):
+        read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="best")
+
+
 @pytest.mark.parametrize(("process", "sampler", "lattice_param"),
                          [("diffcsp", "sde", "eps"), ("diffcsp", "pc", "x0"), ("diffcsp", "ode", "x0"),
-                          ("flowmm", "sde", "eps")])
+                          ("flowmm", "sde", "eps"), ("diffcsp", "pair", "x0")])
 def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str, sampler: str,
                                         lattice_param: str) -> None:
     fwd = ForwardTask(store, "train", "full")
     ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
+    pair = sampler == "pair"       # the periodic pair readout (with the default sampler)
     cfg = GenConfig(process=process, hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4,
-                    sampler=sampler, lattice_param=lattice_param, n_samples=2)
+                    sampler="pc" if pair else sampler, lattice_param=lattice_param, n_samples=2,
+                    pair_readout=pair)
     rows: list[dict] = []
     model = CrystalGenerator.fit(ex, cfg, log=rows.append)
     assert rows and np.isfinite(rows[-1]["loss"])
@@ -150,6 +169,27 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     assert [x.as_tuple() if x else None for x in a] == [x.as_tuple() if x else None for x in b]
     with pytest.raises(C2NPInputError):
         load_generator(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: bool) -> None:
+    import torch
+
+    from c2np.models.crystal_gen import Denoiser
+
+    torch.manual_seed(0)
+    net = Denoiser(GenConfig(hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5)
+    x_l, f = torch.randn(1, 3, 3), torch.rand(1, 5, 3)
+    slot = torch.tensor([[0, 0, 0, 1, 2]])
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    temb, cond = torch.randn(1, 16), torch.randn(1, 16)
+    out_l, out_f = net(x_l, f, slot, mask, temb, cond)
+    l2, f2 = net(x_l, (f + torch.tensor([0.3, -0.7, 0.11])) % 1.0, slot, mask, temb, cond)
+    torch.testing.assert_close(f2, out_f, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(l2, out_l, atol=1e-4, rtol=1e-4)
+    perm = torch.tensor([2, 0, 1, 3, 4])
+    _, f3 = net(x_l, f[:, perm], slot, mask, temb, cond)
+    torch.testing.assert_close(f3, out_f[:, perm], atol=1e-5, rtol=1e-5)
 
 
 def test_generator_config_is_checked() -> None:

@@ -47,12 +47,15 @@ from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
 
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
+           "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
            "training_pairs", "learning_rate_factor"]
 
 PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+READ_RULES = ("plateau", "longest")
 
 
 @dataclass(frozen=True)
@@ -75,12 +78,16 @@ class GenConfig:
     lattice_param: str = "eps"
     step_lr: float = 1e-5
     lattice_weight: float = 1.0
+    read_rule: str = "plateau"
+    pair_readout: bool = False
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
             raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.lattice_param not in ("eps", "x0"):
             raise C2NPInputError(f"lattice_param must be 'eps' or 'x0', got {self.lattice_param!r}")
+        if self.read_rule not in READ_RULES:
+            raise C2NPInputError(f"read_rule must be one of {list(READ_RULES)}, got {self.read_rule!r}")
         if self.n_samples < 1:
             raise C2NPInputError(f"n_samples must be >= 1, got {self.n_samples}")
         if self.process not in PROCESSES:
@@ -190,6 +197,9 @@ class Denoiser(nn.Module):
         self.norm = nn.ModuleList([nn.LayerNorm(h) for _ in range(cfg.layers)])
         self.out_f = nn.Linear(h, 3)
         self.out_l = MLP(2 * h + 9, h, 9, 2)
+        self.n_pair_freq = min(cfg.n_freq, 3) if cfg.pair_readout else 0
+        if self.n_pair_freq:
+            self.pair_f = nn.Linear(h, 3 * self.n_pair_freq)
 
     def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
                 cond: Tensor) -> tuple[Tensor, Tensor]:
@@ -201,12 +211,23 @@ class Denoiser(nn.Module):
         e = torch.cat([gram, four], dim=-1)
         pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
         deg = pm.sum(dim=2).clamp(min=1.0)
+        m = h.new_zeros(B, N, N, h.shape[-1])
         for edge, node, norm in zip(self.edge, self.node, self.norm):
             m = edge(h, e) * pm
             h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
         pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
         out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
-        return out_l, self.out_f(h)
+        out_f = self.out_f(h)
+        if self.n_pair_freq:
+            # periodic pair readout: sum_j sum_k w_ijk (per component) * sin(2 pi k (f_j - f_i)),
+            # equivariant to translations and permutations, periodic in every coordinate
+            K = self.n_pair_freq
+            k = torch.arange(1, K + 1, dtype=f.dtype, device=f.device) * (2 * math.pi)
+            d = f[:, None, :, :] - f[:, :, None, :]                          # (B,N,N,3) f_j - f_i
+            sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
+            w = self.pair_f(m).reshape(B, N, N, 3, K)
+            out_f = out_f + (w * sin).sum(-1).mul(pm).sum(2) / deg
+        return out_l, out_f
 
 
 def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
@@ -400,7 +421,7 @@ class CrystalGenerator(nn.Module):
                 idx = order[a:a + batch]
                 cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
                 for i, (xl, fr, sl) in zip(idx, cells):
-                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]))
+                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]), rule=self.cfg.read_rule)
                     if res is not None:
                         answers[i].append(res)
         return [vote(ans) for ans in answers]
@@ -502,12 +523,23 @@ def learning_rate_factor(progress: float, *, warmup: float = 0.02, floor: float 
 
 
 def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
-                            sweep_angstrom: Iterable[float] = SYMPREC_SWEEP_ANGSTROM
+                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau"
                             ) -> tuple[np.ndarray, int] | None:
     """Space group and conventional lattice parameters of a generated cell by
-    :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose): the first
-    tolerance whose group equals the next one's; none -> 0.1 Å (or the loosest that works).
-    None when spglib finds nothing at any tolerance or the lattice is degenerate."""
+    :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose; default
+    :data:`SYMPREC_SWEEP_ANGSTROM`, or :data:`SYMPREC_FINE_SWEEP_ANGSTROM` for ``longest``).
+
+    ``plateau``: the first tolerance whose group equals the next one's; none -> 0.1 Å (or the
+    loosest that works). ``longest``: the group found over the longest run of consecutive
+    tolerances (ties: the looser run), read at the run's tightest tolerance — a generated
+    cell with errors of ~delta Å and a true distortion of ~Delta Å shows its group over
+    (~4 delta, Delta) and P1 below (spglib needs a tolerance of ~4-5x the noise sigma).
+    None when spglib finds nothing at any tolerance or
+    the lattice is degenerate."""
+    if rule not in READ_RULES:
+        raise C2NPInputError(f"read-out rule must be one of {list(READ_RULES)}, got {rule!r}")
+    if sweep_angstrom is None:
+        sweep_angstrom = SYMPREC_SWEEP_ANGSTROM if rule == "plateau" else SYMPREC_FINE_SWEEP_ANGSTROM
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-3:
         return None
@@ -521,10 +553,18 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     if not found:
         return None
     pick = None
-    for (_, s1), (_, s2) in zip(found, found[1:]):
-        if s1.spacegroup == s2.spacegroup:
-            pick = s1
-            break
+    if rule == "longest":
+        best_len, start = 0, 0
+        for k in range(len(found) + 1):
+            if k == len(found) or found[k][1].spacegroup != found[start][1].spacegroup:
+                if k - start >= best_len:      # ties: the looser run
+                    best_len, pick = k - start, found[start][1]
+                start = k
+    else:
+        for (_, s1), (_, s2) in zip(found, found[1:]):
+            if s1.spacegroup == s2.spacegroup:
+                pick = s1
+                break
     if pick is None:
         near = [s for t, s in found if t <= 0.1]
         pick = near[-1] if near else found[-1][1]
