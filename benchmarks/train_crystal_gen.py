@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--sampler", default="sde", choices=["sde", "ode", "pc"])
     ap.add_argument("--n-samples", type=int, default=1)
     ap.add_argument("--noisy-copies", type=int, default=0)
+    ap.add_argument("--pair-readout", action="store_true", help="periodic pair readout of the frac output")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
     ap.add_argument("--checkpoint-every", type=int, default=1000)
     args = ap.parse_args()
@@ -96,7 +97,7 @@ def main() -> int:
     cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden, layers=args.layers,
                     steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr,
                     lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
-                    sampler=args.sampler, n_samples=args.n_samples)
+                    sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout)
     rows: list[dict] = []
 
     def log(r: dict) -> None:
