@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from c2np.models.crystal_gen import CellExample, CrystalGenerator, GenConfig, save_generator, training_pairs
+from c2np.models.crystal_gen import (
+    CellExample,
+    CrystalGenerator,
+    GenConfig,
+    load_generator,
+    save_generator,
+    training_pairs,
+)
 from c2np.particle_descriptor import ParticleDescriptor
 from c2np.tasks import ForwardTask
 
@@ -52,14 +59,17 @@ def save_examples(ex: list, path: Path) -> None:
 
 def load_examples(path: Path) -> list:
     """Inverse of :func:`save_examples`."""
-    z = np.load(path, allow_pickle=False)
+    with np.load(path, allow_pickle=False) as npz:     # read each array once (an NpzFile re-reads per access)
+        z = {k: npz[k] for k in npz.files}
     out = []
     sp = np.r_[0, np.cumsum(z["n_species"])]
     at = np.r_[0, np.cumsum(z["n_atoms"])]
     for i in range(len(z["scale"])):
-        d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i], z["slot_numbers"][i], z["slot_fractions"][i],
-                               z["numbers"][sp[i]:sp[i + 1]], z["slot_of"][sp[i]:sp[i + 1]])
-        out.append(CellExample(d, z["lattice"][i], z["frac"][at[i]:at[i + 1]], z["slots"][at[i]:at[i + 1]]))
+        d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i].copy(), z["slot_numbers"][i].copy(),
+                               z["slot_fractions"][i].copy(), z["numbers"][sp[i]:sp[i + 1]].copy(),
+                               z["slot_of"][sp[i]:sp[i + 1]].copy())
+        out.append(CellExample(d, z["lattice"][i].copy(), z["frac"][at[i]:at[i + 1]].copy(),
+                               z["slots"][at[i]:at[i + 1]].copy()))
     return out
 
 
@@ -82,6 +92,7 @@ def main() -> int:
     ap.add_argument("--n-samples", type=int, default=1)
     ap.add_argument("--noisy-copies", type=int, default=0)
     ap.add_argument("--pair-readout", action="store_true", help="periodic pair readout of the frac output")
+    ap.add_argument("--init", default=None, help="start from this generator folder's weights (same config)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
     ap.add_argument("--checkpoint-every", type=int, default=1000)
     args = ap.parse_args()
@@ -109,8 +120,11 @@ def main() -> int:
         save_generator(m, args.out, rows)
         print(f"checkpoint at step {step} ({time.time() - t0:.0f} s)", flush=True)
 
+    init = load_generator(args.init).state_dict() if args.init else None
+    if args.init:
+        print(f"initialised from {args.init}", flush=True)
     model = CrystalGenerator.fit(ex, cfg, log=log, time_budget_s=args.time_budget, checkpoint=checkpoint,
-                                 checkpoint_every=args.checkpoint_every)
+                                 checkpoint_every=args.checkpoint_every, init_state=init)
     save_generator(model, args.out, rows)
     print(f"saved {args.out} ({time.time() - t0:.0f} s)", flush=True)
     return 0

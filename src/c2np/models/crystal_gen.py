@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -429,12 +429,14 @@ class CrystalGenerator(nn.Module):
     # --- fit -------------------------------------------------------------------------------
     @classmethod
     def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None,
-            time_budget_s: float | None = None, checkpoint: Any = None, checkpoint_every: int = 1000
-            ) -> CrystalGenerator:
+            time_budget_s: float | None = None, checkpoint: Any = None, checkpoint_every: int = 1000,
+            init_state: Mapping[str, Tensor] | None = None) -> CrystalGenerator:
         """Train on ``examples`` (one thread is the caller's business) for ``cfg.train_steps``
         steps or until ``time_budget_s`` (wall clock, s) is spent, whichever is first.
         ``checkpoint(model, step)`` is called every ``checkpoint_every`` steps and at the end;
-        ``log(row)`` every 50 steps and at the end (``row["stopped"]`` says why it ended)."""
+        ``log(row)`` every 50 steps and at the end (``row["stopped"]`` says why it ended).
+        ``init_state``: start from these weights (a state dict of the same configuration and
+        training set, e.g. a checkpoint) instead of a fresh initialisation."""
         import time
 
         if time_budget_s is not None and not time_budget_s >= 0:
@@ -451,6 +453,8 @@ class CrystalGenerator(nn.Module):
         lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
         comps = sorted({_composition_key(e.slots) for e in examples})
         model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std)
+        if init_state is not None:
+            model.load_state_dict(init_state)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
         comp_of = np.array([comps.index(_composition_key(e.slots)) for e in examples])
         N = max(len(e.slots) for e in examples)
