@@ -33,7 +33,7 @@ from typing import IO, Any
 from c2np.errors import C2NPInputError
 
 __all__ = ["atomic_path", "atomic_write", "atomic_directory", "write_text", "write_texts", "file_sha256",
-           "check_output_path", "remove_stale_temps", "TEMP_SUFFIX"]
+           "check_output_path", "remove_stale_temps", "remove_durably", "TEMP_SUFFIX"]
 
 #: Suffix of every temp file and folder (readers never match it: ``*.h5``, ``*.cif``, ...).
 TEMP_SUFFIX = ".tmp"
@@ -294,3 +294,21 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def remove_durably(path: str | os.PathLike[str]) -> bool:
+    """Remove the regular file ``path`` (not a link's target, never a folder) and fsync its
+    folder, so the removal survives a crash before what is written next. False if absent."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        raise C2NPInputError(f"{p}: is a folder; c2np only removes files it wrote")
+    try:
+        p.unlink()
+    except OSError as exc:
+        raise _env_error(p, exc) from exc
+    _fsync_dir(p.parent)
+    return True

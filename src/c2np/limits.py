@@ -36,6 +36,8 @@ class Limits:
     zip_total_bytes: int = 2_000_000_000
     store_bytes: int = 8_000_000_000
     store_compression_ratio: int = 2_000
+    store_shards: int = 10_000
+    manifest_bytes: int = 100_000_000
     prediction_bytes: int = 4_000_000_000
     prediction_atoms_factor: float = 10.0
     bootstrap: int = 100_000
@@ -56,6 +58,8 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
     "store_bytes": ("bytes", "uncompressed size of a store's arrays (declared shapes x item size)"),
     "store_compression_ratio": ("x", "declared size / stored size of one compressed HDF5 array "
                                      "(a tiny file declaring huge arrays)"),
+    "store_shards": ("shards", "shard files of one sharded store (build --shards, a store manifest)"),
+    "manifest_bytes": ("bytes", "size of one sharded store's JSON manifest"),
     "prediction_bytes": ("bytes", "uncompressed size of a predictions file's arrays"),
     "prediction_atoms_factor": ("x reference", "atoms in one predicted particle, as a multiple of the "
                                                "reference's atom count plus 100; beyond it the sample fails"),

@@ -17,6 +17,12 @@ Layout (format ``c2np-store`` version 1)::
 
 Writes go to a temporary file in the target folder that is renamed at the end, so an
 interrupted build never leaves a half-written store.
+
+A *sharded* store (``build_store(..., shards=K)``) is a JSON manifest plus K such files, each
+holding a contiguous run of whole materials and an extra ``shard`` attribute;
+:meth:`DatasetStore.open` of the manifest (or its folder) checks and joins them into one
+store, the same as the single file of the same build (:mod:`c2np.store_manifest`,
+docs/dataset.md).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import atomic_path
 from c2np.particle import Particle
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
+from c2np.store_manifest import Manifest
 from c2np.version import __version__
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
@@ -198,12 +205,19 @@ def write_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: 
                 base: BaseParticles, *, source: str = "carved",
                 extra_attrs: dict[str, Any] | None = None) -> Path:
     """Write a store atomically (temp file, then rename). Returns the path."""
+    return _write_h5(path, cells, table, base, fingerprint(cells, table, base), source=source,
+                     extra_attrs=extra_attrs)
+
+
+def _write_h5(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: RecipeTable,
+              base: BaseParticles, fp: str, *, source: str = "carved",
+              extra_attrs: dict[str, Any] | None = None) -> Path:
+    """:func:`write_store` with the fingerprint ``fp`` already computed."""
     import h5py
 
     p = Path(path)
     check_store_names([c.material_id for c in cells], source=str(p))
     p.parent.mkdir(parents=True, exist_ok=True)
-    fp = fingerprint(cells, table, base)
     with atomic_path(p) as tmp, h5py.File(tmp, "w") as f:
         f.attrs["format"] = FORMAT
         f.attrs["format_version"] = FORMAT_VERSION
@@ -249,13 +263,187 @@ def build_store(cells: Sequence[UnitCell], path: str | os.PathLike[str],
                 protocol: Protocol | str = "paper", *,
                 radii_angstrom: Sequence[int] | None = None,
                 centre_frac: tuple[float, float, float] = (0.0, 0.0, 0.0),
-                progress: bool = True, executor: Executor | None = None) -> Path:
+                progress: bool = True, executor: Executor | None = None,
+                shards: int | None = None) -> Path:
     """Build recipes and base particles for ``cells`` and write the store atomically;
-    ``executor`` carves the base particles (:func:`carve_base_particles`)."""
+    ``executor`` carves the base particles (:func:`carve_base_particles`).
+
+    ``shards=K`` writes a sharded store instead (:func:`write_sharded_store`): K HDF5 shards
+    and a manifest at :func:`c2np.store_manifest.manifest_path_for` of ``path``, which is
+    returned; the K shards are carved and written by K tasks of ``executor``."""
     cells = sorted(cells, key=lambda c: c.material_id)
     table = build_recipes(cells, protocol, radii_angstrom=radii_angstrom, centre_frac=centre_frac)
+    if shards is not None:
+        return write_sharded_store(path, cells, table, shards, progress=progress, executor=executor)
     base = carve_base_particles(cells, table, progress=progress, executor=executor)
     return write_store(path, cells, table, base)
+
+
+# --- sharded stores -----------------------------------------------------------------------
+#: Uncompressed bytes of one recipe row (i4 x 3, f8 x 4, i1) and of one base atom (u1, f4 x 3).
+RECIPE_ROW_BYTES = 45
+BASE_ATOM_BYTES = 13
+
+
+def estimated_bytes_per_material(cells: Sequence[UnitCell], table: RecipeTable) -> np.ndarray:
+    """(m,) estimated uncompressed array bytes of each material of ``table`` (recipe rows plus
+    its base particles at the cell's number density; :func:`c2np.carving.estimated_atoms`)."""
+    from c2np.carving import estimated_atoms
+
+    by_id = {c.material_id: c for c in cells}
+    rows = np.bincount(table.material_index, minlength=len(table.materials)).astype(np.float64)
+    out = rows * RECIPE_ROW_BYTES
+    for mi, r in sorted({(int(m), int(r)) for m, r in zip(table.material_index, table.radius_angstrom)}):
+        out[mi] += BASE_ATOM_BYTES * estimated_atoms(by_id[table.materials[mi]], r)
+    return out
+
+
+def _material_rows(table: RecipeTable, m0: int, m1: int) -> tuple[int, int]:
+    """The contiguous rows ``[a, b)`` of materials ``m0..m1-1`` (the table is material-major)."""
+    rows = np.flatnonzero((table.material_index >= m0) & (table.material_index < m1))
+    if len(rows) == 0:
+        raise C2NPStoreError(f"materials {table.materials[m0]}..{table.materials[m1 - 1]} have no recipe rows")
+    a, b = int(rows[0]), int(rows[-1]) + 1
+    if b - a != len(rows):
+        raise C2NPStoreError("the recipe table is not ordered by material; it cannot be sharded")
+    return a, b
+
+
+def shard_table(table: RecipeTable, m0: int, m1: int) -> RecipeTable:
+    """The recipe table of a shard holding materials ``m0..m1-1`` of ``table``: their rows,
+    material indices counted from ``m0``, the held-out materials among them, the same
+    protocol, centre and summary."""
+    a, b = _material_rows(table, m0, m1)
+    mats = table.materials[m0:m1]
+    mine = set(mats)
+    return RecipeTable(
+        protocol=table.protocol, materials=mats,
+        material_index=(table.material_index[a:b] - m0).astype(np.int32),
+        radius_angstrom=table.radius_angstrom[a:b].copy(), rotation_index=table.rotation_index[a:b].copy(),
+        quaternion=table.quaternion[a:b].copy(), split=table.split[a:b].copy(),
+        heldout_materials=tuple(m for m in table.heldout_materials if m in mine),
+        centre_frac=table.centre_frac, summary=table.summary)
+
+
+def shard_base(base: BaseParticles, m0: int, m1: int) -> BaseParticles:
+    """The base particles of materials ``m0..m1-1`` (indices counted from ``m0``)."""
+    js = np.flatnonzero((base.material_index >= m0) & (base.material_index < m1))
+    if len(js) and np.any(np.diff(js) != 1):
+        raise C2NPStoreError("the base particles are not ordered by material; they cannot be sharded")
+    j0, j1 = (int(js[0]), int(js[-1]) + 1) if len(js) else (0, 0)
+    a, b = int(base.offsets[j0]), int(base.offsets[j1])
+    return BaseParticles(
+        material_index=(base.material_index[j0:j1] - m0).astype(np.int32),
+        radius_angstrom=base.radius_angstrom[j0:j1].copy(), offsets=base.offsets[j0:j1 + 1] - a,
+        numbers=base.numbers[a:b], positions_angstrom=base.positions_angstrom[a:b],
+        boundary_margin_angstrom=base.boundary_margin_angstrom[j0:j1],
+        paper_supercell_clips=base.paper_supercell_clips[j0:j1])
+
+
+@dataclass(frozen=True)
+class _ShardJob:
+    """What one task needs to carve and write one shard (picklable)."""
+
+    path: str
+    index: int
+    count: int
+    row_start: int
+    cells: tuple[UnitCell, ...]
+    table: RecipeTable
+    attr: str
+
+
+def _write_shard(_state: Any, job: _ShardJob) -> Any:
+    """Carve a shard's base particles, write it atomically, hash it: its manifest entry."""
+    from c2np.fileio import file_sha256
+    from c2np.store_manifest import ShardEntry
+
+    base = carve_base_particles(job.cells, job.table)
+    fp = fingerprint(job.cells, job.table, base)
+    p = _write_h5(job.path, job.cells, job.table, base, fp, extra_attrs={"shard": job.attr})
+    return ShardEntry(index=job.index, file=p.name, bytes=p.stat().st_size, sha256=file_sha256(p),
+                      fingerprint=fp, row_start=job.row_start, row_stop=job.row_start + len(job.table),
+                      materials=job.table.materials, n_base_particles=len(base.material_index),
+                      n_base_atoms=int(base.offsets[-1]), per_split=job.table.counts())
+
+
+def _withdraw(manifest_path: Path, name: str) -> None:
+    """Before a (re)build: remove the old manifest first (durably), then this store name's
+    shard files, so that no manifest ever points at shards being replaced."""
+    from c2np.fileio import remove_durably
+    from c2np.store_manifest import shard_glob
+
+    remove_durably(manifest_path)
+    for old in sorted(manifest_path.parent.glob(shard_glob(name))):
+        if old.is_file() and not old.is_symlink():
+            remove_durably(old)
+
+
+def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: RecipeTable,
+                        count: int, *, progress: bool = False,
+                        executor: Executor | None = None) -> Path:
+    """Write ``table`` as a store of ``count`` shards (contiguous runs of materials of about
+    equal estimated size) and its manifest; returns the manifest path.
+
+    Each shard is carved and written by one task of ``executor`` (atomically: temp file,
+    fsync, rename); the manifest is written last, atomically, once every shard is in place,
+    and an old manifest of the same path is removed before the first shard is written. So a
+    killed build leaves no manifest, never one that points at missing or partial shards.
+    Sizes are estimated first: ``count`` within the limit ``store_shards``, the whole store
+    within ``store_bytes`` (a reader holds it in memory)."""
+    from c2np.fileio import check_output_path, write_text
+    from c2np.limits import check as check_limit
+    from c2np.names import check_safe_name
+    from c2np.store_manifest import (
+        manifest_json,
+        manifest_path_for,
+        partition_materials,
+        shard_file_name,
+        sharded_fingerprint,
+    )
+
+    mp = manifest_path_for(path)
+    check_output_path(mp)
+    name = check_safe_name(mp.stem, what="store name (the manifest's file name without .json)")
+    check_safe_name(shard_file_name(name, count - 1, count), what="shard file name")
+    check_store_names(list(table.materials), source=str(mp))
+    check_limit("store_shards", count, what=f"{mp}: --shards")
+    weights = estimated_bytes_per_material(cells, table)
+    check_limit("store_bytes", float(weights.sum()),
+                what=f"{mp}: estimated size of the store's arrays (a reader holds the whole store)")
+    cuts = partition_materials(weights.tolist(), count)
+    by_id = {c.material_id: c for c in cells}
+    jobs = []
+    for i, (m0, m1) in enumerate(cuts):
+        sub = shard_table(table, m0, m1)
+        row0 = _material_rows(table, m0, m1)[0]
+        attr = json.dumps({"name": name, "manifest": mp.name, "index": i, "count": count,
+                           "rows": [row0, row0 + len(sub)]})
+        jobs.append(_ShardJob(path=str(mp.parent / shard_file_name(name, i, count)), index=i, count=count,
+                              row_start=row0, cells=tuple(by_id[m] for m in sub.materials), table=sub,
+                              attr=attr))
+    mp.parent.mkdir(parents=True, exist_ok=True)
+    _withdraw(mp, name)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=count, desc="writing shards", unit="shard")
+    ex = executor if executor is not None else LocalExecutor(1)
+    entries = []
+    for part in ex.map(_write_shard, jobs, chunk=1):
+        entries.extend(part)
+        if bar is not None:
+            bar.update(len(part))
+    if bar is not None:
+        bar.close()
+    fp = sharded_fingerprint([(e.row_start, e.row_stop, e.fingerprint) for e in entries])
+    manifest = Manifest(name=name, fingerprint=fp, protocol=table.protocol, source="carved",
+                        c2np_version=__version__, centre_frac=table.centre_frac, n_samples=len(table),
+                        heldout_materials=table.heldout_materials, summary=table.summary,
+                        shards=tuple(entries))
+    write_text(mp, manifest_json(manifest))
+    return mp
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -280,7 +468,7 @@ def check_store_names(material_ids: Sequence[str], *, source: str) -> None:
         raise C2NPStoreError(f"{source}: {exc}") from exc
 
 
-def check_declared_sizes(f: Any, names: Sequence[str], *, source: str, limit: str) -> None:
+def check_declared_sizes(f: Any, names: Sequence[str], *, source: str, limit: str) -> float:
     """Refuse an HDF5 file whose arrays declare more than the limit ``limit`` (bytes, shape x
     item size, summed) or, per array, far more than the file stores (limit
     ``store_compression_ratio``: a tiny file declaring huge arrays) — before reading any."""
@@ -299,6 +487,7 @@ def check_declared_sizes(f: Any, names: Sequence[str], *, source: str, limit: st
                         what=f"{source}: /{name} declares {declared:,.0f} bytes but the file holds "
                              f"{stored:,.0f} for it")
     check_limit(limit, total, what=f"{source}: declared array sizes")
+    return total
 
 
 @dataclass(eq=False)
@@ -313,6 +502,9 @@ class DatasetStore:
         cells: material id -> :class:`UnitCell`.
         recipes: the :class:`RecipeTable`.
         base: the :class:`BaseParticles` (float32 positions).
+        manifest: the :class:`~c2np.store_manifest.Manifest` of a sharded store (``path`` is
+            then the manifest file), None for a single file.
+        shard_paths: the shard files of a sharded store, in order.
     """
 
     path: Path
@@ -323,6 +515,8 @@ class DatasetStore:
     recipes: RecipeTable
     base: BaseParticles
     attrs: dict[str, Any] = field(default_factory=dict)
+    manifest: Manifest | None = None
+    shard_paths: tuple[Path, ...] = ()
     _base_index: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
     _row_base: np.ndarray | None = field(default=None, repr=False)
     _matrices: np.ndarray | None = field(default=None, repr=False)
@@ -330,19 +524,31 @@ class DatasetStore:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> DatasetStore:
-        """Load and validate a store; corrupt or truncated files raise :class:`C2NPStoreError`."""
-        import h5py
+        """Load and validate a store: an HDF5 file, a sharded store's manifest (``*.json``) or
+        the folder that holds one manifest. Corrupt, truncated or inconsistent stores (a
+        missing, extra, renamed or altered shard) raise :class:`C2NPStoreError`."""
+        from c2np.store_manifest import find_manifest, is_manifest_file
 
         p = Path(path)
+        if p.is_dir():
+            return cls._open_sharded(find_manifest(p))
         if not p.is_file():
             raise C2NPStoreError(f"{p}: no such dataset store")
+        if is_manifest_file(p):
+            return cls._open_sharded(p)
+        return cls._open_file(p, shard_ok=False)
+
+    @classmethod
+    def _open_file(cls, p: Path, *, shard_ok: bool) -> DatasetStore:
+        import h5py
+
         try:
             f = h5py.File(p, "r")
         except OSError as exc:
             raise C2NPStoreError(f"{p}: not a readable HDF5 store (corrupt or truncated: {exc})") from exc
         try:
             with f:
-                return cls._load(p, f)
+                return cls._load(p, f, shard_ok=shard_ok)
         except C2NPInputError:
             raise
         except (KeyError, OSError, ValueError, TypeError, IndexError, AttributeError, RuntimeError,
@@ -350,7 +556,32 @@ class DatasetStore:
             raise C2NPStoreError(f"{p}: corrupt store ({type(exc).__name__}: {exc})") from exc
 
     @classmethod
-    def _load(cls, p: Path, f: Any) -> DatasetStore:
+    def _open_sharded(cls, mp: Path) -> DatasetStore:
+        """Read a manifest, check its shard files (present, none extra, sizes and SHA-256),
+        bound the declared sizes of all shards together by ``store_bytes`` before reading any
+        array, then load the shards and join them into one store."""
+        import h5py
+
+        from c2np.limits import check as check_limit
+        from c2np.store_manifest import check_shard_files, read_manifest
+
+        manifest = read_manifest(mp)
+        paths = check_shard_files(mp, manifest)
+        names = [f"{g}/{n}" for g, ns in _REQUIRED.items() for n in ns]
+        total = 0.0
+        for sp in paths:
+            try:
+                with h5py.File(sp, "r") as f:
+                    total += check_declared_sizes(f, [n for n in names if n in f], source=str(sp),
+                                                  limit="store_bytes")
+            except OSError as exc:
+                raise C2NPStoreError(f"{sp}: not a readable HDF5 shard (corrupt or truncated: {exc})") from exc
+        check_limit("store_bytes", total, what=f"{mp}: declared array sizes of its {len(paths)} shards")
+        parts = [cls._open_file(sp, shard_ok=True) for sp in paths]
+        return _join_shards(cls, mp, manifest, paths, parts)
+
+    @classmethod
+    def _load(cls, p: Path, f: Any, *, shard_ok: bool = False) -> DatasetStore:
         import h5py
 
         if f.attrs.get("format") != FORMAT:
@@ -361,6 +592,14 @@ class DatasetStore:
                                  f"supported (expected {FORMAT_VERSION})")
         if "fingerprint" not in f.attrs:
             raise C2NPStoreError(f"{p}: store is incomplete (its build was interrupted)")
+        if "shard" in f.attrs and not shard_ok:
+            try:
+                where = json.loads(f.attrs["shard"])
+                what = (f"shard {where['index']} of {where['count']} of the sharded store {where['name']!r}; "
+                        f"open its manifest {where['manifest']} (or its folder)")
+            except (ValueError, KeyError, TypeError):
+                what = "a shard of a sharded store; open its manifest (or its folder)"
+            raise C2NPStoreError(f"{p}: is {what}")
         for group, names in _REQUIRED.items():
             for name in names:
                 if f"{group}/{name}" not in f or not isinstance(f[f"{group}/{name}"], h5py.Dataset):
@@ -516,6 +755,10 @@ class DatasetStore:
             out.append(self._id_rows[sid])
         return np.asarray(out, dtype=np.int64)
 
+    def files(self) -> list[Path]:
+        """The files this store reads: the HDF5 file, or the manifest and its shards."""
+        return [self.path, *self.shard_paths]
+
     def cell_list(self) -> list[UnitCell]:
         """Unit cells in the store's order."""
         return list(self.cells.values())
@@ -539,9 +782,75 @@ class DatasetStore:
             "max_atoms_per_particle": int(n_atoms.max()) if len(n_atoms) else 0,
             "n_supercell_clipped": int(self.base.paper_supercell_clips.sum()),
             "min_boundary_margin_angstrom": float(self.base.boundary_margin_angstrom.min()) if len(n_atoms) else None,
-            "file_bytes": self.path.stat().st_size,
+            "file_bytes": sum(f.stat().st_size for f in self.files()),
             "summary": self.recipes.summary,
+            **({} if self.manifest is None else {
+                "n_shards": len(self.manifest.shards),
+                "shards": [{"file": e.file, "n_samples": e.n_samples, "n_materials": len(e.materials),
+                            "first_material": e.materials[0], "last_material": e.materials[-1],
+                            "bytes": e.bytes, "fingerprint": e.fingerprint} for e in self.manifest.shards]}),
         }
+
+
+def _join_shards(cls: type[DatasetStore], mp: Path, manifest: Manifest, paths: Sequence[Path],
+                 parts: Sequence[DatasetStore]) -> DatasetStore:
+    """One store from its shards (checked against their manifest entries): cells, recipe
+    rows and base particles concatenated in shard order, material indices shifted."""
+    k = len(parts)
+    for entry, sp, part in zip(manifest.shards, paths, parts):
+        try:
+            where = json.loads(part.attrs.get("shard", "{}"))
+        except (TypeError, ValueError):
+            where = {}
+        expect = {"name": manifest.name, "index": entry.index, "count": k,
+                  "rows": [entry.row_start, entry.row_stop]}
+        if {key: where.get(key) for key in expect} != expect:
+            raise C2NPStoreError(f"{sp}: is not shard {entry.index} of {k} of store {manifest.name!r} "
+                                 f"(its shard attribute says {where})")
+        if part.fingerprint != entry.fingerprint or part.materials != entry.materials \
+                or len(part) != entry.n_samples or len(part.base.material_index) != entry.n_base_particles \
+                or int(part.base.offsets[-1]) != entry.n_base_atoms or part.recipes.counts() != entry.per_split:
+            raise C2NPStoreError(f"{sp}: its fingerprint, materials or counts differ from its entry "
+                                 f"in {mp} (tampered or replaced)")
+        if part.recipes.summary != manifest.summary:
+            raise C2NPStoreError(f"{sp}: its recipe summary differs from the one in {mp}")
+        if (part.protocol, part.source, tuple(part.recipes.centre_frac)) != \
+                (manifest.protocol, manifest.source, manifest.centre_frac):
+            raise C2NPStoreError(f"{sp}: protocol, source or carving centre differ from {mp}")
+    m_off = np.cumsum([0] + [len(q.materials) for q in parts])
+    a_off = np.cumsum([0] + [int(q.base.offsets[-1]) for q in parts])
+    materials = tuple(m for q in parts for m in q.materials)
+    check_store_names(materials, source=str(mp))
+    heldout = tuple(m for q in parts for m in q.recipes.heldout_materials)
+    if sorted(heldout) != sorted(manifest.heldout_materials):
+        raise C2NPStoreError(f"{mp}: the shards' held-out materials differ from the manifest's")
+
+    def cat(get: Any, dtype: Any = None) -> np.ndarray:
+        out = np.concatenate([get(i, q) for i, q in enumerate(parts)])
+        return out if dtype is None else out.astype(dtype)
+
+    t = RecipeTable(
+        protocol=manifest.protocol, materials=materials,
+        material_index=cat(lambda i, q: q.recipes.material_index + m_off[i], np.int32),
+        radius_angstrom=cat(lambda i, q: q.recipes.radius_angstrom),
+        rotation_index=cat(lambda i, q: q.recipes.rotation_index),
+        quaternion=cat(lambda i, q: q.recipes.quaternion), split=cat(lambda i, q: q.recipes.split),
+        heldout_materials=manifest.heldout_materials, centre_frac=manifest.centre_frac,
+        summary=manifest.summary)
+    b = BaseParticles(
+        material_index=cat(lambda i, q: q.base.material_index + m_off[i], np.int32),
+        radius_angstrom=cat(lambda i, q: q.base.radius_angstrom),
+        offsets=np.concatenate([[0]] + [q.base.offsets[1:] + a_off[i] for i, q in enumerate(parts)]).astype(np.int64),
+        numbers=cat(lambda i, q: q.base.numbers), positions_angstrom=cat(lambda i, q: q.base.positions_angstrom),
+        boundary_margin_angstrom=cat(lambda i, q: q.base.boundary_margin_angstrom),
+        paper_supercell_clips=cat(lambda i, q: q.base.paper_supercell_clips))
+    attrs = {key: v for key, v in parts[0].attrs.items() if key != "shard"}
+    attrs.update(fingerprint=manifest.fingerprint, n_shards=k)
+    cells = {m: q.cells[m] for q in parts for m in q.materials}
+    store = cls(path=mp, protocol=manifest.protocol, source=manifest.source, fingerprint=manifest.fingerprint,
+                cells=cells, recipes=t, base=b, attrs=attrs, manifest=manifest, shard_paths=tuple(paths))
+    store._base_index = b.index()
+    return store
 
 
 # --- verification -------------------------------------------------------------------------
@@ -611,10 +920,12 @@ def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = 
         recarved = carve_base_particles(cells, table, progress=progress)
         max_err = 0.0
         rec_index = recarved.index()
+        in_file = ([f"{e.file}: " for e in store.manifest.shards for _ in e.materials]
+                   if store.manifest is not None else [""] * len(table.materials))
         for key, j in store._base_index.items():
             nums_s, pos_s = store.base.get(j)
             jj = rec_index.get(key)
-            label = f"{table.materials[key[0]]} R={key[1]}"
+            label = f"{in_file[key[0]]}{table.materials[key[0]]} R={key[1]}"
             if jj is None:
                 problems.append(f"{label}: stored but not in the recipes")
                 continue
@@ -642,17 +953,39 @@ def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = 
             if bool(store.base.paper_supercell_clips[j]) != bool(recarved.paper_supercell_clips[jj]):
                 problems.append(f"{label}: supercell clip flag {bool(store.base.paper_supercell_clips[j])} "
                                 f"stored, {bool(recarved.paper_supercell_clips[jj])} re-carved")
-        fp = fingerprint(cells, table, recarved)
+        fp = _recomputed_fingerprint(store, recarved, problems)
         n_checked = len(store._base_index)
     else:
         max_err = float("nan")
-        fp = fingerprint(cells, table, store.base)
+        fp = _recomputed_fingerprint(store, store.base, problems)
         n_checked = 0
     if fp != store.fingerprint:
         problems.append(f"fingerprint mismatch: stored {store.fingerprint[:16]}…, recomputed {fp[:16]}…")
     return VerifyReport(ok=not problems, fingerprint_stored=store.fingerprint, fingerprint_recomputed=fp,
                         n_base_checked=n_checked, max_position_error_angstrom=max_err,
                         recipes_match_protocol=recipes_match, problems=tuple(problems))
+
+
+def _recomputed_fingerprint(store: DatasetStore, base: BaseParticles, problems: list[str]) -> str:
+    """The fingerprint of ``store`` with ``base`` for its base particles: the single-file one,
+    or, for a sharded store, each shard's (a mismatch is a problem naming the shard file)
+    joined by :func:`c2np.store_manifest.sharded_fingerprint`."""
+    from c2np.store_manifest import sharded_fingerprint
+
+    cells = [store.cells[m] for m in store.materials]
+    if store.manifest is None:
+        return fingerprint(cells, store.recipes, base)
+    rows_fps = []
+    m0 = 0
+    for entry in store.manifest.shards:
+        m1 = m0 + len(entry.materials)
+        fp = fingerprint(cells[m0:m1], shard_table(store.recipes, m0, m1), shard_base(base, m0, m1))
+        if fp != entry.fingerprint:
+            problems.append(f"{entry.file}: shard fingerprint mismatch: recorded {entry.fingerprint[:16]}…, "
+                            f"recomputed {fp[:16]}…")
+        rows_fps.append((entry.row_start, entry.row_stop, fp))
+        m0 = m1
+    return sharded_fingerprint(rows_fps)
 
 
 _INTACT: set[tuple[Any, ...]] = set()
@@ -662,9 +995,9 @@ def require_intact(store: DatasetStore) -> None:
     """Refuse (:class:`C2NPStoreError`) a store that does not match its fingerprint, before it
     is used for scoring: the checks of :func:`verify_store` but the protocol rebuild (base
     particles re-carved and compared, fingerprint recomputed). A store once found intact is not
-    re-checked in this process while its file (inode, size, modification time) is unchanged."""
-    st = store.path.stat()
-    key = (str(store.path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, store.fingerprint)
+    re-checked in this process while its files (inode, size, modification time) are unchanged."""
+    key = (store.fingerprint, *((str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+                                for f in store.files() for st in (f.stat(),)))
     if key in _INTACT:
         return
     report = verify_opened(store, check_recipes=False)

@@ -79,7 +79,9 @@ def load_cells(cifs: Path | None, materials: str | None) -> list:
 
 @handle_errors
 def build_cmd(
-    out: Path = typer.Option(DEFAULT_STORE, "-o", "--out", help="Store file to write (HDF5)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Store file to write (HDF5; default "
+                                       "c2np_out/dataset.h5); with --shards the manifest NAME.json or a "
+                                       "folder (default c2np_out/dataset.json)."),
     cifs: Optional[Path] = typer.Option(None, "--cifs", help="Folder or .zip of CIFs (default: the shipped catalog)."),
     protocol: str = typer.Option("paper", "--protocol", "-p", help="paper or strict."),
     materials: Optional[str] = typer.Option(None, "--materials", help="Comma-separated material ids."),
@@ -90,18 +92,33 @@ def build_cmd(
                                 "(0: one per available CPU). The store does not depend on it."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Carve on Dask instead: local:N "
                                             "or tcp://HOST:PORT (needs c2np\\[dask])."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Write K HDF5 shards (whole materials "
+                                         "each, of about equal size) and a JSON manifest, carved by K "
+                                         "tasks; every reader opens the manifest or its folder."),
 ) -> None:
     """Build a dataset store: recipes plus every (material, R) base particle."""
-    check_output_path(out)  # fail before the work, not after it
+    from c2np.errors import C2NPInputError
     from c2np.executor import make_executor, parse_scheduler
+    from c2np.limits import check as check_limit
     from c2np.store import DatasetStore, build_store
 
+    if shards is None:
+        out = DEFAULT_STORE if out is None else out
+        check_output_path(out)  # fail before the work, not after it
+    else:
+        from c2np.store_manifest import manifest_path_for
+
+        if shards < 1:
+            raise C2NPInputError(f"--shards {shards}: give K >= 1")
+        check_limit("store_shards", shards, what="--shards")
+        out = manifest_path_for(DEFAULT_STORE.with_suffix(".json") if out is None else out)
+        check_output_path(out)
     parse_scheduler(scheduler)
     n_workers = resolve_workers(workers)
     cells = load_cells(cifs, materials)
     with make_executor(n_workers, scheduler) as ex:
         path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
-                           progress=not json_out, executor=ex)
+                           progress=not json_out, executor=ex, shards=shards)
     info = DatasetStore.open(path).info()
     if json_out:
         print_json(info)
@@ -117,6 +134,10 @@ def _print_info(info: dict) -> None:
               f"{info['n_materials']} materials, {info['n_samples']} samples, "
               f"{info['file_bytes'] / 1e6:.2f} MB")
     con.print(f"fingerprint {info['fingerprint']}")
+    if info.get("n_shards"):
+        con.print(f"{info['n_shards']} shards: " + ", ".join(
+            f"{esc(s['file'])} ({s['n_samples']} samples, {s['n_materials']} materials)" for s in info["shards"][:4])
+            + (" ..." if info["n_shards"] > 4 else ""))
     t = Table(title="samples per split")
     for s in info["per_split"]:
         t.add_column(s, justify="right")
