@@ -59,6 +59,7 @@ class Case:
     expected: int
     prepare: Callable[[Path], list[str]]  # returns the c2np arguments
     needs_root: bool = False
+    max_address_bytes: int | None = None  # run the case under this address-space limit
 
 
 def _store(work: Path) -> Path:
@@ -166,12 +167,31 @@ def _raw_archive(work: Path, name: str, lines: list[str]) -> Path:
     return root
 
 
+def _noisy_particle(work: Path, sigma: float = 0.3) -> Path:
+    """KMgH3 carved at R = 8 Å about a random centre and rotation (seed 45) with Gaussian noise
+    of ``sigma`` Å on every coordinate: before the symmetry search was bounded, moyopy asked for
+    1.8 GB and more on this one (tests/data/moyo_runaway_cell.json is its reconstructed cell)."""
+    from scipy.spatial.transform import Rotation
+
+    from c2np.carving import carve
+    from c2np.catalog.textbook import prototype_cell
+    from c2np.particle import Particle
+    from c2np.particle_io import write_extxyz
+
+    rng = np.random.default_rng(45)
+    part = carve(prototype_cell("KMgH3-cubic"), 8.0, centre_frac=rng.random(3),
+                 quaternion=Rotation.random(random_state=rng).as_quat()).particle
+    pos = part.positions_angstrom + rng.normal(scale=0.3, size=part.positions_angstrom.shape) * (sigma / 0.3)
+    return write_extxyz(work / f"noisy{sigma:g}.extxyz", [(Particle(part.numbers, pos), {})])
+
+
 def cases() -> list[Case]:
     out: list[Case] = []
 
-    def add(name: str, expected: int, needs_root: bool = False):  # type: ignore[no-untyped-def]
+    def add(name: str, expected: int, needs_root: bool = False,  # type: ignore[no-untyped-def]
+            max_address_bytes: int | None = None):
         def deco(fn: Callable[[Path], list[str]]) -> Callable[[Path], list[str]]:
-            out.append(Case(name, expected, fn, needs_root))
+            out.append(Case(name, expected, fn, needs_root, max_address_bytes))
             return fn
         return deco
 
@@ -304,6 +324,27 @@ def cases() -> list[Case]:
         p = write_extxyz(w / "gas.extxyz", [(Particle(np.ones(1_000_000, dtype=int),
                                                       rng.uniform(-20, 20, (1_000_000, 3))), {})])
         return ["identify", str(p)]
+
+    @add("identify a very noisy particle (KMgH3 R = 8 Å, σ = 0.3 Å on every coordinate; 3 GB cap)", 1,
+         max_address_bytes=3 << 30)
+    def _(w: Path) -> list[str]:
+        return ["identify", str(_noisy_particle(w))]
+
+    @add("identify with `--limit solver_sites=2` (sites counted before the symmetry search)", 2,
+         max_address_bytes=3 << 30)
+    def _(w: Path) -> list[str]:
+        return ["--limit", "solver_sites=2", "identify", str(_noisy_particle(w, sigma=0.0))]
+
+    @add("identify an XYZ file of one 2 MB line", 2)
+    def _(w: Path) -> list[str]:
+        p = w / "oneline.xyz"
+        p.write_text("1" * (2 << 20))
+        return ["identify", str(p)]
+
+    @add("task-2 CSV larger than `--limit text_bytes=100`", 2)
+    def _(w: Path) -> list[str]:
+        return ["--limit", "text_bytes=100", *_ev(w, _inverse_csv(w, "big", "4.02,4.02,4.02,90,90,90,221"),
+                                                   "inverse")]
 
     @add("CIF with 10,648 atoms (P1): carve -r 6", 0)
     def _(w: Path) -> list[str]:
@@ -441,7 +482,8 @@ def cases() -> list[Case]:
             tiny = get_config("tiny")
             cfg = tiny.__class__(**{**tiny.to_dict(), "steps_per_epoch": 2, "n_val": 2, "epochs": 1})
             train(DatasetStore.open(store), "sitescore", "inverse", cfg, run, progress=False)
-        (run / "checkpoint" / "model.safetensors").write_bytes(b"\0" * 64)
+        for folder in ("checkpoint", "best"):  # predict reads the best checkpoint by default
+            (run / folder / "model.safetensors").write_bytes(b"\0" * 64)
         return ["predict", "--run", str(run), "--store", str(store), "--split", "ood", "-o", str(w / "p.csv")]
 
     return out
@@ -478,9 +520,17 @@ def _run_all(work: Path, env: dict[str, str], timeout: float) -> int:
             print(f"| {case.name} | - | skipped (needs root for a tmpfs) | | | |")
             continue
         t0 = time.perf_counter()
+        cap = case.max_address_bytes
+
+        def _limit(cap: int | None = cap) -> None:
+            if cap is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
         try:
             res = subprocess.run([sys.executable, "-m", "c2np", *argv], capture_output=True, text=True,
-                                 timeout=timeout, env=env, cwd=work)
+                                 timeout=timeout, env=env, cwd=work, preexec_fn=_limit)  # noqa: PLW1509
             code, text = res.returncode, res.stderr + res.stdout
         except subprocess.TimeoutExpired:
             code, text = -1, "TIMEOUT"
@@ -488,6 +538,8 @@ def _run_all(work: Path, env: dict[str, str], timeout: float) -> int:
         tb = "Traceback" in text
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "/s]" not in ln]
         msg = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else "")
+        while argv and argv[0] == "--limit":  # root options come first
+            argv = argv[2:]
         if code == 0 and argv[0] == "evaluate":  # the outcome is in the results: the failed sample
             doc = json.loads(Path(argv[argv.index("-o") + 1]).read_text())
             reasons = [f["reason"] for f in doc["failed_samples"]]

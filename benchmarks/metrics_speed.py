@@ -17,6 +17,15 @@ auction + LP-duality certificate) and of the previous one (LAPJVsp on a k-NN gra
 below as ``_old_assignment_sq`` for the comparison), as CPU-time medians and as ratios to
 the good prediction.
 
+Against an earlier version (``bench_against_previous``, ``--previous-src DIR``): every quality
+case scored by this version and by the ``src`` folder DIR of an earlier checkout (e.g.
+``git archive 4e0820e src | tar -x -C /tmp/prev``, DIR = ``/tmp/prev/src``), in two worker
+processes that take turns case by case (all metrics, the matched RMSD alone, the pair
+histogram, the hull), with the ratios and whether every metric but the matched RMSD is
+identical. ``--e2e-only --store PATH [--predictions-dir DIR] [--results-dir DIR]``: the
+end-to-end run on an existing store, keeping the prediction files for a later run (e.g.
+the same command under ``PYTHONPATH=DIR``) and the results for a sample-by-sample comparison.
+
 Run: ``PYTHONPATH=src nice -n 10 python benchmarks/metrics_speed.py [--repeats N] [--quick]``
 """
 
@@ -365,8 +374,120 @@ def bench_quality(repeats: int, radius: float = 30.0) -> list[dict]:
     return rows
 
 
+_WORKER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from metrics_speed import perovskite, quality_cases
+from c2np import metrics
+from c2np.metrics import ReferenceSummary, forward_metrics, pair_distance_counts, hull_volume_angstrom3
+
+radius = float(sys.argv[2])
+g, cases = quality_cases(perovskite(), radius)
+ref = ReferenceSummary.from_particle(g.numbers, g.positions_angstrom, radius_angstrom=radius)
+xg, zg = g.positions_angstrom, g.numbers
+for zp, xp in cases.values():  # compile / load the kernels, warm caches
+    forward_metrics(zp, xp, zg, xg, reference=ref)
+print(json.dumps(list(cases)), flush=True)
+for line in sys.stdin:
+    name, part = json.loads(line)
+    zp, xp = cases[name]
+    t = time.process_time()
+    if part == "all":
+        s = forward_metrics(zp, xp, zg, xg, reference=ref)
+    elif part == "histogram":
+        pair_distance_counts(xp)
+    elif part == "hull":
+        hull_volume_angstrom3(xp)
+    else:  # the matched RMSD alone, every element
+        for e in np.intersect1d(np.unique(zp), np.unique(zg)):
+            metrics.min_sq_assignment(xp[zp == e], xg[zg == e])
+    ms = (time.process_time() - t) * 1e3
+    out = {"ms": ms}
+    if part == "all":
+        out.update(values=s.values, details={k: float(v) for k, v in s.details.items()})
+    print(json.dumps(out), flush=True)
+"""
+
+
+def bench_against_previous(previous_src: str, repeats: int, radius: float = 30.0) -> list[dict]:
+    """Every quality case scored by this version and by the one in ``previous_src`` (the
+    ``src`` folder of an earlier checkout, e.g. ``git archive REV src | tar -x -C DIR``), in
+    two worker processes that take turns case by case, so that the load of a shared machine
+    hits both alike. CPU ms, medians of ``repeats``; prints the table and returns its rows."""
+    import json
+    import os
+    import subprocess
+
+    from rich.console import Console
+    from rich.table import Table
+
+    here = Path(__file__).resolve().parent
+    srcs = {"previous": str(Path(previous_src).resolve()), "new": str(here.parent / "src")}
+    procs = {}
+    for label, src in srcs.items():
+        env = dict(os.environ, PYTHONPATH=src, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                   MKL_NUM_THREADS="1")
+        procs[label] = subprocess.Popen([sys.executable, "-c", _WORKER, str(here), str(radius)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        env=env)
+    names = {label: json.loads(p.stdout.readline()) for label, p in procs.items()}
+    cases = names["new"]
+
+    def ask(label: str, name: str, part: str) -> dict:
+        p = procs[label]
+        p.stdin.write(json.dumps([name, part]) + "\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+
+    parts = ("all", "matched", "histogram", "hull")
+    times: dict[tuple[str, str, str], list[float]] = {}
+    last: dict[tuple[str, str], dict] = {}
+    for _ in range(repeats):
+        for name in cases:
+            for part in parts:
+                for label in ("previous", "new"):
+                    r = ask(label, name, part)
+                    times.setdefault((label, name, part), []).append(r["ms"])
+                    if part == "all":
+                        last[(label, name)] = r
+    for p in procs.values():
+        p.stdin.close()
+        p.wait()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    table = Table(title=f"previous ({previous_src}) against this version, R = {radius:g} Å "
+                        f"(CPU ms, median of {repeats}, interleaved; load average "
+                        f"{os.getloadavg()[0]:.1f})")
+    for col in ("prediction", "all metrics prev", "new", "new / prev", "matched RMSD prev", "new",
+                "histogram", "hull", "other (new)", "matched RMSD (Å) prev", "new", "new gap (Å)",
+                "other metrics identical"):
+        table.add_column(col, justify="right")
+    rows = []
+    for name in cases:
+        a, b = last[("previous", name)], last[("new", name)]
+        same = all(a["values"][k] == v for k, v in b["values"].items()
+                   if k not in ("matched_rmsd", "paper_rmsd"))
+        row = {"case": name, **{f"{lab}_{part}_ms": med[(lab, name, part)]
+                                for lab in ("previous", "new") for part in parts},
+               "previous_rmsd": a["values"]["matched_rmsd"], "new_rmsd": b["values"]["matched_rmsd"],
+               "new_gap": b["details"]["matched_rmsd_gap"],
+               "new_certified": bool(b["details"]["matched_rmsd_certified"]), "others_identical": same}
+        rows.append(row)
+        other = row["new_all_ms"] - row["new_matched_ms"] - row["new_histogram_ms"] - row["new_hull_ms"]
+        table.add_row(name, f"{row['previous_all_ms']:.1f}", f"{row['new_all_ms']:.1f}",
+                      f"{row['new_all_ms'] / row['previous_all_ms']:.2f}",
+                      f"{row['previous_matched_ms']:.1f}", f"{row['new_matched_ms']:.1f}",
+                      f"{row['new_histogram_ms']:.1f}", f"{row['new_hull_ms']:.1f}", f"{other:.1f}",
+                      f"{row['previous_rmsd']:.5f}", f"{row['new_rmsd']:.5f}",
+                      f"{row['new_gap']:.1e}", "yes" if same else "NO")
+    Console(width=220).print(table)
+    return rows
+
+
 def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 2,
-                     old: bool = False) -> list[dict]:
+                     old: bool = False, store_path: str | None = None,
+                     results_dir: str | None = None,
+                     predictions_dir: str | None = None) -> list[dict]:
     """``ForwardTask.evaluate`` end to end (extxyz file -> results) on the ID and OOD eval
     subsets (paper protocol) for the analytic carve and the random ball, with ``workers``
     processes: wall time and CPU time of this process and its workers. ``old``: also with
@@ -399,15 +520,21 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        path = build_store(cells, Path(tmp) / "ds.h5", progress=False)
+        path = Path(store_path) if store_path else build_store(cells, Path(tmp) / "ds.h5", progress=False)
         t_build = time.perf_counter() - t
         store = DatasetStore.open(path)
+        if store_path:
+            n_materials = len(store.cells)
         files = {}
+        keep = Path(predictions_dir) if predictions_dir else Path(tmp)
+        keep.mkdir(parents=True, exist_ok=True)
         for model, make in (("analytic carve", analytic_carve), ("random ball", random_ball)):
             for split in ("id", "ood"):
                 task = ForwardTask(store, split, "eval")
-                files[(model, split)] = (task, write_forward_predictions(
-                    Path(tmp) / f"{model.replace(' ', '_')}_{split}.extxyz", predict(task, make)))
+                f = keep / f"{model.replace(' ', '_')}_{split}.extxyz"
+                if not (predictions_dir and f.is_file()):  # kept files are reused as they are
+                    write_forward_predictions(f, predict(task, make))
+                files[(model, split)] = (task, f)
         table = Table(title=f"evaluate_forward end to end, {n_materials} material(s), paper protocol, "
                             f"ID + OOD eval subsets, {workers} worker(s) (build: {t_build:.1f} s)")
         for col in ("predictions", "matched RMSD", "samples", "wall s", "CPU s (all processes)",
@@ -425,6 +552,8 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
                         task, pred_path = files[(model, split)]
                         t, c = time.perf_counter(), cpu()
                         res = task.evaluate(pred_path, progress=False, workers=workers)
+                        if results_dir:
+                            res.write(Path(results_dir) / f"{label}_{model.replace(' ', '_')}_{split}.json")
                         wall += time.perf_counter() - t
                         cpu_s += cpu() - c
                         n += len(task)
@@ -456,17 +585,38 @@ def main(argv: list[str] | None = None) -> int:
                     help="end-to-end also with the previous matched-RMSD method (slow)")
     ap.add_argument("--quality-only", action="store_true",
                     help="only the cost-against-prediction-quality table")
+    ap.add_argument("--previous-src", metavar="DIR",
+                    help="only this version against the `src` folder DIR of an earlier one "
+                         "(e.g. `git archive REV src | tar -x -C /tmp/prev`, DIR=/tmp/prev/src), "
+                         "case by case in two interleaved worker processes")
+    ap.add_argument("--store", metavar="PATH",
+                    help="end-to-end run on this existing store (e.g. `c2np build -o PATH`) "
+                         "instead of building one")
+    ap.add_argument("--e2e-only", action="store_true", help="only the end-to-end run")
+    ap.add_argument("--results-dir", metavar="DIR", help="write the end-to-end results files here")
+    ap.add_argument("--predictions-dir", metavar="DIR",
+                    help="keep the end-to-end prediction files here and reuse them when present")
     args = ap.parse_args(argv)
     import os
 
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if args.previous_src:
+        bench_against_previous(args.previous_src, args.repeats)
+        return 0
     if args.quality_only:
         bench_quality(args.repeats)
+        return 0
+    if args.e2e_only:
+        bench_end_to_end(args.materials, args.catalog, workers=args.workers, old=args.old,
+                         store_path=args.store, results_dir=args.results_dir,
+                         predictions_dir=args.predictions_dir)
         return 0
     bench_particles(args.repeats, args.particles)
     bench_quality(args.repeats)
     if not args.quick:
-        bench_end_to_end(args.materials, args.catalog, workers=args.workers, old=args.old)
+        bench_end_to_end(args.materials, args.catalog, workers=args.workers, old=args.old,
+                         store_path=args.store, results_dir=args.results_dir,
+                         predictions_dir=args.predictions_dir)
     return 0
 
 

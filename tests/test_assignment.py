@@ -68,11 +68,24 @@ def test_sparse_path_equals_dense_optimum(n_ref: int, n_pred: int, kind: str, se
     opt = _optimum(pred, ref)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
-        res = min_sq_assignment(pred, ref)
-    assert res.n_pairs == min(n_ref, n_pred)
-    _check(res, opt)
+        res = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
+        far = min_sq_assignment(pred, ref)  # far-off sets may stop at a small certified gap
+    for r in (res, far):
+        assert r.n_pairs == min(n_ref, n_pred)
+        _check(r, opt)
     if kind in ("noisy", "uniform"):
         assert res.exact  # ordinary inputs are certified optimal
+        _check_far(far)
+
+
+def _check_far(res) -> None:
+    """Exact, or stopped far off: the RMSD bound is at least FAR_RMSD_ANGSTROM and the RMSD
+    value within FAR_REL_GAP of it."""
+    if res.exact:
+        return
+    lb, n = res.lower_bound_angstrom2, res.n_pairs
+    assert lb >= n * assignment.FAR_RMSD_ANGSTROM ** 2
+    assert np.sqrt(res.sum_sq_angstrom2 / n) <= (1 + assignment.FAR_REL_GAP) * np.sqrt(lb / n) * (1 + 1e-12)
 
 
 @settings(max_examples=15, deadline=None)
@@ -138,3 +151,77 @@ def test_grid_queries_match_kdtree() -> None:
     for i in (0, 17, 200, 201):
         want = np.flatnonzero(((pts - queries[i]) ** 2).sum(axis=1) < r2)
         assert sorted(ix[ip[i]:ip[i + 1]].tolist()) == want.tolist()
+
+
+CLOUDS = ("uniform", "lattice", "collapsed", "duplicates", "far", "flat")
+
+
+def _points(rng: np.random.Generator, kind: str, n: int) -> np.ndarray:
+    if kind == "lattice":
+        g = np.arange(-3, 4, dtype=np.float64) * 2.5
+        pts = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+        return pts[rng.permutation(len(pts))[:n]]
+    if kind == "collapsed":
+        return rng.normal(scale=0.05, size=(n, 3))
+    if kind == "duplicates":
+        return rng.uniform(-5, 5, size=(3, 3))[rng.integers(0, 3, n)]
+    if kind == "far":
+        return rng.uniform(-2, 2, size=(n, 3)) + np.array([80.0, -30.0, 5.0])
+    if kind == "flat":
+        return np.c_[rng.uniform(-6, 6, size=(n, 2)), np.zeros(n)]
+    return rng.uniform(-6, 6, size=(n, 3))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(CLOUDS), st.sampled_from(CLOUDS), st.integers(1, 300), st.integers(1, 300),
+       st.integers(0, 2 ** 31))
+def test_nearest_neighbours_and_close_pairs_equal_kdtree(kind_p: str, kind_q: str, n_p: int,
+                                                        n_q: int, seed: int) -> None:
+    """Grid nearest neighbours give cKDTree's distances bit for bit (and a point at that
+    distance); close pairs are exactly the pairs within the radius, with those distances."""
+    rng = np.random.default_rng(seed)
+    pts = _points(rng, kind_p, n_p)
+    queries = _points(rng, kind_q, n_q)
+    d, j = assignment.nearest_neighbours(queries, pts)
+    want, _ = cKDTree(pts).query(queries, k=1)
+    assert np.array_equal(d, want)
+    assert np.allclose(np.linalg.norm(queries - pts[j], axis=1), d, rtol=1e-12, atol=1e-12)
+    radius = 0.5
+    grid = assignment.PointGrid.build(pts, min_side=radius * (1 + 1e-6))
+    i, k, dist = assignment.close_pairs(queries, grid, radius)
+    ref = cKDTree(queries).sparse_distance_matrix(cKDTree(pts), radius, output_type="ndarray")
+    got = sorted(zip(i.tolist(), k.tolist(), dist.tolist()))
+    exp = sorted(zip(ref["i"].tolist(), ref["j"].tolist(), ref["v"].tolist()))
+    assert [g for g in got if g[2] <= radius] == exp
+
+
+def test_far_off_sets_stop_at_a_certified_gap() -> None:
+    """A prediction far from the reference (a random ball against a lattice) stops once
+    the RMSD value is within FAR_REL_GAP of a certified bound: never below the optimum,
+    the bound never above it; without the rule the same sets are solved exactly."""
+    rng = np.random.default_rng(2)
+    g = np.arange(-7, 8, dtype=np.float64) * 2.0
+    ref = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+    ref = ref[np.linalg.norm(ref, axis=1) <= 14.0]
+    u = rng.normal(size=(len(ref) - 20, 3))
+    ball = u / np.linalg.norm(u, axis=1, keepdims=True) * 14.0 * rng.random(len(u))[:, None] ** (1 / 3)
+    opt = _optimum(ball, ref)
+    far = min_sq_assignment(ball, ref)
+    exact = min_sq_assignment(ball, ref, far_rmsd_angstrom=None)
+    assert far.method == exact.method == "auction"
+    _check(far, opt)
+    _check(exact, opt)
+    assert exact.exact
+    _check_far(far)
+    assert not far.exact  # the bound is certified, the value within 0.2 % in RMSD of it
+
+
+def test_degenerate_prediction_reports_valid_bounds() -> None:
+    """Every predicted point on one spot: the graph reaches few reference points, the
+    auction is skipped, and the value (a valid pairing) and bound still hold."""
+    rng = np.random.default_rng(4)
+    ref = rng.uniform(-10, 10, size=(700, 3))
+    pred = rng.normal(scale=0.05, size=(700, 3))
+    res = min_sq_assignment(pred, ref)
+    assert res.method == "auction" and res.rounds == 0
+    _check(res, _optimum(pred, ref))

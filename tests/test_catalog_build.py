@@ -161,3 +161,64 @@ def test_parallel_build_equals_serial_build(tmp_path: Path) -> None:
     # no stray temp files of the atomic writes are left in the shared folder
     assert sorted(p.name for p in (tmp_path / "par").iterdir()) == sorted(
         [bld.LOCK_NAME, "catalog.json"] + [f"{m}.cif" for m in ids])
+
+
+def _planted_shard(folder: Path, ids: list[str], index: int, count: int) -> None:
+    """A finished shard folder without relaxing: the shipped entries and CIFs of its share."""
+    from c2np.sharding import shard_positions
+
+    mine = [ids[int(k)] for k in shard_positions(len(ids), index, count)]
+    folder.mkdir(parents=True)
+    shipped = {e.material_id: e for e in catalog_entries()}
+    entries = [shipped[m] for m in mine]
+    for m in mine:
+        (folder / f"{m}.cif").write_text((Path(str(catalog_data_dir())) / f"{m}.cif").read_text())
+    doc = bld._catalog_document(entries, potential=entries[0].potential, fmax=entries[0].fmax_ev_per_angstrom,
+                                started=f"2026-01-0{index + 1}T00:00:00+00:00")
+    (folder / "catalog.json").write_text(json.dumps(doc, indent=1) + "\n")
+    run = bld._run_identity(ids, potential=entries[0].potential, fmax=entries[0].fmax_ev_per_angstrom,
+                            prototypes=list(bld.PROTOTYPES), max_steps=1000, optimizer="FIRE")
+    (folder / bld.SHARD_RECORD).write_text(json.dumps({
+        "schema": bld.SHARD_SCHEMA, "shard": {"index": index, "count": count}, "run": run,
+        "n_rows": len(ids), "materials": mine}))
+
+
+def test_catalog_shards_merge_into_one_document(tmp_path: Path) -> None:
+    """catalog merge: the shards' materials, CIFs and entries in one catalog.json, as one build
+    writes it; missing, repeated, foreign and unfinished shards are refused."""
+    ids = [e.material_id for e in catalog_entries()][:5]
+    parts = [tmp_path / f"part{i}" for i in range(3)]
+    for i, p in enumerate(parts):
+        _planted_shard(p, ids, i, 3)
+    merged = bld.merge_catalogs(list(reversed(parts)), tmp_path / "out")
+    assert [e.material_id for e in merged] == ids
+    doc = json.loads((tmp_path / "out" / "catalog.json").read_text())
+    shipped = {e.material_id: e for e in catalog_entries()}
+    one = bld._catalog_document([shipped[m] for m in ids], potential=doc["potential"],
+                                fmax=doc["fmax_ev_per_angstrom"], started="2026-01-01T00:00:00+00:00")
+    assert doc == json.loads(json.dumps(one))
+    names = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert names == sorted(["catalog.json"] + [f"{m}.cif" for m in ids])
+    with pytest.raises(C2NPInputError, match="missing shard"):
+        bld.merge_catalogs(parts[:2], tmp_path / "o2")
+    with pytest.raises(C2NPInputError, match="given twice"):
+        bld.merge_catalogs([parts[0], *parts], tmp_path / "o3")
+    _planted_shard(tmp_path / "foreign", ids[:4], 1, 3)
+    with pytest.raises(C2NPInputError, match="another run"):
+        bld.merge_catalogs([parts[0], tmp_path / "foreign", parts[2]], tmp_path / "o4")
+    with pytest.raises(C2NPInputError, match="not an empty folder"):
+        bld.merge_catalogs(parts, tmp_path / "out")
+    doc1 = json.loads((parts[1] / "catalog.json").read_text())
+    doc1["materials"] = doc1["materials"][:-1]
+    (parts[1] / "catalog.json").write_text(json.dumps(doc1))
+    with pytest.raises(C2NPInputError, match="not finished"):
+        bld.merge_catalogs(parts, tmp_path / "o5")
+
+
+@needs_chgnet
+def test_catalog_build_shard_writes_its_share_and_record(tmp_path: Path) -> None:
+    ids = ["KMgH3", "NaMgH3", "CsCaH3"]
+    got = bld.build_catalog(tmp_path / "s1", only=ids, prototypes=("Pm-3m",), progress=False, shard=(1, 2))
+    assert [e.material_id for e in got] == ["NaMgH3"]
+    rec = json.loads((tmp_path / "s1" / bld.SHARD_RECORD).read_text())
+    assert rec["shard"] == {"index": 1, "count": 2} and rec["materials"] == ["NaMgH3"] and rec["n_rows"] == 3

@@ -233,7 +233,8 @@ def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
     rng = np.random.default_rng(1)
     collapsed = {sid: Particle(p.numbers, rng.normal(scale=0.3, size=(p.n_atoms, 3)))
                  for sid, p in perfect.items()}
-    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # small sets: dense, exact
+    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 10 ** 7)
+    exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # every set dense: exact
     assert exact.data["matched_rmsd_uncertified"] == 0 and exact.data["matched_rmsd_bounds"] == []
     # the sparse path with almost no work allowed: values are bounds, listed with their gap
     monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
@@ -298,3 +299,25 @@ def test_a_tampered_store_is_refused_before_scoring(tmp_path: Path) -> None:
                                            "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 2 and "fingerprint" in res.output, res.output
     assert not (tmp_path / "r.json").exists()
+
+
+def test_reading_ahead_while_workers_score(tmp_path: Path, store: DatasetStore,
+                                           perfect: dict[str, Particle],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """With workers the file is read by a background thread after the first batch: the
+    results equal one process's, and an error later in the file still names its frame."""
+    import c2np.evaluation.harness as harness
+
+    monkeypatch.setattr(harness, "BATCH", 2)  # batches of 4 samples: the reader starts early
+    path = write_forward_predictions(tmp_path / "p.extxyz", perfect)
+    one = evaluate_forward(store, path, "id", n_resamples=20)
+    two = evaluate_forward(store, path, "id", n_resamples=20, workers=2)
+    assert one.data["samples"] == two.data["samples"] and one.data["metrics"] == two.data["metrics"]
+    lines = path.read_text().splitlines(keepends=True)
+    end = 0
+    for _ in range(10):  # ten good frames, then one without sample_id
+        end += int(lines[end]) + 2
+    bad = tmp_path / "late_bad.extxyz"
+    bad.write_text("".join(lines[:end]) + "1\nfoo=1\nH 0 0 0\n")
+    with pytest.raises(C2NPInputError, match=r"late_bad\.extxyz: frame 10 \(line"):
+        evaluate_forward(store, bad, "id", n_resamples=20, workers=2)

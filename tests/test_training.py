@@ -290,3 +290,52 @@ def test_diagnostic_reports_samples_per_point(ds, tmp_path):
     md = files[1].read_text()
     assert "3 validation samples per point" in md and "95 %" in md and "memorisation (reference" in md
     assert files[0].stat().st_size > 0
+
+
+def test_predict_shards_merge_into_one_run(ds, tmp_path):
+    """predict --shard I/N (task 2) writes whole batches of the one run; the merged parts are
+    that run's file byte for byte; a missing, repeated or foreign part is refused."""
+    from c2np.models.training import merge_predictions, predict, train
+
+    run = tmp_path / "run"
+    train(ds, "flowmm", "inverse", _cfg(epochs=1, steps_per_epoch=2, batch_size=3), run, progress=False)
+    one = predict(run, ds, "ood", tmp_path / "one.csv", progress=False)
+    assert one["n_samples"] > 6  # several batches of 3
+    parts = [tmp_path / f"part{i}.csv" for i in range(3)]
+    for i, p in enumerate(parts):
+        rec = predict(run, ds, "ood", p, progress=False, shard=(i, 3))
+        assert rec["shard"] == {"index": i, "count": 3} and rec["n_rows"] == one["n_samples"]
+    merged = merge_predictions(list(reversed(parts)), tmp_path / "merged.csv")
+    assert (tmp_path / "merged.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert merged["n_samples"] == one["n_samples"]
+    with pytest.raises(C2NPInputError, match="missing shard"):
+        merge_predictions(parts[:2], tmp_path / "m2.csv")
+    with pytest.raises(C2NPInputError, match="given twice"):
+        merge_predictions([parts[0], parts[0], parts[1], parts[2]], tmp_path / "m3.csv")
+    predict(run, ds, "ood", tmp_path / "other.csv", progress=False, shard=(1, 3), checkpoint="last", seed=1)
+    with pytest.raises(C2NPInputError, match="another run"):
+        merge_predictions([parts[0], tmp_path / "other.csv", parts[2]], tmp_path / "m4.csv")
+    res = _cli(["merge-predictions", *map(str, parts), "-o", str(tmp_path / "cli.csv"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+
+
+def test_predict_shards_merge_into_one_run_task1(ds, tmp_path):
+    """Task 1: every batch draws its own seeded noise, so shards of whole batches are the one
+    run's samples and the merged extxyz is that run's file byte for byte; another seed differs."""
+    from c2np.models.training import merge_predictions, predict, train
+
+    run = tmp_path / "run"
+    train(ds, "flowmm", "forward", _cfg(epochs=1, steps_per_epoch=1, batch_size=2), run, progress=False)
+    one = predict(run, ds, "ood", tmp_path / "one.extxyz", progress=False, per_group=2, steps=3)
+    assert one["n_samples"] >= 4  # several batches of 2
+    parts = [tmp_path / f"part{i}.extxyz" for i in range(2)]
+    for i, p in enumerate(parts):
+        rec = predict(run, ds, "ood", p, progress=False, per_group=2, steps=3, shard=(i, 2))
+        assert rec["n_rows"] == one["n_samples"] and 0 < rec["n_samples"] < one["n_samples"]
+    merge_predictions(parts, tmp_path / "merged.extxyz")
+    assert (tmp_path / "merged.extxyz").read_bytes() == (tmp_path / "one.extxyz").read_bytes()
+    with pytest.raises(C2NPInputError, match="must end in"):
+        merge_predictions(parts, tmp_path / "merged.csv")
+    predict(run, ds, "ood", tmp_path / "seed1.extxyz", progress=False, per_group=2, steps=3, seed=1)
+    assert (tmp_path / "seed1.extxyz").read_bytes() != (tmp_path / "one.extxyz").read_bytes()

@@ -85,13 +85,11 @@ def _row_values(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, p: np
     """(value of row i's edge to column j0, smallest value of its other edges)."""
     own = _INF
     other = _INF
-    for e in range(indptr[i], indptr[i + 1]):
+    for e in range(indptr[i], indptr[i + 1]):  # branch-free
         j = indices[e]
         w = cost[e] + p[j]
-        if j == j0:
-            own = w
-        elif w < other:
-            other = w
+        own = w if j == j0 else own
+        other = min(other, _INF if j == j0 else w)
     return own, other
 
 
@@ -178,15 +176,12 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
                 w1 = _INF
                 w2 = _INF
                 j1 = -1
-                for e in range(indptr[i], indptr[i + 1]):
+                for e in range(indptr[i], indptr[i + 1]):  # branch-free two smallest
                     j = indices[e]
                     w = cost[e] + p[j]
-                    if w < w1:
-                        w2 = w1
-                        w1 = w
-                        j1 = j
-                    elif w < w2:
-                        w2 = w
+                    w2 = min(w2, max(w1, w))
+                    j1 = j if w < w1 else j1
+                    w1 = min(w1, w)
                 if w2 == _INF:
                     w2 = w1
                 p[j1] += w2 - w1 + eps
@@ -219,6 +214,38 @@ def auction(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray, n_cols: i
 # ----------------------------------------------------------------------------------------
 # Uniform grid and (weighted) k-nearest queries
 # ----------------------------------------------------------------------------------------
+@_jit
+def bounds(points: np.ndarray):
+    """``(lo (3,), hi (3,), largest |coordinate|)`` of ``points`` (n >= 1, 3)."""
+    lo = points[0].copy()
+    hi = points[0].copy()
+    amax = 0.0
+    for i in range(points.shape[0]):
+        for d in range(3):
+            v = points[i, d]
+            lo[d] = min(lo[d], v)
+            hi[d] = max(hi[d], v)
+            amax = max(amax, abs(v))
+    return lo, hi, amax
+
+
+@_jit
+def occupied_cells(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray) -> int:
+    """Number of distinct cells of side ``h`` (the grid ``dims`` from ``origin``) holding a point."""
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    seen = np.zeros(nx * ny * nz, dtype=np.bool_)
+    count = 0
+    for i in range(points.shape[0]):
+        ix = min(max(int(np.floor((points[i, 0] - origin[0]) / h)), 0), nx - 1)
+        iy = min(max(int(np.floor((points[i, 1] - origin[1]) / h)), 0), ny - 1)
+        iz = min(max(int(np.floor((points[i, 2] - origin[2]) / h)), 0), nz - 1)
+        c = (ix * ny + iy) * nz + iz
+        if not seen[c]:
+            seen[c] = True
+            count += 1
+    return count
+
+
 @_jit
 def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):
     """Sort ``points`` (n, 3) into cubic cells of side ``h`` (Å) starting at ``origin``.
@@ -284,10 +311,16 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
         c0 = min(max(int(np.floor(f0)), 0), nx - 1)
         c1 = min(max(int(np.floor(f1)), 0), ny - 1)
         c2 = min(max(int(np.floor(f2)), 0), nz - 1)
+        p0 = min(max(q0, origin[0]), origin[0] + nx * h)
+        p1 = min(max(q1, origin[1]), origin[1] + ny * h)
+        p2 = min(max(q2, origin[2]), origin[2] + nz * h)
+        off2 = max(np.sqrt((q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2) - slack, 0.0) ** 2
         kth = bound[qi]
         filled = 0
         for r in range(rmax + 1):
-            # distance from q to the outside of the cube of cells within r - 1 of c
+            # distance from q' (q clamped into the grid's box) to the outside of the cube
+            # of cells within r - 1 of c; every point x of the box has
+            # |q - x|² >= |q - q'|² + |q' - x|² (projection onto a convex set)
             if r > 0:
                 lo0 = (c0 - r + 1) * h + origin[0]
                 hi0 = (c0 + r) * h + origin[0]
@@ -295,9 +328,9 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
                 hi1 = (c1 + r) * h + origin[1]
                 lo2 = (c2 - r + 1) * h + origin[2]
                 hi2 = (c2 + r) * h + origin[2]
-                inner = min(min(q0 - lo0, hi0 - q0), min(min(q1 - lo1, hi1 - q1),
-                                                          min(q2 - lo2, hi2 - q2))) - slack
-                if inner > 0 and inner * inner >= kth:
+                inner = min(min(p0 - lo0, hi0 - p0), min(min(p1 - lo1, hi1 - p1),
+                                                          min(p2 - lo2, hi2 - p2))) - slack
+                if inner > 0 and off2 + inner * inner >= kth:
                     break
                 if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
                         and c2 - r < 0 and c2 + r >= nz:
@@ -351,6 +384,160 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
     return vals, idx
 
 
+@_jit
+def grid_nearest(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
+                 origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
+                 slack: float):
+    """:func:`grid_knn` for k = 1 without weights or bound, on the points in cell order
+    (``sp[t] = points[order[t]]``): ``(squared distance, index)`` of every query's nearest
+    point (among equally near points the first one visited)."""
+    m = queries.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    best = np.full(m, np.inf)
+    idx = np.full(m, -1, dtype=np.int64)
+    rmax = max(nx, max(ny, nz))
+    for qi in range(m):
+        q0 = queries[qi, 0]
+        q1 = queries[qi, 1]
+        q2 = queries[qi, 2]
+        c0 = min(max(int(np.floor((q0 - origin[0]) / h)), 0), nx - 1)
+        c1 = min(max(int(np.floor((q1 - origin[1]) / h)), 0), ny - 1)
+        c2 = min(max(int(np.floor((q2 - origin[2]) / h)), 0), nz - 1)
+        p0 = min(max(q0, origin[0]), origin[0] + nx * h)
+        p1 = min(max(q1, origin[1]), origin[1] + ny * h)
+        p2 = min(max(q2, origin[2]), origin[2] + nz * h)
+        off2 = max(np.sqrt((q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2) - slack, 0.0) ** 2
+        kth = np.inf
+        bj = -1
+        for r in range(rmax + 1):
+            if r > 0:
+                inner = min(min(p0 - ((c0 - r + 1) * h + origin[0]), (c0 + r) * h + origin[0] - p0),
+                            min(min(p1 - ((c1 - r + 1) * h + origin[1]), (c1 + r) * h + origin[1] - p1),
+                                min(p2 - ((c2 - r + 1) * h + origin[2]), (c2 + r) * h + origin[2] - p2))) - slack
+                if inner > 0 and off2 + inner * inner >= kth:
+                    break
+                if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
+                        and c2 - r < 0 and c2 + r >= nz:
+                    break
+            for a in range(max(c0 - r, 0), min(c0 + r, nx - 1) + 1):
+                ea = abs(a - c0) == r
+                g0 = max(origin[0] + a * h - q0 - slack, 0.0, q0 - origin[0] - (a + 1) * h - slack)
+                for b in range(max(c1 - r, 0), min(c1 + r, ny - 1) + 1):
+                    eb = ea or abs(b - c1) == r
+                    g1 = max(origin[1] + b * h - q1 - slack, 0.0, q1 - origin[1] - (b + 1) * h - slack)
+                    gab = g0 * g0 + g1 * g1
+                    if gab >= kth:
+                        continue
+                    if eb:
+                        zlo = max(c2 - r, 0)
+                        zhi = min(c2 + r, nz - 1)
+                        zstep = 1
+                    else:
+                        zlo = c2 - r
+                        zhi = c2 + r
+                        zstep = 2 * r if r > 0 else 1
+                    z = zlo
+                    while z <= zhi:
+                        if 0 <= z < nz:
+                            c = (a * ny + b) * nz + z
+                            t0 = cell_start[c]
+                            t1 = cell_start[c + 1]
+                            if t0 < t1:
+                                g2 = max(origin[2] + z * h - q2 - slack, 0.0,
+                                         q2 - origin[2] - (z + 1) * h - slack)
+                                if gab + g2 * g2 < kth:
+                                    for t in range(t0, t1):
+                                        d0 = sp[t, 0] - q0
+                                        d1 = sp[t, 1] - q1
+                                        d2 = sp[t, 2] - q2
+                                        v = d0 * d0 + d1 * d1 + d2 * d2
+                                        if v < kth:
+                                            kth = v
+                                            bj = t
+                        z += zstep
+        best[qi] = kth
+        idx[qi] = order[bj] if bj >= 0 else -1
+    return best, idx
+
+
+@_jit
+def grid_min_weighted(sp: np.ndarray, sw: np.ndarray, cw: np.ndarray, order: np.ndarray,
+                      cell_start: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray,
+                      queries: np.ndarray, bound: np.ndarray, slack: float):
+    """For every query the smallest ``|q − p_j|² + w_j`` (w >= 0) below ``bound[q]`` and its
+    point (``inf`` and -1 where none is below), exact: :func:`grid_nearest` with weights
+    (``sw``: in cell order, ``cw``: smallest per cell), a cell skipped when its box
+    distance² plus its smallest weight cannot beat the best so far."""
+    m = queries.shape[0]
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    best = np.full(m, np.inf)
+    idx = np.full(m, -1, dtype=np.int64)
+    rmax = max(nx, max(ny, nz))
+    for qi in range(m):
+        q0 = queries[qi, 0]
+        q1 = queries[qi, 1]
+        q2 = queries[qi, 2]
+        c0 = min(max(int(np.floor((q0 - origin[0]) / h)), 0), nx - 1)
+        c1 = min(max(int(np.floor((q1 - origin[1]) / h)), 0), ny - 1)
+        c2 = min(max(int(np.floor((q2 - origin[2]) / h)), 0), nz - 1)
+        p0 = min(max(q0, origin[0]), origin[0] + nx * h)
+        p1 = min(max(q1, origin[1]), origin[1] + ny * h)
+        p2 = min(max(q2, origin[2]), origin[2] + nz * h)
+        off2 = max(np.sqrt((q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2) - slack, 0.0) ** 2
+        kth = bound[qi]
+        bj = -1
+        for r in range(rmax + 1):
+            if r > 0:
+                inner = min(min(p0 - ((c0 - r + 1) * h + origin[0]), (c0 + r) * h + origin[0] - p0),
+                            min(min(p1 - ((c1 - r + 1) * h + origin[1]), (c1 + r) * h + origin[1] - p1),
+                                min(p2 - ((c2 - r + 1) * h + origin[2]), (c2 + r) * h + origin[2] - p2))) - slack
+                if inner > 0 and off2 + inner * inner >= kth:
+                    break
+                if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
+                        and c2 - r < 0 and c2 + r >= nz:
+                    break
+            for a in range(max(c0 - r, 0), min(c0 + r, nx - 1) + 1):
+                ea = abs(a - c0) == r
+                g0 = max(origin[0] + a * h - q0 - slack, 0.0, q0 - origin[0] - (a + 1) * h - slack)
+                for b in range(max(c1 - r, 0), min(c1 + r, ny - 1) + 1):
+                    eb = ea or abs(b - c1) == r
+                    g1 = max(origin[1] + b * h - q1 - slack, 0.0, q1 - origin[1] - (b + 1) * h - slack)
+                    gab = g0 * g0 + g1 * g1
+                    if gab >= kth:
+                        continue
+                    if eb:
+                        zlo = max(c2 - r, 0)
+                        zhi = min(c2 + r, nz - 1)
+                        zstep = 1
+                    else:
+                        zlo = c2 - r
+                        zhi = c2 + r
+                        zstep = 2 * r if r > 0 else 1
+                    z = zlo
+                    while z <= zhi:
+                        if 0 <= z < nz:
+                            c = (a * ny + b) * nz + z
+                            t0 = cell_start[c]
+                            t1 = cell_start[c + 1]
+                            if t0 < t1:
+                                g2 = max(origin[2] + z * h - q2 - slack, 0.0,
+                                         q2 - origin[2] - (z + 1) * h - slack)
+                                if gab + g2 * g2 + cw[c] < kth:
+                                    for t in range(t0, t1):
+                                        d0 = sp[t, 0] - q0
+                                        d1 = sp[t, 1] - q1
+                                        d2 = sp[t, 2] - q2
+                                        v = d0 * d0 + d1 * d1 + d2 * d2 + sw[t]
+                                        if v < kth:
+                                            kth = v
+                                            bj = t
+                        z += zstep
+        if bj >= 0:
+            best[qi] = kth
+            idx[qi] = order[bj]
+    return best, idx
+
+
 # ----------------------------------------------------------------------------------------
 # Greedy saturating pairing and exact potentials
 # ----------------------------------------------------------------------------------------
@@ -395,39 +582,52 @@ def radius_pairs(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
     indices)``; ``sp`` are the points in cell order (``sp[t] = points[order[t]]``). The grid's
     cell side ``h`` must be >= sqrt(r2): the 27 cells around a
     query's home cell hold every partner (queries outside the grid are clamped to it,
-    which keeps that true)."""
+    which keeps that true). One branch-free pass into a buffer sized by the candidates of
+    a block of queries, then compacted."""
     m = queries.shape[0]
     nx, ny, nz = dims[0], dims[1], dims[2]
     indptr = np.zeros(m + 1, dtype=np.int64)
-    for sweep in range(2):
-        if sweep == 1:
-            for i in range(m):
-                indptr[i + 1] += indptr[i]
-            indices = np.empty(indptr[m], dtype=np.int64)
-        else:
-            indices = np.empty(0, dtype=np.int64)
-        for i in range(m):
-            q0 = queries[i, 0]
-            q1 = queries[i, 1]
-            q2 = queries[i, 2]
-            a, b, c, _ = _home_cell(q0, q1, q2, origin, h, dims)
-            t_out = indptr[i]
-            n_found = 0
-            for da in range(max(a - 1, 0), min(a + 1, nx - 1) + 1):
-                for db in range(max(b - 1, 0), min(b + 1, ny - 1) + 1):
-                    for dc in range(max(c - 1, 0), min(c + 1, nz - 1) + 1):
-                        cell = (da * ny + db) * nz + dc
-                        for t in range(cell_start[cell], cell_start[cell + 1]):
-                            d0 = sp[t, 0] - q0
-                            d1 = sp[t, 1] - q1
-                            d2 = sp[t, 2] - q2
-                            if d0 * d0 + d1 * d1 + d2 * d2 < r2:
-                                if sweep == 1:
-                                    indices[t_out + n_found] = order[t]
-                                n_found += 1
-            if sweep == 0:
-                indptr[i + 1] = n_found
-    return indptr, indices
+    cap = 1024
+    buf = np.empty(cap, dtype=np.int64)
+    out = np.empty(max(16 * m, 16), dtype=np.int64)
+    n_out = 0
+    for i in range(m):
+        q0 = queries[i, 0]
+        q1 = queries[i, 1]
+        q2 = queries[i, 2]
+        a, b, c, _ = _home_cell(q0, q1, q2, origin, h, dims)
+        a0 = max(a - 1, 0)
+        a1 = min(a + 1, nx - 1)
+        b0 = max(b - 1, 0)
+        b1 = min(b + 1, ny - 1)
+        c0 = max(c - 1, 0)
+        c1 = min(c + 1, nz - 1)
+        n_cand = 0
+        for da in range(a0, a1 + 1):
+            for db in range(b0, b1 + 1):
+                base = (da * ny + db) * nz
+                n_cand += cell_start[base + c1 + 1] - cell_start[base + c0]
+        if n_cand > cap:
+            cap = 2 * n_cand
+            buf = np.empty(cap, dtype=np.int64)
+        n_found = 0
+        for da in range(a0, a1 + 1):
+            for db in range(b0, b1 + 1):
+                base = (da * ny + db) * nz
+                for t in range(cell_start[base + c0], cell_start[base + c1 + 1]):
+                    d0 = sp[t, 0] - q0
+                    d1 = sp[t, 1] - q1
+                    d2 = sp[t, 2] - q2
+                    buf[n_found] = order[t]
+                    n_found += d0 * d0 + d1 * d1 + d2 * d2 < r2
+        if n_out + n_found > out.shape[0]:
+            grown = np.empty(2 * (n_out + n_found), dtype=np.int64)
+            grown[:n_out] = out[:n_out]
+            out = grown
+        out[n_out:n_out + n_found] = buf[:n_found]
+        n_out += n_found
+        indptr[i + 1] = n_out
+    return indptr, out[:n_out].copy()
 
 
 @_jit

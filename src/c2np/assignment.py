@@ -9,7 +9,7 @@ meet (then the value is the optimum); its work is bounded for any input.
 Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
 
 1. nearest neighbours of ``S`` all distinct: pairing each with its nearest is optimal;
-2. small sets (``n_s · n_l <= 250,000``): dense ``scipy.optimize.linear_sum_assignment``;
+2. small sets (``n_s · n_l <= 40,000``): dense ``scipy.optimize.linear_sum_assignment``;
 3. otherwise the pairs closer than a radius (about 16 partners per point), solved by a
    compiled ε-scaling auction (:mod:`c2np._assignment_kernels`) on integer costs, and
    certified over *all* ``n_s · n_l`` pairs by LP duality: any column prices ``p`` give
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AssignmentResult", "min_sq_assignment"]
+__all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid"]
 
-DENSE_MAX_ENTRIES = 250_000  # n_s · n_l up to which the dense solver is used
+DENSE_MAX_ENTRIES = 40_000  # n_s · n_l up to which the dense solver is used (break-even)
 GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
 MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
 ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
@@ -44,6 +44,8 @@ EPS_FACTOR = 8  # ε-scaling factor
 GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop refining
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
+FAR_RMSD_ANGSTROM = 1.0  # an element whose certified RMSD bound is at least this (Å) ...
+FAR_REL_GAP = 2e-3  # ... stops once its RMSD value is within this share of the bound
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
 
@@ -88,7 +90,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                       tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
                       max_rounds: int | None = None,
-                      bids_per_point: int | None = None) -> AssignmentResult:
+                      bids_per_point: int | None = None,
+                      far_rmsd_angstrom: float | None = FAR_RMSD_ANGSTROM,
+                      far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
     """Minimum-Σ|a − b|² pairing of every point of the smaller of two ``(n, 3)`` sets (Å).
 
     ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
@@ -97,6 +101,12 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     (defaults :data:`MAX_ROUNDS`, :data:`BIDS_PER_POINT`) bound the work of the sparse
     path; when they run out the result is not exact but ``lower_bound_angstrom2`` still
     bounds the optimum.
+
+    ``far_rmsd_angstrom``: once the certified lower bound of the RMSD over the pairs,
+    ``sqrt(bound / n_pairs)``, is at least this (Å; None: never), the sparse path stops as
+    soon as ``sqrt(value / n_pairs) <= (1 + far_rel_gap) sqrt(bound / n_pairs)``: the value is
+    still that of a valid pairing and the bound certified, but ``exact`` is False (a
+    prediction that far off needs no exact optimum; docs/evaluation.md).
     """
     a = np.asarray(set_a_angstrom, dtype=np.float64)
     b = np.asarray(set_b_angstrom, dtype=np.float64)
@@ -106,9 +116,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         small, large, large_tree = a, b, tree_b
     else:
         small, large, large_tree = b, a, tree_a
-    if large_tree is None:
-        large_tree = _tree(large)
     if nearest is None:
+        if large_tree is None:
+            large_tree = _tree(large)
         d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
     else:
         d1, j1 = nearest
@@ -127,13 +137,18 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64),
                               max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
                               bids_per_point=BIDS_PER_POINT if bids_per_point is None
-                              else bids_per_point)
+                              else bids_per_point,
+                              far_sum=None if far_rmsd_angstrom is None
+                              else len(small) * float(far_rmsd_angstrom) ** 2,
+                              far_rel_gap=float(far_rel_gap))
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
-                       max_rounds: int, bids_per_point: int) -> AssignmentResult:
+                       max_rounds: int, bids_per_point: int, far_sum: float | None = None,
+                       far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
     """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
-    distinct; ``d1`` their distances)."""
+    distinct; ``d1`` their distances). ``far_sum``: the bound (Å²) from which a relative
+    RMSD gap of ``far_rel_gap`` is accepted (None: never)."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
@@ -149,14 +164,25 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
     left = np.flatnonzero(fallback < 0)
     if len(left):  # rows whose partners were all taken: the free columns, in order of x
-        free = np.setdiff1d(np.arange(nl), fallback[fallback >= 0])
+        taken = np.zeros(nl, dtype=bool)
+        taken[fallback[fallback >= 0]] = True
+        free = np.flatnonzero(~taken)
         free = free[np.argsort(large[free, 0], kind="stable")]
         rows = left[np.argsort(small[left, 0], kind="stable")]
         fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
     best_ub = _pair_sum(small, large, fallback)
-    graph = graph.with_edges(small, large, np.arange(ns), fallback)
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
+    if len(left) > GIVE_UP_SHARE * ns and len(np.unique(graph.indices)) < GIVE_UP_SHARE * ns:
+        # degenerate (e.g. every point of one set on a spot): the graph reaches few
+        # points of the larger set, so no auction on it can find the optimum; report the
+        # pairing and the certified bounds
+        best_lb = max(best_lb, _column_bound(small, large))
+        return AssignmentResult(best_ub, min(best_lb, best_ub), ns,
+                                best_ub - best_lb <= EXACT_RTOL * (1.0 + best_ub),
+                                tolerance_angstrom2=EXACT_RTOL * (1.0 + best_ub),
+                                method="auction", rounds=0)
+    graph = graph.with_edges(small, large, np.arange(ns), fallback)
     tol = EXACT_RTOL * (1.0 + best_ub)
     budget = int(bids_per_point) * (nl + MIN_BUDGET_POINTS)
     eps_final = 0.25 * EXACT_RTOL * (1.0 + lb0) / nl  # Å²: n ε below the tolerance
@@ -166,6 +192,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     prices = np.zeros(nl, dtype=np.int64)
     assign = np.full(ns, -1, dtype=np.int64)
     rounds = 0
+    far_stop = False
     # coarse stage (cold): prices settle at eps_mid, and pairs outside the graph that
     # undercut it join before the fine phases, which then mostly run once
     stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
@@ -186,6 +213,10 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
+        if far_sum is not None and best_lb >= far_sum and \
+                best_ub <= best_lb * (1.0 + far_rel_gap) ** 2:
+            far_stop = True
+            break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
             break  # the graph misses most of the optimum (a degenerate prediction)
         if len(undercut):
@@ -195,14 +226,18 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             ok = jk >= 0
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
-    if best_ub - best_lb > tol:
-        # every pairing uses n_s distinct points of the larger set, each at least its
-        # nearest-neighbour distance from the smaller set
-        m, _ = _tree(small).query(large, k=1)  # type: ignore[attr-defined]
-        best_lb = max(best_lb, math.fsum(np.partition(m * m, ns - 1)[:ns]) * (1.0 - 1e-12))
+    if best_ub - best_lb > tol and not far_stop:
+        best_lb = max(best_lb, _column_bound(small, large))
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
+
+
+def _column_bound(small: np.ndarray, large: np.ndarray) -> float:
+    """Lower bound of any pairing (Å²): it uses n_s distinct points of the larger set, each
+    at least its nearest-neighbour distance from the smaller set."""
+    m, _ = nearest_neighbours(large, small)
+    return math.fsum(np.partition(m * m, len(small) - 1)[:len(small)]) * (1.0 - 1e-12)
 
 
 def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.ndarray,
@@ -215,6 +250,50 @@ def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.n
     e_hi = max(graph.eps_scaled(eps_hi), e_fin)
     return kern.auction(graph.indptr, graph.indices, graph.cost, graph.n_cols,
                         prices - prices.min(), init, e_hi, e_fin, EPS_FACTOR, budget)
+
+
+def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray, *,
+                       grid: _Grid | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest neighbour among ``points`` (n >= 1, 3) of every query (m, 3), Å.
+
+    Returns ``(distances (m,) Å, indices (m,))``; the distances are those
+    ``scipy.spatial.cKDTree.query`` gives (``sqrt(dx² + dy² + dz²)`` in float64). A grid
+    search (rings of cells, a cell skipped when its box is farther than the best so far);
+    queries far outside the points' box (when there are many) go to a cKDTree instead,
+    where the grid would visit too many cells. ``grid``: a :class:`PointGrid` of ``points``.
+    """
+    q = np.ascontiguousarray(queries_angstrom, dtype=np.float64).reshape(-1, 3)
+    g = grid if grid is not None else _Grid.build(points_angstrom)
+    dist = np.empty(len(q))
+    idx = np.empty(len(q), dtype=np.int64)
+    far = _outside(q, g, margin=g.h)
+    if int(np.count_nonzero(far)) > max(64, len(q) // 16):
+        dist[far], idx[far] = _tree(g.points).query(q[far], k=1)  # type: ignore[attr-defined]
+        near = np.flatnonzero(~far)
+    else:
+        near = np.arange(len(q))
+    if len(near):
+        v, i = _kernels().grid_nearest(g.sorted_points, g.order, g.cell_start, g.origin, g.h,
+                                       g.dims, q[near], g.slack)
+        dist[near], idx[near] = np.sqrt(v), i
+    return dist, idx
+
+
+def close_pairs(queries_angstrom: np.ndarray, grid: _Grid, radius_angstrom: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (query i, point j) pair with ``|q_i − p_j| <= radius`` (plus a relative 1e-9):
+    ``(i, j, distance Å)``, distances as :func:`nearest_neighbours` computes them. ``grid``
+    must have a cell side above the radius (``PointGrid.build(..., min_side=1.000001 radius)``)."""
+    q = np.ascontiguousarray(queries_angstrom, dtype=np.float64).reshape(-1, 3)
+    r2 = (float(radius_angstrom) * (1.0 + 1e-9)) ** 2
+    if grid.h * grid.h < r2:
+        raise ValueError("close_pairs: the grid's cells are smaller than the radius")
+    kern = _kernels()
+    indptr, cols = kern.radius_pairs(grid.sorted_points, grid.order, grid.cell_start,
+                                     grid.origin, grid.h, grid.dims, q, r2)
+    w, _ = kern.edge_costs(q, grid.points, indptr, cols, 1.0, 1)
+    rows = np.repeat(np.arange(len(q), dtype=np.int64), np.diff(indptr))
+    return rows, cols, np.sqrt(w)
 
 
 def _pair_sum(small: np.ndarray, large: np.ndarray, cols: np.ndarray) -> float:
@@ -239,32 +318,32 @@ class _Grid:
     off_d2: np.ndarray
 
     @classmethod
-    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3) -> _Grid:
+    def build(cls, points: np.ndarray, *, per_cell: float = 2.0, reach: int = 3,
+              min_side: float = 0.0) -> _Grid:
         """Cells of about ``per_cell`` points (from the occupied volume), side at least
-        1/1024 of the extent, at most 8 n + 64 cells; offsets up to ``reach`` cells."""
+        ``min_side`` (Å) and 1/1024 of the extent, at most 8 n + 64 cells; offsets up to
+        ``reach`` cells."""
+        kern = _kernels()
         x = np.ascontiguousarray(points, dtype=np.float64)
-        lo = x.min(axis=0)
-        ext = x.max(axis=0) - lo
+        lo, hi, amax = kern.bounds(x)
+        ext = hi - lo
         vol = float(np.prod(np.maximum(ext, 1e-3)))
         h = max((per_cell * vol / len(x)) ** (1.0 / 3.0), 1e-6)
         # the occupied fraction of the box: refine once from a first grid's occupancy
         dims = np.floor(ext / h).astype(np.int64) + 1
         if int(np.prod(dims)) <= 8 * len(x) + 64:
-            cid = (np.floor((x - lo) / h).astype(np.int64) * [dims[1] * dims[2], dims[2], 1]).sum(axis=1)
-            occupied = int(np.count_nonzero(np.bincount(cid, minlength=int(np.prod(dims)))))
+            occupied = int(kern.occupied_cells(x, lo, h, dims))
             h = max((per_cell * occupied * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
-        h = max(h, float(ext.max()) / 1024.0)
+        h = max(h, float(ext.max()) / 1024.0, min_side)
         dims = np.floor(ext / h).astype(np.int64) + 1
         while int(np.prod(dims)) > 8 * len(x) + 64:
             h *= 1.25
             dims = np.floor(ext / h).astype(np.int64) + 1
-        slack = 1e-9 + 64.0 * float(np.spacing(float(np.abs(x).max()) + float(ext.max())))
-        order, start = _kernels().grid_build(x, lo, h, dims)
-        r = np.arange(-reach, reach + 1)
-        off = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
-        gap = np.maximum(np.abs(off) - 1, 0) * h
-        d2 = np.maximum(np.sqrt((gap ** 2).sum(axis=1)) - slack, 0.0) ** 2
-        o = np.lexsort((np.abs(off).sum(axis=1), d2))
+        slack = 1e-9 + 64.0 * float(np.spacing(float(amax) + float(ext.max())))
+        order, start = kern.grid_build(x, lo, h, dims)
+        off, l1, gap_cells = _offsets(reach)
+        d2 = np.maximum(gap_cells * h - slack, 0.0) ** 2
+        o = np.lexsort((l1, d2))
         return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
                    np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
 
@@ -303,6 +382,20 @@ class _Grid:
     def reach_d2(self) -> float:
         """Smallest squared distance from a point of a cell to a cell beyond the offsets."""
         return max(float(np.abs(self.offsets).max()) * self.h - self.slack, 0.0) ** 2
+
+
+@functools.cache
+def _offsets(reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cell offsets within ``reach`` (n, 3), their L1 norms and the norm of their gaps in
+    cells (``max(|o| - 1, 0)``; times the side: the smallest distance between the cells)."""
+    r = np.arange(-reach, reach + 1)
+    off = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
+    gap = np.sqrt((np.maximum(np.abs(off) - 1, 0) ** 2).sum(axis=1).astype(np.float64))
+    for a in (off, gap):
+        a.setflags(write=False)
+    l1 = np.abs(off).sum(axis=1)
+    l1.setflags(write=False)
+    return off, l1, gap
 
 
 @dataclass(frozen=True)
@@ -349,28 +442,26 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
     """Lower bound of the optimum over all pairs from integer column prices (Å², module
     docstring), the shifted prices ``w = p − min p`` (Å²), each row's smallest ``c + w``
     over the graph's edges, and over all pairs where that is smaller (else ``inf``)."""
+    kern = _kernels()
     w = graph.from_scaled(prices - prices.min())
-    u_graph = _kernels().row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
-    v, _, complete = grid.knn(small, 1, weights=w, bound=u_graph, exhaustive=False)
-    redo = np.flatnonzero(~complete)
-    if 0 < len(redo) and len(redo) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * len(w):
-        v[redo], _, complete[redo] = grid.knn(small[redo], 1, weights=w, bound=u_graph[redo])
-    u = np.minimum(u_graph, v[:, 0])
-    # rows searched only within the offsets' reach: what lies beyond costs >= reach²
-    # (w >= 0), and rows outside the grid (complete False, nothing searched) >= 0
-    part = ~complete
-    if part.any():
-        outside = _outside(small[part], grid)
-        u[part] = np.minimum(u[part], np.where(outside, 0.0, grid.reach_d2))
+    u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
+    sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
+    v, _ = kern.grid_min_weighted(grid.sorted_points, sw, cw, grid.order, grid.cell_start,
+                                  grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
+                                  u_graph, grid.slack)  # exact: every pair below u_graph
+    u = np.minimum(u_graph, v)
     lb = math.fsum(u) - math.fsum(w)  # with the shifted prices min w = 0
     lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
-    return lb, w, u_graph, v[:, 0]
+    return lb, w, u_graph, v
 
 
-def _outside(points: np.ndarray, grid: _Grid) -> np.ndarray:
-    """(m,) True for points outside the grid's box."""
-    hi = grid.origin + grid.dims * grid.h
-    return np.any((points < grid.origin) | (points >= hi), axis=1)
+def _outside(points: np.ndarray, grid: _Grid, *, margin: float = 0.0) -> np.ndarray:
+    """(m,) True for points outside the grid's box widened by ``margin`` (Å)."""
+    hi = grid.origin + grid.dims * grid.h + margin
+    return np.any((points < grid.origin - margin) | (points >= hi), axis=1)
+
+
+PointGrid = _Grid  # public name: points in a uniform grid of cells (nearest_neighbours, close_pairs)
 
 
 @functools.cache

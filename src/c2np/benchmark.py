@@ -23,6 +23,7 @@ import numpy as np
 
 from c2np.baselines import FORWARD_BASELINES, INVERSE_BASELINES, predict
 from c2np.errors import C2NPInputError
+from c2np.executor import Executor
 from c2np.metrics import HEADLINE, PRIMARY
 from c2np.particle import Particle
 from c2np.predictions import (
@@ -120,10 +121,12 @@ def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_s
 
 
 def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Sequence[str], tasks: Sequence[str],
-                                splits: Sequence[str], subset: str, say: Callable[[str], None]) -> dict[str, float]:
+                                splits: Sequence[str], subset: str, say: Callable[[str], None],
+                                executor: Executor | None = None) -> dict[str, float]:
     """Predict with every baseline and write ``sub_dir/<name>/<task>/<split>.*``; a sample a
     baseline does not answer gets an explicit unusable entry (an empty particle / NaN row),
-    so every id is present and the harness scores it as a failure. Returns seconds per
+    so every id is present and the harness scores it as a failure. ``executor`` runs the
+    predictions (:func:`c2np.baselines.predict`; default: this process). Returns seconds per
     baseline."""
     seconds = {n: 0.0 for n in names}
     for split in splits:
@@ -139,7 +142,7 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
                     continue
                 say(f"{task_name} · {split} · {name}: predicting {len(task)} samples")
                 t0 = time.perf_counter()
-                preds = predict(task, table[name](task))
+                preds = predict(task, table[name](task), executor=executor)
                 seconds[name] += time.perf_counter() - t0
                 if isinstance(task, ForwardTask):
                     empty = Particle(np.zeros(0, dtype=np.int64), np.zeros((0, 3)))
@@ -158,10 +161,12 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   forward_models: Sequence[str] | None = None,
                   inverse_models: Sequence[str] | None = None,
                   seed: int = 0, n_resamples: int = 1000, progress: bool = True,
-                  log: Callable[[str], None] | None = None, workers: int = 1) -> BenchmarkSummary:
+                  log: Callable[[str], None] | None = None, workers: int = 1,
+                  executor: Executor | None = None) -> BenchmarkSummary:
     """Predict with the baselines, write them as submissions under ``out/submissions``,
     then build the leaderboard (results, tables, plots, report site) from every submission
-    there. ``workers`` processes score task-1 samples (results do not depend on it)."""
+    there. ``workers`` processes score task-1 samples; ``executor`` runs the baselines'
+    predictions (e.g. the solver's sweeps; default: this process). Results depend on neither."""
     from c2np.leaderboard import build_leaderboard
     from c2np.submissions import prediction_file
 
@@ -193,7 +198,8 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     if store.recipes.heldout_materials and "heldout" not in all_splits and "inverse" in tasks:
         all_splits.append("heldout")  # strict protocol: task 2 on held-out materials
     sub_dir = out / "submissions"
-    seconds = _write_baseline_predictions(store, sub_dir, names, tasks, all_splits, subset, say)
+    seconds = _write_baseline_predictions(store, sub_dir, names, tasks, all_splits, subset, say,
+                                          executor=executor)
     from c2np.fileio import write_text
 
     for name in names:

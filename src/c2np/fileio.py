@@ -33,7 +33,7 @@ from typing import IO, Any
 from c2np.errors import C2NPInputError
 
 __all__ = ["atomic_path", "atomic_write", "atomic_directory", "write_text", "write_texts", "file_sha256",
-           "check_output_path", "remove_stale_temps", "remove_durably", "TEMP_SUFFIX"]
+           "check_output_path", "remove_stale_temps", "remove_durably", "read_text_bounded", "TEMP_SUFFIX"]
 
 #: Suffix of every temp file and folder (readers never match it: ``*.h5``, ``*.cif``, ...).
 TEMP_SUFFIX = ".tmp"
@@ -285,6 +285,28 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def read_text_bounded(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> str:
+    """The whole text of a file, its size checked against the limit ``text_bytes`` before it
+    is read (a text read whole cannot be streamed; OSError and UnicodeDecodeError propagate
+    for the caller to name)."""
+    from c2np.limits import check as check_limit
+
+    p = Path(path)
+    with open(p, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            check_limit("text_bytes", size, what=str(p))
+        data = fh.read(int(_text_cap()) + 1)
+    check_limit("text_bytes", len(data), what=str(p))  # a FIFO or a file that grew
+    return data.decode(encoding)
+
+
+def _text_cap() -> float:
+    from c2np.limits import effective
+
+    return effective("text_bytes")
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -15,9 +15,10 @@ import numpy as np
 from c2np.carving import canonical_order, carve
 from c2np.cells import UnitCell, read_cells, write_cif
 from c2np.errors import C2NPInputError
-from c2np.fileio import atomic_directory
+from c2np.executor import Context, Executor, LocalExecutor
+from c2np.fileio import atomic_directory, atomic_write
 from c2np.particle import Particle
-from c2np.particle_io import read_particle, write_extxyz
+from c2np.particle_io import format_extxyz_frame, read_particle
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, check_store_names, write_store
 
@@ -25,6 +26,8 @@ __all__ = ["export_extxyz", "export_original", "import_original"]
 
 
 def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any:
+    """``iterable`` with a progress bar (a bar to update when ``iterable`` is None; None when
+    not ``enabled`` and ``iterable`` is None)."""
     if not enabled:
         return iterable
     from tqdm.auto import tqdm
@@ -32,25 +35,63 @@ def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any
     return tqdm(iterable, desc=desc, total=total, unit="sample")
 
 
+#: Samples formatted per executor task by the exports.
+EXPORT_CHUNK = 64
+
+
+def _open_store(path: str) -> DatasetStore:
+    """Worker side: the store of an export, opened by its path (spawned and Dask workers)."""
+    return DatasetStore.open(path)
+
+
+def _store_context(store: DatasetStore) -> Context:
+    return Context(_open_store, (str(store.path),), value=store)
+
+
+def _extxyz_text(store: DatasetStore, row: int) -> str:
+    """Worker side: one sample as an extxyz frame (info: sample_id, material, radius_angstrom,
+    rotation_index, quaternion_xyzw, split)."""
+    s = store.sample(int(row))
+    return format_extxyz_frame(s.particle, {"sample_id": s.sample_id, "material": s.material,
+                                            "radius_angstrom": s.radius_angstrom,
+                                            "rotation_index": s.rotation_index,
+                                            "quaternion_xyzw": s.quaternion, "split": s.split})
+
+
+def _original_text(store: DatasetStore, row: int) -> tuple[str, str, int, str]:
+    """Worker side: (material, R folder, rotation index, plain-XYZ text) of one sample."""
+    s = store.sample(int(row))
+    q = " ".join(f"{x:.12f}" for x in s.quaternion)
+    comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
+               f"radius_angstrom={s.radius_angstrom}")
+    return s.material, f"R{s.radius_angstrom}", int(s.rotation_index), _plain_xyz(s.particle, comment)
+
+
 def export_extxyz(store: DatasetStore, out_dir: str | os.PathLike[str], *,
-                  splits: Sequence[str] | None = None, progress: bool = True) -> list[Path]:
+                  splits: Sequence[str] | None = None, progress: bool = True,
+                  executor: Executor | None = None) -> list[Path]:
     """Write one ``{split}.extxyz`` per split; frames carry sample_id, material,
-    radius_angstrom, rotation_index, quaternion_xyzw and split in ``info``."""
+    radius_angstrom, rotation_index, quaternion_xyzw and split in ``info``. ``executor``
+    (:mod:`c2np.executor`; default: this process) formats the frames, in chunks of
+    :data:`EXPORT_CHUNK`; this process writes them, in row order (the files do not depend on
+    the executor)."""
     out = Path(out_dir)
+    ex = executor if executor is not None else LocalExecutor(1)
+    ctx = _store_context(store)
     written = []
     for split in (splits or SPLITS):
-        rows = store.rows(split)
+        rows = [int(r) for r in store.rows(split)]
         if len(rows) == 0:
             continue
-
-        def frames(rows: np.ndarray = rows, split: str = split) -> Any:
-            for s in _progress(store.iter_samples(rows), f"export {split}", len(rows), progress):
-                yield s.particle, {"sample_id": s.sample_id, "material": s.material,
-                                   "radius_angstrom": s.radius_angstrom,
-                                   "rotation_index": s.rotation_index,
-                                   "quaternion_xyzw": s.quaternion, "split": s.split}
-
-        written.append(write_extxyz(out / f"{split}.extxyz", frames()))
+        bar = _progress(None, f"export {split}", len(rows), progress)
+        with atomic_write(out / f"{split}.extxyz") as fh:
+            for part in ex.map(_extxyz_text, rows, context=ctx, chunk=EXPORT_CHUNK):
+                fh.write("".join(part))
+                if bar is not None:
+                    bar.update(len(part))
+        if bar is not None:
+            bar.close()
+        written.append(out / f"{split}.extxyz")
     return written
 
 
@@ -64,27 +105,33 @@ def _plain_xyz(particle: Particle, comment: str) -> str:
 
 
 def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
-                    progress: bool = True) -> Path:
+                    progress: bool = True, executor: Executor | None = None) -> Path:
     """Write the original layout ``quaternions/{Material}/R{r}/xyz/rot_{k}.xyz`` plus
     ``cifs/{Material}.cif``. Everything is written into a temporary folder beside
-    ``out_dir`` and renamed at the end; an existing non-empty ``out_dir`` is refused."""
+    ``out_dir`` and renamed at the end; an existing non-empty ``out_dir`` is refused.
+    ``executor`` (default: this process) formats the files; this process writes them."""
     out = Path(out_dir)
     check_store_names(list(store.materials), source=str(store.path))  # they become folder names
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another --out")
+    ex = executor if executor is not None else LocalExecutor(1)
     with atomic_directory(out) as tmp:
         for mid in store.materials:
             write_cif(store.cells[mid], tmp / "cifs" / f"{mid}.cif")
         made: set[Path] = set()
-        for s in _progress(store.iter_samples(), "export original", len(store), progress):
-            folder = tmp / "quaternions" / s.material / f"R{s.radius_angstrom}" / "xyz"
-            if folder not in made:
-                folder.mkdir(parents=True, exist_ok=True)
-                made.add(folder)
-            q = " ".join(f"{x:.12f}" for x in s.quaternion)
-            comment = (f"sample_id={s.sample_id} split={s.split} quaternion_xyzw=\"{q}\" "
-                       f"radius_angstrom={s.radius_angstrom}")
-            (folder / f"rot_{s.rotation_index}.xyz").write_text(_plain_xyz(s.particle, comment))
+        bar = _progress(None, "export original", len(store), progress)
+        for part in ex.map(_original_text, list(range(len(store))), context=_store_context(store),
+                           chunk=EXPORT_CHUNK):
+            for material, r_folder, rot, text in part:
+                folder = tmp / "quaternions" / material / r_folder / "xyz"
+                if folder not in made:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    made.add(folder)
+                (folder / f"rot_{rot}.xyz").write_text(text)
+            if bar is not None:
+                bar.update(len(part))
+        if bar is not None:
+            bar.close()
     return out
 
 

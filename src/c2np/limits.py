@@ -43,6 +43,10 @@ class Limits:
     bootstrap: int = 100_000
     workers: int = 0
     solver_atoms: int = 200_000
+    solver_sites: int = 2_000
+    solver_symmetry_bytes: int = 2_000_000_000
+    solver_symmetry_seconds: float = 10.0
+    text_bytes: int = 1_000_000_000
 
 
 #: name -> (unit, what it bounds)
@@ -66,6 +70,12 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
     "bootstrap": ("resamples", "bootstrap resamples for confidence intervals"),
     "workers": ("processes", "worker processes (0: twice the CPUs available)"),
     "solver_atoms": ("atoms", "atoms in one particle given to the inverse solver (identify, task 2)"),
+    "solver_sites": ("sites", "sites of the reconstructed cell given to the symmetry finder (its work grows "
+                              "with their square)"),
+    "solver_symmetry_bytes": ("bytes", "address space of the process running one symmetry-finder call (moyopy)"),
+    "solver_symmetry_seconds": ("s", "time of one symmetry-finder call (moyopy)"),
+    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, results and partial results JSON, "
+                            "run-folder JSON and log, model.yml, catalog document)"),
 }
 
 _FIELDS = {f.name: f for f in fields(Limits)}

@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from c2np.assignment import AssignmentResult, min_sq_assignment
+from c2np.assignment import (
+    AssignmentResult,
+    PointGrid,
+    close_pairs,
+    min_sq_assignment,
+    nearest_neighbours,
+)
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
 
 if TYPE_CHECKING:
@@ -440,17 +446,6 @@ def _tree(points: np.ndarray) -> cKDTree:
     return cKDTree(points, balanced_tree=False, compact_nodes=False)
 
 
-def _nearest_distances(query: np.ndarray, tree: object, *, first_bound_angstrom: float = 1.5
-                       ) -> np.ndarray:
-    """Exact nearest-neighbour distances; a first query bounded at ``first_bound_angstrom``
-    (cheaper), then an unbounded one for the points it left without a neighbour."""
-    d, _ = tree.query(query, k=1, distance_upper_bound=first_bound_angstrom)  # type: ignore[attr-defined]
-    far = ~np.isfinite(d)
-    if far.any():
-        d[far], _ = tree.query(query[far], k=1)  # type: ignore[attr-defined]
-    return d
-
-
 def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> np.ndarray:
     """A maximum bipartite matching on the given (pred i, ref j) edges: (n_pred,) int64, the
     reference partner of each predicted atom or -1 (scipy's Hopcroft-Karp)."""
@@ -462,6 +457,22 @@ def maximum_matching(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_re
     graph = csr_matrix((np.ones(len(pairs_i), dtype=np.int8), (pairs_i, pairs_j)),
                        shape=(n_pred, n_ref))
     return np.asarray(maximum_bipartite_matching(graph, perm_type="column"), dtype=np.int64)
+
+
+def _matching_size(rows: np.ndarray, cols: np.ndarray, n_rows: int, n_cols: int) -> int:
+    """Size of a maximum bipartite matching on the edges (rows[k], cols[k]), ``rows``
+    non-decreasing (no duplicate edges): :func:`matched_atom_count` without building a
+    COO matrix first (the size does not depend on which side is the rows)."""
+    if len(rows) == 0:
+        return 0
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
+    indptr = np.zeros(n_rows + 1, dtype=np.int32 if n_cols < 2 ** 31 else np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    graph = csr_matrix((np.ones(len(cols), dtype=np.int8), cols.astype(indptr.dtype), indptr),
+                       shape=(n_rows, n_cols))
+    return int(np.count_nonzero(maximum_bipartite_matching(graph, perm_type="column") >= 0))
 
 
 def matched_atom_count(pairs_i: np.ndarray, pairs_j: np.ndarray, n_pred: int, n_ref: int) -> int:
@@ -671,10 +682,9 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     r_max = reference.r_max_angstrom
     n_bins = len(reference.pair_counts)
 
-    tree_p = _tree(xp)
-    tree_g = _tree(xg)
-    d_pg = _nearest_distances(xp, tree_g)
-    d_gp = _nearest_distances(xg, tree_p)
+    # exact nearest neighbours both ways (all atoms): Hausdorff and Chamfer
+    d_pg, _ = nearest_neighbours(xp, xg)
+    d_gp, _ = nearest_neighbours(xg, xp)
     hausdorff = float(max(d_pg.max(), d_gp.max()))
     chamfer = float(0.5 * (d_pg.mean() + d_gp.mean()))
 
@@ -690,37 +700,19 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         ig = np.flatnonzero(zg == z)
         pred_small = len(ip) <= len(ig)
         small, large = (xp[ip], xg[ig]) if pred_small else (xg[ig], xp[ip])
-        ns = len(small)
-        large_tree = _tree(large)
-        # one bounded kNN query gives the close pairs (F1) and, for most atoms, the nearest
-        # neighbour (matched RMSD)
-        k1 = min(4, len(large))
-        d, j = large_tree.query(small, k=k1, distance_upper_bound=tol_max)
-        d = d.reshape(ns, k1)
-        j = j.reshape(ns, k1)
-        if k1 < len(large) and np.isfinite(d[:, -1]).any():
-            # some atom may have more than k1 partners within tol_max: list them all
-            pairs = _tree(small).sparse_distance_matrix(large_tree, tol_max, output_type="ndarray")
-            si, lj, dv = pairs["i"], pairs["j"], pairs["v"]
-        else:
-            fin = np.isfinite(d)
-            si = np.nonzero(fin)[0]
-            lj = j[fin]
-            dv = d[fin]
-        d1 = d[:, 0].copy()
-        j1 = j[:, 0].copy()
-        far = ~np.isfinite(d1)
-        if far.any():
-            d1[far], j1[far] = large_tree.query(small[far], k=1)
-        res = min_sq_assignment(small, large, tree_b=large_tree, nearest=(d1, j1))
+        # one grid of the larger side gives the close pairs (F1) and the nearest
+        # neighbours (matched RMSD)
+        grid = PointGrid.build(large, min_side=tol_max * (1.0 + 1e-6))
+        d1, j1 = nearest_neighbours(small, large, grid=grid)
+        si, lj, dv = close_pairs(small, grid, tol_max)
+        res = min_sq_assignment(small, large, nearest=(d1, j1))
         sq_sum += res.sum_sq_angstrom2
         sq_lower += res.lower_bound_angstrom2
         n_pairs += res.n_pairs
         certified &= res.exact
-        pi, gj = (si, lj) if pred_small else (lj, si)
         for t in tolerances_angstrom:
-            sel = dv < t
-            matched[t] += matched_atom_count(pi[sel], gj[sel], len(ip), len(ig))
+            sel = dv < t  # the pairs come sorted by the smaller side's atom: CSR directly
+            matched[t] += _matching_size(si[sel], lj[sel], len(small), len(large))
 
     diameter = 2.0 * reference.radius_angstrom
     matched_rmsd = math.sqrt(sq_sum / n_pairs) if n_pairs else diameter

@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +124,19 @@ def _parse_comment(text: str, where: str, *, strict: bool) -> dict[str, Any]:
         return {"comment": text}
 
 
+#: Longest line of an XYZ file (characters): a file of one endless line is refused, not read whole.
+MAX_XYZ_LINE_CHARS = 1 << 20
+
+
+def _bounded_line(fh: Any, p: Path, line_no: int) -> str:
+    """The next line of ``fh`` ('' at the end), at most :data:`MAX_XYZ_LINE_CHARS` long."""
+    line = fh.readline(MAX_XYZ_LINE_CHARS + 1)
+    if len(line) > MAX_XYZ_LINE_CHARS:
+        raise C2NPInputError(f"{p}: line {line_no}: longer than {MAX_XYZ_LINE_CHARS:,} characters "
+                             "(not an XYZ file?)")
+    return line
+
+
 def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True) -> Iterator[XyzFrame]:
     """Yield every frame of an XYZ / extended-XYZ file (the one XYZ parser of c2np).
 
@@ -144,7 +156,7 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
     with open(p, encoding="utf-8", errors="strict") as fh:
         while True:
             try:
-                head = fh.readline()
+                head = _bounded_line(fh, p, line_no + 1)
             except UnicodeDecodeError as exc:
                 raise C2NPInputError(f"{p}: frame {frame}: not UTF-8 text ({exc})") from exc
             line_no += 1
@@ -160,7 +172,7 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
             check_limit("atoms_per_particle", n, what=where)
             count_line = line_no
             try:
-                comment = fh.readline()
+                comment = _bounded_line(fh, p, line_no + 1)
             except UnicodeDecodeError as exc:
                 raise C2NPInputError(f"{where}: not UTF-8 text ({exc})") from exc
             line_no += 1
@@ -174,7 +186,7 @@ def iter_xyz_frames(path: str | os.PathLike[str], *, strict_comment: bool = True
                 raise C2NPInputError(f"{where}: {exc}") from exc
             first = line_no + 1
             try:
-                lines = list(islice(fh, n))
+                lines = [ln for ln in (_bounded_line(fh, p, first + k) for k in range(n)) if ln]
             except UnicodeDecodeError as exc:
                 raise C2NPInputError(f"{p}: frame {frame} (line {first}): not UTF-8 text ({exc})") from exc
             line_no += len(lines)

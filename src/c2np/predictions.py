@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import atomic_path, atomic_write
+from c2np.fileio import atomic_path, atomic_write, read_text_bounded
 from c2np.lattice import LATTICE_PARAMETER_NAMES, LatticeParameters
 from c2np.particle import Particle
 from c2np.particle_io import iter_xyz_frames, write_extxyz
@@ -231,7 +231,7 @@ def read_inverse_predictions(path: str | os.PathLike[str]) -> dict[str, InverseR
     if not p.is_file():
         raise C2NPInputError(f"{p}: no such predictions file")
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_text_bounded(p, encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise C2NPInputError(f"{p}: not UTF-8 text ({exc})") from exc
     reader = csv.reader(io.StringIO(text))

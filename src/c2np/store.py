@@ -884,20 +884,22 @@ class VerifyReport:
 
 
 def verify_store(path: str | os.PathLike[str], *, position_tol_angstrom: float | None = None,
-                 progress: bool = False) -> VerifyReport:
+                 progress: bool = False, executor: Executor | None = None) -> VerifyReport:
     """Re-carve every base particle from its cell, compare with the store (species, positions,
     boundary margins, clip flags), rebuild the recipe table from its protocol, and recompute
     the fingerprint.
 
     Positions must equal the re-carved ones rounded to float32 (within 2 float32 ulps, so a
     shift of 1e-5 Å is caught), or agree within ``position_tol_angstrom`` when it is given.
+    ``executor`` re-carves the base particles (:mod:`c2np.executor`; default: this process).
     """
     return verify_opened(DatasetStore.open(path), position_tol_angstrom=position_tol_angstrom,
-                         progress=progress)
+                         progress=progress, executor=executor)
 
 
 def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = None,
-                  progress: bool = False, check_recipes: bool = True) -> VerifyReport:
+                  progress: bool = False, check_recipes: bool = True,
+                  executor: Executor | None = None) -> VerifyReport:
     """:func:`verify_store` of a store already opened; ``check_recipes=False`` skips the
     rebuild of the recipe table from its protocol (the fingerprint still covers the table)."""
     cells = [store.cells[m] for m in store.materials]
@@ -917,7 +919,7 @@ def verify_opened(store: DatasetStore, *, position_tol_angstrom: float | None = 
             problems.append(f"cannot rebuild recipes: {exc}")
             recipes_match = False
     if store.source == "carved":
-        recarved = carve_base_particles(cells, table, progress=progress)
+        recarved = carve_base_particles(cells, table, progress=progress, executor=executor)
         max_err = 0.0
         rec_index = recarved.index()
         in_file = ([f"{e.file}: " for e in store.manifest.shards for _ in e.materials]

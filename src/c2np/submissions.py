@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from c2np.errors import C2NPInputError
+from c2np.fileio import read_text_bounded
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
            "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
@@ -117,9 +118,26 @@ def _where(error: Any) -> str:
     return path.lstrip(".") or "(top level)"
 
 
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` of ``text`` without aliases: a few hundred bytes of nested aliases
+    stand for billions of nodes once the document is walked (validated, dumped), so an alias
+    (``*name``) is a ``yaml.YAMLError`` naming its line."""
+    import yaml
+
+    class _NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed here",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506  a SafeLoader subclass
+
+
 def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[Problem]]:
     """``(document, problems)`` of a ``model.yml``: parsed with ``yaml.safe_load`` and
-    validated against :data:`MODEL_SCHEMA`; the document is None when it cannot be parsed."""
+    validated against :data:`MODEL_SCHEMA` (read with :func:`load_yaml`: size-checked, no aliases); the
+    document is None when it cannot be parsed."""
     import jsonschema
     import yaml
 
@@ -127,7 +145,7 @@ def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None,
     if not p.is_file():
         return None, [Problem(str(p), "", "no model.yml")]
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        doc = load_yaml(read_text_bounded(p))
     except UnicodeDecodeError as exc:
         return None, [Problem(str(p), "", f"not UTF-8 text ({exc})")]
     except yaml.YAMLError as exc:

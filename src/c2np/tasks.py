@@ -398,10 +398,11 @@ class InverseTask(_Task):
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                  model: str = "model", length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                  length_rel_tol: float = 0.01, n_resamples: int = 1000, seed: int = 0,
-                 progress: bool = False) -> Results:
+                 progress: bool = False, workers: int = 1, executor: Executor | None = None) -> Results:
         """Score ``{sample_id: (a, b, c, alpha, beta, gamma, spacegroup)}`` (or
         :class:`~c2np.predictions.InversePrediction` values, or mappings) or a CSV file on
-        the evaluated rows (the harness of ``c2np evaluate``)."""
+        the evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
+        local processes) computes the metrics (:mod:`c2np.executor`)."""
         t = self._store.recipes
         mats = {t.materials[int(m)] for m in np.unique(t.material_index[self._rows])}
         targets = {m: inverse_target(self._store.cells[m], symprec_angstrom=self.symprec_angstrom)
@@ -412,7 +413,8 @@ class InverseTask(_Task):
                              subset_definition=self.subset_definition, model=model,
                              length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
                              length_rel_tol=length_rel_tol, symprec_angstrom=self.symprec_angstrom,
-                             n_resamples=n_resamples, seed=seed, progress=progress)
+                             n_resamples=n_resamples, seed=seed, progress=progress,
+                             workers=workers, executor=executor)
 
 
 def _store_ids(store: EvalStore) -> dict[str, int]:
@@ -436,10 +438,11 @@ def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[st
                   seed: int = 0, progress: bool = False, workers: int = 1,
                   executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
-    benchmark); ``workers`` / ``executor`` apply to task 1 only."""
+    benchmark); ``workers`` / ``executor`` run the scoring of either task."""
     task = open_task(name, store, split, subset)
     if isinstance(task, ForwardTask):
         return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
                              progress=progress, workers=workers, executor=executor)
-    return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed, progress=progress)
+    return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed, progress=progress,
+                         workers=workers, executor=executor)
 

@@ -31,8 +31,10 @@ from c2np.catalog.relaxation import (
 )
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
-from c2np.fileio import write_text
+from c2np.executor import Executor, LocalExecutor
+from c2np.fileio import atomic_directory, read_text_bounded, write_text
 from c2np.limits import check as check_limit
+from c2np.sharding import check_shard_set, ids_sha256, shard_positions
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
 
@@ -41,7 +43,7 @@ LOCK_NAME = ".catalog.json.lock"
 
 
 def _read_catalog_json(path: Path) -> dict[str, Any]:
-    return parse_catalog_document(path.read_text(encoding="utf-8"), source=str(path))
+    return parse_catalog_document(read_text_bounded(path), source=str(path))
 
 
 def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: float,
@@ -147,7 +149,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
                   only: Sequence[str] | None = None, fmax: float = 0.01, progress: bool = True,
                   *, prototypes: Sequence[str] = PROTOTYPES, max_steps: int = 1000,
                   optimizer: str = "FIRE", num_threads: int | None = 1,
-                  workers: int = 1) -> list[CatalogEntry]:
+                  workers: int = 1, executor: Executor | None = None,
+                  shard: tuple[int, int] | None = None) -> list[CatalogEntry]:
     """Relax the catalog (or the ids in ``only``) into ``out_dir``; resumable.
 
     Writes ``{ID}.cif`` (standardized conventional cell) per material and rewrites
@@ -158,7 +161,11 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     different orders): ``catalog.json`` is re-read and merged under a file lock.
     ``prototypes`` restricts the prototypes tried (tests; the catalog uses all four).
     ``workers > 1`` relaxes that many materials at once in spawned processes (each with
-    ``num_threads`` torch threads), sharing the folder as above.
+    ``num_threads`` torch threads), sharing the folder as above; ``executor``
+    (:mod:`c2np.executor`, e.g. a Dask cluster whose workers see ``out_dir`` on a shared file
+    system) runs them instead, one material per task. ``shard = (i, n)``: only the materials
+    at positions k of the id list with k % n == i, and a record ``catalog.shard.json``
+    (:data:`SHARD_SCHEMA`) beside them; :func:`merge_catalogs` combines the n folders.
     Returns the entries of this call's materials, done now or before.
     """
     out = Path(out_dir)
@@ -167,6 +174,18 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     unknown = [m for m in ids if m not in valid]
     if unknown:
         raise C2NPInputError(f"unknown catalog ids {unknown}; valid ids: {', '.join(material_ids())}")
+    if shard is not None:
+        mine = [ids[int(k)] for k in shard_positions(len(ids), *shard)]
+        entries = build_catalog(out, potential, mine, fmax, progress, prototypes=prototypes,
+                                max_steps=max_steps, optimizer=optimizer, num_threads=num_threads,
+                                workers=workers, executor=executor) if mine else []
+        record = {"schema": SHARD_SCHEMA, "shard": {"index": int(shard[0]), "count": int(shard[1])},
+                  "run": _run_identity(ids, potential=potential, fmax=fmax, prototypes=prototypes,
+                                       max_steps=max_steps, optimizer=optimizer),
+                  "n_rows": len(ids), "materials": mine}
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / SHARD_RECORD, json.dumps(record, indent=1) + "\n")
+        return entries
     if potential not in POTENTIALS:
         raise C2NPInputError(f"unknown potential {potential!r}; valid: {', '.join(POTENTIALS)}")
     if not fmax > 0:
@@ -182,8 +201,8 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     if workers < 1:
         raise C2NPInputError(f"workers must be >= 1, got {workers}")
     check_limit("workers", workers, what="catalog build workers")
-    if workers > 1 and len(todo) > 1:
-        return _build_in_processes(out, ids, todo, workers, started, progress=progress,
+    if (executor is not None or workers > 1) and len(todo) > 1:
+        return _build_in_processes(out, ids, todo, workers, started, progress=progress, executor=executor,
                                    potential=potential, fmax=fmax, prototypes=tuple(prototypes),
                                    max_steps=max_steps, optimizer=optimizer, num_threads=num_threads)
     if todo:
@@ -239,10 +258,76 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
     return [done[m] for m in ids]
 
 
+#: Schema and file name of the record of ``catalog build --shard I/N``.
+SHARD_SCHEMA = "c2np.catalog-shard/1"
+SHARD_RECORD = "catalog.shard.json"
+
+
+def _run_identity(ids: Sequence[str], **settings: Any) -> dict[str, Any]:
+    """What makes two shards parts of one catalog build: the settings and the id list."""
+    return {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()},
+            "ids_sha256": ids_sha256(list(ids))}
+
+
+def merge_catalogs(parts: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str]) -> list[CatalogEntry]:
+    """Combine the folders of all shards of one ``catalog build --shard I/N`` into ``out_dir``
+    (absent or empty): every material's CIF and one ``catalog.json`` with the entries of one
+    build (only the start time is the earliest shard's). A shard of another build, given twice,
+    missing, or not finished (a material of its share not recorded) is bad input."""
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise C2NPInputError(f"{out}: already exists and is not an empty folder; choose another -o")
+    docs = []
+    for p in map(Path, parts):
+        rec_path = p / SHARD_RECORD
+        if not rec_path.is_file():
+            raise C2NPInputError(f"{p}: no {SHARD_RECORD} (not a folder of catalog build --shard I/N)")
+        try:
+            doc = json.loads(read_text_bounded(rec_path))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise C2NPInputError(f"{rec_path}: not a readable shard record ({exc})") from None
+        if (not isinstance(doc, dict) or doc.get("schema") != SHARD_SCHEMA
+                or not {"shard", "run", "n_rows", "materials"} <= set(doc)):
+            raise C2NPInputError(f"{rec_path}: not a catalog shard record ({SHARD_SCHEMA!r})")
+        docs.append((str(p), doc))
+    count = check_shard_set(docs, keys=("schema", "run", "n_rows"), what="catalog merge")
+    run = docs[0][1]["run"]
+    n = int(docs[0][1]["n_rows"])
+    ids: list[str | None] = [None] * n
+    entries: dict[str, CatalogEntry] = {}
+    started: list[str] = []
+    for path, doc in docs:
+        i = int(doc["shard"]["index"])
+        positions = shard_positions(n, i, count)
+        if len(positions) != len(doc["materials"]):
+            raise C2NPInputError(f"catalog merge: {path}: its materials are not those of shard {i}/{count}")
+        for k, mid in zip(positions, doc["materials"]):
+            ids[int(k)] = str(mid)
+        got, st = _done_entries(Path(path), potential=run["potential"], fmax=float(run["fmax"]),
+                                prototypes=None, started="")
+        started.append(st)
+        missing = [m for m in doc["materials"] if m not in got]
+        if missing:
+            raise C2NPInputError(f"catalog merge: {path}: shard {i}/{count} is not finished ({missing} "
+                                 "not built); rerun its catalog build (it resumes)")
+        entries.update({m: got[m] for m in doc["materials"]})
+    if _run_identity([m for m in ids if m is not None], **{k: v for k, v in run.items() if k != "ids_sha256"}) != run:
+        raise C2NPInputError("catalog merge: the shards' materials are not the build's id list")
+    with atomic_directory(out) as tmp:  # all or nothing
+        for path, doc in docs:
+            for mid in doc["materials"]:
+                if entries[mid].status == "ok":
+                    write_text(tmp / f"{mid}.cif", read_text_bounded(Path(path) / f"{mid}.cif"))
+        write_text(tmp / "catalog.json", json.dumps(_catalog_document(
+            entries.values(), potential=run["potential"], fmax=float(run["fmax"]),
+            started=min(s for s in started if s) if any(started) else ""), indent=1) + "\n")
+    return [entries[m] for m in ids if m is not None]
+
+
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
+def _build_one(_: Any, job: tuple[str, str, dict[str, Any]]) -> str:
     """Worker of :func:`_build_in_processes`: build one material into the shared folder."""
     out, mid, kwargs = job
     build_catalog(out, only=[mid], progress=False, workers=1, **kwargs)
@@ -250,11 +335,11 @@ def _build_one(job: tuple[str, str, dict[str, Any]]) -> str:
 
 
 def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int, started: str,
-                        *, progress: bool, **kwargs: Any) -> list[CatalogEntry]:
-    """:func:`build_catalog` of ``todo`` over ``workers`` spawned processes, one material
-    per task; every worker merges its result into ``out/catalog.json`` under the lock."""
-    import multiprocessing as mp
-
+                        *, progress: bool, executor: Executor | None = None,
+                        **kwargs: Any) -> list[CatalogEntry]:
+    """:func:`build_catalog` of ``todo`` through ``executor`` (default: ``workers`` spawned
+    local processes), one material per task; every worker merges its result into
+    ``out/catalog.json`` under the lock."""
     cat_path = out / "catalog.json"
     with build_lock(out):  # one build start time for every worker
         if not cat_path.exists():
@@ -264,7 +349,8 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(todo), desc=f"catalog ({workers} workers)", unit="material")
+        n_shown = executor.workers if executor is not None else workers
+        bar = tqdm(total=len(todo), desc=f"catalog ({n_shown} workers)", unit="material")
     jobs = [(str(out), mid, kwargs) for mid in todo]
     # Spawned workers read these at import: without them each worker's BLAS/OpenMP pools
     # start one thread per CPU, and N workers oversubscribe the machine (measured: 2
@@ -272,13 +358,15 @@ def _build_in_processes(out: Path, ids: list[str], todo: list[str], workers: int
     threads = str(kwargs.get("num_threads") or 1)
     saved = {k: os.environ.get(k) for k in _THREAD_ENV}
     os.environ.update({k: threads for k in _THREAD_ENV})
+    ex = executor if executor is not None else LocalExecutor(min(workers, len(todo)), start_method="spawn")
     try:
-        with mp.get_context("spawn").Pool(min(workers, len(todo))) as pool:
-            for mid in pool.imap_unordered(_build_one, jobs, chunksize=1):
-                if bar is not None:
-                    bar.set_postfix_str(mid)
-                    bar.update(1)
+        for part in ex.map(_build_one, jobs, chunk=1):
+            if bar is not None:
+                bar.set_postfix_str(part[0])
+                bar.update(1)
     finally:
+        if executor is None:
+            ex.close()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

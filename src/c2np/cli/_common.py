@@ -135,3 +135,18 @@ def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+#: ``--scheduler`` help of every command on the executor seam.
+SCHEDULER_HELP = ("Run the parallel part on Dask instead of local processes: local:N (a LocalCluster "
+                  "of N workers) or tcp://HOST:PORT (a running scheduler); needs c2np\\[dask]. "
+                  "Results do not depend on it.")
+
+
+def open_executor(workers: int, scheduler: str | None) -> Any:
+    """The :class:`c2np.executor.Executor` of ``--workers`` / ``--scheduler``, both checked
+    before any work (bad values are bad input)."""
+    from c2np.executor import make_executor, parse_scheduler
+
+    parse_scheduler(scheduler)
+    return make_executor(resolve_workers(workers), scheduler)

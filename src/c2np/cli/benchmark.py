@@ -63,17 +63,25 @@ def benchmark_cmd(
     inverse_models: Optional[str] = typer.Option(None, "--inverse-baselines", help="Subset of task-2 baselines."),
     workers: int = typer.Option(0, "--workers", help="Processes scoring task-1 samples "
                                 "(0: one per available CPU). Results do not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run the baselines' predictions "
+                                            "(the solver's sweeps above all) on Dask: local:N or "
+                                            "tcp://HOST:PORT (needs c2np\\[dask]); default: this process. "
+                                            "Results do not depend on it."),
     json_out: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
     """Write the baselines as submissions under OUT/submissions, score every submission there
     (yours too) and write the leaderboard, plots and the report (OUT/report/index.html)."""
     from c2np.benchmark import run_benchmark, summary_json
+    from c2np.executor import make_executor, parse_scheduler
 
+    parse_scheduler(scheduler)
+    n_workers = resolve_workers(workers)
     log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {esc(m)}"))
-    summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
-                            forward_models=_split_list(forward_models) if forward_models else None,
-                            inverse_models=_split_list(inverse_models) if inverse_models else None,
-                            progress=not json_out, log=log, workers=resolve_workers(workers))
+    with make_executor(1, scheduler) as ex:
+        summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
+                                forward_models=_split_list(forward_models) if forward_models else None,
+                                inverse_models=_split_list(inverse_models) if inverse_models else None,
+                                progress=not json_out, log=log, workers=n_workers, executor=ex)
     if json_out:
         print_json(summary_json(summary))
         return

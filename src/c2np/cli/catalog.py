@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
     group.command("list")(list_cmd)
     group.command("show")(show_cmd)
     group.command("build")(build_cmd)
+    group.command("merge")(merge_cmd)
     app.add_typer(group, name="catalog")
 
 
@@ -105,14 +106,46 @@ def build_cmd(
     fmax: float = typer.Option(0.01, "--fmax", help="Force tolerance in eV/Å."),
     workers: int = typer.Option(1, "--workers", help="Materials relaxed at once, one process "
                                 "each (0: one per available CPU)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Relax on Dask instead: local:N or "
+                                            "tcp://HOST:PORT (needs c2np\\[dask]; the workers must see --out, "
+                                            "e.g. on a shared file system). The catalog does not depend on it."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Relax only shard I of N of the materials "
+                                        "(every N-th, I = 0..N-1, e.g. a job-array index) into --out; "
+                                        "c2np catalog merge combines the N folders."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ) -> None:
     """Relax the catalog compositions with a universal potential (resumable)."""
     from c2np.catalog import build_catalog
+    from c2np.executor import make_executor, parse_scheduler
+    from c2np.sharding import parse_shard
 
+    parse_scheduler(scheduler)
+    shard_spec = parse_shard(shard) if shard is not None else None
+    n_workers = resolve_workers(workers)
     ids = None if only is None else [s.strip() for s in only.split(",") if s.strip()]
-    entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
-                            workers=resolve_workers(workers))
+    if scheduler is None:
+        entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True, workers=n_workers,
+                                shard=shard_spec)
+    else:
+        with make_executor(n_workers, scheduler) as ex:
+            entries = build_catalog(out, potential=potential, only=ids, fmax=fmax, progress=True,
+                                    workers=n_workers, executor=ex, shard=shard_spec)
+    _report(out, entries, json_out)
+
+
+@handle_errors
+def merge_cmd(
+    parts: list[Path] = typer.Argument(..., help="Folders of c2np catalog build --shard I/N."),
+    out: Path = typer.Option(..., "-o", "--out", help="Merged catalog folder (absent or empty)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+) -> None:
+    """Combine the shard folders of one catalog build into the catalog that one build writes."""
+    from c2np.catalog.build import merge_catalogs
+
+    _report(out, merge_catalogs(parts, out), json_out)
+
+
+def _report(out: Path, entries: list[Any], json_out: bool) -> None:
     ok = [e for e in entries if e.status == "ok"]
     failed = [e for e in entries if e.status != "ok"]
     if json_out:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
+from c2np.cli._common import SCHEDULER_HELP, console, esc, handle_errors, open_executor, print_json, resolve_workers
 from c2np.fileio import check_output_path
 
 
@@ -188,12 +188,16 @@ def info_cmd(
 def verify_cmd(
     store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
     json_out: bool = typer.Option(False, "--json", help="JSON output."),
+    workers: int = typer.Option(1, "--workers", help="Processes re-carving base particles "
+                                "(0: one per available CPU). The report does not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Re-carve every base particle, check it against the store, recompute the fingerprint.
     Exit 0 when everything matches, 1 on a mismatch, 2 on an unreadable store."""
     from c2np.store import verify_store
 
-    report = verify_store(store, progress=not json_out)
+    with open_executor(workers, scheduler) as ex:
+        report = verify_store(store, progress=not json_out, executor=ex)
     if json_out:
         print_json(report.to_dict())
     else:
@@ -215,6 +219,9 @@ def export_cmd(
     fmt: str = typer.Option("extxyz", "--format", "-f", help="extxyz or original."),
     out: Path = typer.Option(Path("c2np_out/export"), "-o", "--out", help="Output folder."),
     split: Optional[str] = typer.Option(None, "--split", help="Only this split (extxyz)."),
+    workers: int = typer.Option(1, "--workers", help="Processes formatting samples "
+                                "(0: one per available CPU). The files do not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
     """Export samples as extxyz (one file per split) or the original folder layout."""
     check_output_path(out, kind="folder")
@@ -222,15 +229,16 @@ def export_cmd(
     from c2np.formats import export_extxyz, export_original
     from c2np.store import DatasetStore
 
-    ds = DatasetStore.open(store)
-    if fmt == "extxyz":
-        paths = export_extxyz(ds, out, splits=[split] if split else None)
-        console().print("wrote " + ", ".join(esc(p) for p in paths))
-    elif fmt == "original":
-        path = export_original(ds, out)
-        console().print(f"wrote {esc(path)}/quaternions/... and {esc(path)}/cifs/")
-    else:
+    if fmt not in ("extxyz", "original"):
         raise C2NPInputError(f"--format: unknown format {fmt!r}; choose extxyz or original")
+    ds = DatasetStore.open(store)
+    with open_executor(workers, scheduler) as ex:
+        if fmt == "extxyz":
+            paths = export_extxyz(ds, out, splits=[split] if split else None, executor=ex)
+            console().print("wrote " + ", ".join(esc(p) for p in paths))
+        else:
+            path = export_original(ds, out, executor=ex)
+            console().print(f"wrote {esc(path)}/quaternions/... and {esc(path)}/cifs/")
 
 
 @handle_errors

@@ -86,9 +86,9 @@ def evaluate_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also write a PNG of the results."),
-    workers: int = typer.Option(0, "--workers", help="Task 1: processes scoring samples in parallel "
+    workers: int = typer.Option(0, "--workers", help="Processes scoring samples in parallel "
                                 "(0: one per available CPU). Results do not depend on it."),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Task 1: run the scoring on "
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="Run the scoring on "
                                             "Dask instead of local processes: local:N (a LocalCluster "
                                             "of N workers) or tcp://HOST:PORT (a running scheduler); "
                                             "needs c2np\\[dask]. Results do not depend on it."),

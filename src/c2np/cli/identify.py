@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from c2np.cli._common import console, esc, handle_errors, print_json
+from c2np.cli._common import SCHEDULER_HELP, console, esc, handle_errors, open_executor, print_json
 from c2np.fileio import check_output_path
 
 
@@ -18,13 +18,26 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def identify_cmd(
-    particle_path: Path = typer.Argument(..., help="Particle: .xyz / .extxyz (first frame) or a "
-                                                    ".cif read as a finite cluster."),
+    particle_paths: list[Path] = typer.Argument(..., help="Particles: .xyz / .extxyz (first frame) or "
+                                                          ".cif read as a finite cluster; several files "
+                                                          "are solved on the executor seam."),
     cif_out: Optional[Path] = typer.Option(None, "--cif", help="Write the reconstructed "
-                                                               "conventional cell to this CIF."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+                                                               "conventional cell to this CIF (one file only)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (a list for several "
+                                                         "files) instead of text."),
+    workers: int = typer.Option(1, "--workers", help="Several files: processes solving them "
+                                "(0: one per available CPU). The answers do not depend on it."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
-    """Identify the crystal a particle was cut from: lattice, space group, confidence."""
+    """Identify the crystal a particle was cut from: lattice, space group, confidence.
+
+    With several files each is one outcome (identified, no answer, bad input); the exit code
+    is the worst of them (0 all identified, 1 some had no answer, 2 some were bad input)."""
+    if len(particle_paths) > 1:
+        _identify_many(particle_paths, cif_out=cif_out, json_out=json_out, workers=workers,
+                       scheduler=scheduler)
+        return
+    particle_path = particle_paths[0]
     if cif_out is not None:
         check_output_path(cif_out)
     from c2np.cells import write_cif
@@ -69,3 +82,35 @@ def identify_cmd(
                   "crystal (noise, defects, or too small)")
     if cif_out is not None:
         con.print(f"reconstructed cell -> {esc(cif_out)}")
+
+
+def _identify_many(paths: list[Path], *, cif_out: Optional[Path], json_out: bool, workers: int,
+                   scheduler: Optional[str]) -> None:
+    from c2np.errors import C2NPInputError
+    from c2np.solver.batch import solve_files
+
+    if cif_out is not None:
+        raise C2NPInputError("--cif: give one particle file to write its reconstructed cell")
+    with open_executor(workers, scheduler) as ex:
+        outcomes = solve_files(paths, executor=ex)
+    code = max(o.exit_code for o in outcomes)
+    if json_out:
+        print_json([o.result if o.result is not None else {"file": o.file, "error": o.error, "kind": o.kind}
+                    for o in outcomes])
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"{len(outcomes)} particles")
+        for col in ("file", "space group", "a, b, c (Å)", "alpha, beta, gamma (°)", "confidence"):
+            table.add_column(col)
+        for o in outcomes:
+            if o.result is None:
+                table.add_row(esc(o.file), f"[red]{esc(o.kind or '')}[/]", esc(o.error or ""), "", "")
+                continue
+            r = o.result
+            table.add_row(esc(o.file), f"{esc(str(r['international']))} ({r['spacegroup']})",
+                          f"{r['a']:.4f} {r['b']:.4f} {r['c']:.4f}",
+                          f"{r['alpha']:.3f} {r['beta']:.3f} {r['gamma']:.3f}", f"{r['confidence']:.3f}")
+        console().print(table)
+    if code:
+        raise typer.Exit(code)

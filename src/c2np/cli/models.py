@@ -17,6 +17,7 @@ def register(app: typer.Typer) -> None:
     app.command("train")(train_cmd)
     app.command("predict")(predict_cmd)
     app.command("model-diagnostic")(diagnostic_cmd)
+    app.command("merge-predictions")(merge_predictions_cmd)
 
 
 def _open_dataset(store: Optional[Path], cells: Optional[Path], protocol: str,
@@ -107,15 +108,20 @@ def predict_cmd(
     allow_other_store: bool = typer.Option(False, "--allow-other-store", help="Predict on a store whose "
                                            "fingerprint or protocol differs from the run's (recorded)."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Predict only shard I of N (whole "
+                                        "batches dealt round robin; I = 0..N-1, e.g. a job-array index); "
+                                        "c2np merge-predictions combines the N parts into one run's file."),
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
     check_output_path(out)
     from c2np.models.training import predict
+    from c2np.sharding import parse_shard
 
+    shard_spec = parse_shard(shard) if shard is not None else None
     ds = _open_dataset(store, cells, protocol, radii)
     summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps, per_group=per_group,
                       checkpoint=checkpoint, device=device, allow_other_store=allow_other_store,
-                      progress=not json_out)
+                      progress=not json_out, shard=shard_spec)
     if json_out:
         print_json(summary)
         return
@@ -123,6 +129,25 @@ def predict_cmd(
     console().print(escape(f"{summary['n_samples']} predictions ({summary['model']}, {summary['task']}, "
                            f"{split}, {checkpoint} checkpoint = epoch {summary['checkpoint']['epoch']}) -> {out} "
                            f"at {summary['samples_per_s']:.3g} samples/s{other}"))
+
+
+@handle_errors
+def merge_predictions_cmd(
+    parts: list[Path] = typer.Argument(..., help="Prediction files of c2np predict --shard I/N (each "
+                                                 "with its PART.json record)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Merged predictions (.csv for task 2, .extxyz for "
+                                                      "task 1); OUT.json beside it."),
+    json_out: bool = typer.Option(False, "--json", help="Print the merged summary as JSON."),
+) -> None:
+    """Combine the shards of one c2np predict run into exactly that run's predictions file."""
+    check_output_path(out)
+    from c2np.models.training import merge_predictions
+
+    summary = merge_predictions(list(parts), out)
+    if json_out:
+        print_json(summary)
+        return
+    console().print(escape(f"{len(parts)} parts, {summary['n_samples']} predictions -> {out}"))
 
 
 @handle_errors

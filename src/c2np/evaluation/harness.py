@@ -12,9 +12,11 @@ scored at every metric's penalty value (SPEC §8, §10).
 from __future__ import annotations
 
 import os
+import queue
 import sys
+import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,7 +27,7 @@ from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.evaluation.shards import PartialResults, shard_positions
-from c2np.executor import Context, Executor, LocalExecutor
+from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import file_sha256
 from c2np.limits import check as check_limit
 from c2np.metrics import (
@@ -216,14 +218,23 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         bar.update(len(batch))
         batch.clear()
 
+    items: Iterator[tuple[str, str, Any, Any]] = iter(source)
     try:
-        for place, sid, numbers, positions in source:
+        while True:
+            try:
+                place, sid, numbers, positions = next(items)
+            except StopIteration:
+                break
             k = resolve.position(place, sid)
             if k is None or not mine[k]:
                 continue
             batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
             if len(batch) >= (BATCH * max(ex.workers, 1) if parallel else 1):
                 run_batch()
+                if parallel and not isinstance(items, _ReadAhead):
+                    # from now on the file is read while the workers score (the pool
+                    # exists: no fork happens with the reader running)
+                    items = _ReadAhead(items, depth=2 * BATCH * max(ex.workers, 1))
         if batch:
             run_batch()
         for k, row in enumerate(rows):
@@ -232,6 +243,8 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                                             tolerances_angstrom=tol)
                 bar.update(1)
     finally:
+        if isinstance(items, _ReadAhead):
+            items.close()
         bar.close()
         if executor is None:
             ex.close()
@@ -246,6 +259,57 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                                  seconds=time.perf_counter() - t0)
     return assemble_forward(run, info, [s for s in scores if s is not None],
                             seconds=time.perf_counter() - t0)
+
+
+class _ReadAhead:
+    """Iterate ``items`` (a predictions reader) while a background thread reads up to
+    ``depth`` entries ahead, so that parsing the file overlaps the workers' scoring; the
+    entries and any error of the reader arrive in order, the error raised here."""
+
+    _END = object()
+
+    def __init__(self, items: Iterator[Any], *, depth: int) -> None:
+        self._queue: queue.Queue[tuple[BaseException | None, Any]] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(items,), daemon=True,
+                                        name="c2np-read-ahead")
+        self._thread.start()
+
+    def _put(self, entry: tuple[BaseException | None, Any]) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self, items: Iterator[Any]) -> None:
+        try:
+            for item in items:
+                if not self._put((None, item)):
+                    return
+            self._put((None, self._END))
+        except BaseException as exc:  # handed to the consumer, raised there
+            self._put((exc, None))
+
+    def __iter__(self) -> _ReadAhead:
+        return self
+
+    def __next__(self) -> Any:
+        err, item = self._queue.get()
+        if err is not None:
+            self.close()
+            raise err
+        if item is self._END:
+            self.close()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the reader (it finishes the entry it is reading) and wait for it."""
+        self._stop.set()
+        self._thread.join()
 
 
 def forward_tolerances(tol: Sequence[float]) -> dict[str, Any]:
@@ -307,16 +371,28 @@ def _inverse_source(predictions: str | os.PathLike[str] | Mapping[str, Any]
     return {"path": str(p), "sha256": file_sha256(p), "format": "csv"}, str(p), entries
 
 
+def _score_inverse_item(tol: tuple[float, float, float],
+                        item: tuple[int, np.ndarray, float, InverseTarget]) -> tuple[int, Scores]:
+    """Worker side: task-2 metrics of one prediction (``tol``: length Å, angle °, relative)."""
+    k, params, sg, target = item
+    return k, inverse_metrics(params, sg, target, length_tol_angstrom=tol[0], angle_tol_deg=tol[1],
+                              length_rel_tol=tol[2])
+
+
 def score_inverse(store: EvalStore, rows: np.ndarray,
                   predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                   id_index: Mapping[str, int], targets: Mapping[str, InverseTarget], split: str,
                   subset: str, subset_definition: Mapping[str, Any], model: str = "model",
                   length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                   length_rel_tol: float = 0.01, symprec_angstrom: float = 1e-3,
-                  n_resamples: int = 1000, seed: int = 0, progress: bool = False) -> Results:
+                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
+                  workers: int = 1, executor: Executor | None = None) -> Results:
     """Score task-2 predictions (a CSV file, or ``{sample_id: prediction}`` in any form
     :func:`c2np.predictions.inverse_values` takes) on store ``rows`` against ``targets``
-    (material -> :class:`InverseTarget`); id rules as :func:`score_forward`."""
+    (material -> :class:`InverseTarget`); id rules as :func:`score_forward`. The metrics of
+    the predicted samples are computed by ``executor`` (default: a
+    :class:`~c2np.executor.LocalExecutor` of ``workers`` processes), in chunks of
+    :data:`BATCH`; results do not depend on it."""
     t0 = time.perf_counter()
     if len(rows) == 0:
         raise C2NPInputError(f"split {split!r} has no samples in this store")
@@ -328,29 +404,43 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
         k = resolve.position(place, sid)
         if k is not None:
             parsed[k] = (params, sg)
-    scores: list[Scores] = []
+    scores: list[Scores | None] = [None] * len(rows)
     used: dict[str, InverseTarget] = {}
     true_sg = np.zeros(len(rows), dtype=np.int64)
     confusion: dict[str, dict[str, int]] = {}
+    items: list[tuple[int, np.ndarray, float, InverseTarget]] = []
+    for k, row in enumerate(rows):
+        mat = t.materials[int(t.material_index[row])]
+        target = used.setdefault(mat, targets[mat])
+        true_sg[k] = int(target.spacegroup)
+        cell = confusion.setdefault(str(int(target.spacegroup)), {})
+        pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
+        cell[pred_key] = cell.get(pred_key, 0) + 1
+        if k not in parsed:
+            scores[k] = inverse_failure("missing prediction", target)
+        else:
+            items.append((k, parsed[k][0], parsed[k][1], target))
+    if executor is None:
+        if workers < 1:
+            raise C2NPInputError(f"workers must be >= 1, got {workers}")
+        check_limit("workers", workers, what="evaluation workers")
+    ex = executor if executor is not None else LocalExecutor(workers)
+    tol = (float(length_tol_angstrom), float(angle_tol_deg), float(length_rel_tol))
     with _progress(len(rows), "evaluate inverse", progress) as bar:
-        for k, row in enumerate(rows):
-            mat = t.materials[int(t.material_index[row])]
-            target = used.setdefault(mat, targets[mat])
-            true_sg[k] = int(target.spacegroup)
-            cell = confusion.setdefault(str(int(target.spacegroup)), {})
-            pred_key = "missing" if k not in parsed else _sg_key(parsed[k][1])
-            cell[pred_key] = cell.get(pred_key, 0) + 1
-            if k not in parsed:
-                scores.append(inverse_failure("missing prediction", target))
-            else:
-                params, sg = parsed[k]
-                scores.append(inverse_metrics(params, sg, target, length_tol_angstrom=length_tol_angstrom,
-                                              angle_tol_deg=angle_tol_deg, length_rel_tol=length_rel_tol))
-            bar.update(1)
+        bar.update(len(rows) - len(items))
+        try:
+            for part in ex.map(_score_inverse_item, items, context=Context(same, (tol,), value=tol),
+                               chunk=BATCH):
+                for k, sc in part:
+                    scores[k] = sc
+                bar.update(len(part))
+        finally:
+            if executor is None:
+                ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
     return assemble(task="inverse", model=model, store=store, split=split, subset=subset,
-                    subset_definition=subset_definition, rows=rows, scores=scores,
-                    info=inverse_metric_info(), predictions_meta=meta,
+                    subset_definition=subset_definition, rows=rows,
+                    scores=[s for s in scores if s is not None], info=inverse_metric_info(), predictions_meta=meta,
                     tolerances={"joint_paper": {"length_angstrom": length_tol_angstrom,
                                                 "angle_deg": angle_tol_deg},
                                 "joint_strict": {"length_relative": length_rel_tol,

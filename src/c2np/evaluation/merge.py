@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from c2np.errors import C2NPInputError
 from c2np.evaluation.harness import RowInfo, assemble_forward
 from c2np.evaluation.results import Results
-from c2np.evaluation.shards import PartialResults, ids_sha256, shard_positions
+from c2np.evaluation.shards import PartialResults, check_shard_set, ids_sha256, shard_positions
 
 __all__ = ["merge_results"]
 
@@ -25,25 +25,9 @@ def merge_results(paths: Sequence[str | os.PathLike[str]]) -> Results:
     if not paths:
         raise C2NPInputError("merge-results: no partial results files given")
     parts = [(str(p), PartialResults.read(p)) for p in paths]
-    first_path, first = parts[0]
-    ref = first.data
-    count = int(ref["shard"]["count"])
-    seen: dict[int, str] = {}
-    for path, part in parts:
-        d = part.data
-        for key in ("run", "n_rows", "sample_ids_sha256", "dataset"):
-            if d[key] != ref[key]:
-                raise C2NPInputError(f"merge-results: {path}: {key} differs from {first_path} "
-                                     "(a part of another run)")
-        if int(d["shard"]["count"]) != count:
-            raise C2NPInputError(f"merge-results: {path}: shard count {d['shard']['count']} != {count}")
-        i = int(d["shard"]["index"])
-        if i in seen:
-            raise C2NPInputError(f"merge-results: shard {i}/{count} given twice ({seen[i]}, {path})")
-        seen[i] = path
-    missing = sorted(set(range(count)) - set(seen))
-    if missing:
-        raise C2NPInputError(f"merge-results: missing shard(s) {', '.join(f'{i}/{count}' for i in missing)}")
+    ref = parts[0][1].data
+    count = check_shard_set([(p, part.data) for p, part in parts],
+                            keys=("run", "n_rows", "sample_ids_sha256", "dataset"), what="merge-results")
     if ref["run"]["task"] != "forward":
         raise C2NPInputError("merge-results: only task-1 (forward) parts can be merged")
     n_rows = int(ref["n_rows"])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import write_text
+from c2np.fileio import read_text_bounded, write_text
 
 __all__ = ["RESULTS_SCHEMA", "HASH_KEY", "Results", "canonical_json", "content_sha256", "versions"]
 
@@ -115,7 +115,9 @@ class Results:
         hash, or whose content no longer matches its hash."""
         p = Path(path)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(read_text_bounded(p))
+        except C2NPInputError:
+            raise  # a limit exceeded: its own message
         except (OSError, ValueError) as exc:
             raise C2NPInputError(f"{p}: not a readable results file ({exc})") from exc
         if not isinstance(data, dict):

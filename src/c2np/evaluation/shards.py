@@ -11,7 +11,6 @@ all evaluated sample ids, and per scored sample its id, material, radius, split 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -22,35 +21,13 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import write_text
+from c2np.fileio import read_text_bounded, write_text
 from c2np.metrics import Scores
+from c2np.sharding import check_shard_set, ids_sha256, parse_shard, shard_positions
 
-__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions"]
+__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions", "check_shard_set", "ids_sha256"]
 
 PARTIAL_SCHEMA = "c2np.partial-results/1"
-
-
-def parse_shard(spec: str) -> tuple[int, int]:
-    """``"I/N"`` -> (I, N) with 0 <= I < N (bad input otherwise)."""
-    parts = spec.split("/")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise C2NPInputError(f"--shard {spec!r}: expected I/N, e.g. 0/4 (I = 0 .. N-1)")
-    i, n = int(parts[0]), int(parts[1])
-    if n < 1 or not 0 <= i < n:
-        raise C2NPInputError(f"--shard {spec!r}: need N >= 1 and 0 <= I < N")
-    return i, n
-
-
-def shard_positions(n_rows: int, index: int, count: int) -> np.ndarray:
-    """Positions (0 .. n_rows−1) of shard ``index`` of ``count``: k with k % count == index."""
-    if count < 1 or not 0 <= index < count:
-        raise C2NPInputError(f"shard {index}/{count}: need count >= 1 and 0 <= index < count")
-    return np.arange(index, n_rows, count, dtype=np.int64)
-
-
-def ids_sha256(sample_ids: Sequence[str]) -> str:
-    """SHA-256 of the evaluated sample ids (newline-joined, in row order)."""
-    return hashlib.sha256("\n".join(sample_ids).encode()).hexdigest()
 
 
 def _scores_to_json(s: Scores) -> dict[str, Any]:
@@ -101,7 +78,7 @@ class PartialResults:
     def read(cls, path: str | os.PathLike[str]) -> PartialResults:
         p = Path(path)
         try:
-            data = json.loads(p.read_text())
+            data = json.loads(read_text_bounded(p))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise C2NPInputError(f"{p}: not a readable partial results file ({exc})") from None
         if not isinstance(data, dict) or data.get("schema") != PARTIAL_SCHEMA:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from c2np.errors import C2NPInputError
+from c2np.fileio import read_text_bounded
+from c2np.limits import check as check_limit
 
 __all__ = ["read_json", "read_weights", "load_weights_into", "read_torch", "read_log"]
 
@@ -21,7 +23,7 @@ __all__ = ["read_json", "read_weights", "load_weights_into", "read_torch", "read
 def read_json(path: Path, *, what: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """The JSON object in ``path`` holding at least ``keys``."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text_bounded(path))
     except FileNotFoundError:
         raise C2NPInputError(f"{path}: missing {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -84,6 +86,7 @@ def read_log(path: Path, *, columns: tuple[str, ...]) -> list[dict[str, float]]:
     if not Path(path).is_file():
         return []
     rows: list[dict[str, float]] = []
+    check_limit("text_bytes", Path(path).stat().st_size, what=str(path))
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)

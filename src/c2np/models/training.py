@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
-from c2np.fileio import atomic_path, atomic_write
+from c2np.fileio import atomic_path, atomic_write, read_text_bounded
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
 from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
 from c2np.particle import Particle
+from c2np.sharding import check_shard_set, ids_sha256, shard_positions
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
@@ -92,6 +93,13 @@ def generator(seed: int, model: Any) -> Any:
     return torch.Generator(device=next(model.parameters()).device).manual_seed(int(seed))
 
 
+def batch_seed(seed: int, batch_index: int) -> int:
+    """The seed of batch ``batch_index`` of a sampling run seeded ``seed``: each batch draws its
+    own noise stream, so a batch's samples do not depend on the batches before it (and a shard
+    of whole batches reproduces its part of one run)."""
+    return int(np.random.SeedSequence([int(seed), int(batch_index)]).generate_state(1, np.uint64)[0] >> 1)
+
+
 def build_model(model: str, task: str, cfg: ModelConfig) -> Any:
     """A fresh model of family ``model`` for ``task`` ('forward' or 'inverse')."""
     if model not in MODEL_NAMES:
@@ -140,13 +148,20 @@ def _chunks(items: Any, size: int) -> list[Any]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def _sample_forward(model: Any, items: list[tuple[str, Condition]], g: Any, *, steps: int | None,
-                    batch: int, progress: bool = False, desc: str = "") -> dict[str, Particle]:
-    """{sample id: sampled particle} for (id, task-1 input) pairs; the model sees the inputs only."""
+def _sample_forward(model: Any, items: list[tuple[str, Condition]], seed: int, *, steps: int | None,
+                    batch: int, batches: list[int] | None = None, progress: bool = False,
+                    desc: str = "") -> dict[str, Particle]:
+    """{sample id: sampled particle} for (id, task-1 input) pairs; the model sees the inputs only.
+    The pairs are cut into batches of ``batch``; batch b draws its noise from
+    :func:`batch_seed` (``seed``, b). ``batches``: sample only those batch indices (a shard)."""
     from tqdm import tqdm
 
+    chunks = _chunks(items, batch)
+    picked = range(len(chunks)) if batches is None else batches
     out: dict[str, Particle] = {}
-    for chunk in tqdm(_chunks(items, batch), desc=desc, disable=not progress):
+    for b in tqdm(picked, desc=desc, disable=not progress):
+        chunk = chunks[b]
+        g = generator(batch_seed(seed, b), model)
         for (sid, _), p in zip(chunk, model.sample([c for _, c in chunk], g, steps=steps), strict=True):
             out[sid] = p
     return out
@@ -218,8 +233,7 @@ def fidelity(model: Any, store: Any, rows: np.ndarray, *, seed: int, steps: int 
         with torch.no_grad():
             if model.task == "forward":
                 items = [(rec.sample_id(int(r)), condition_for_row(store, int(r))) for r in rows]
-                preds: Any = _sample_forward(model, items, generator(seed, model), steps=steps,
-                                             batch=model.cfg.batch_size)
+                preds: Any = _sample_forward(model, items, seed, steps=steps, batch=model.cfg.batch_size)
             else:
                 preds = _predict_inverse(model, [(rec.sample_id(int(r)), store.particle(int(r))) for r in rows],
                                          batch=model.cfg.batch_size)
@@ -528,7 +542,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, subset: str = "eval",
             seed: int = 0, progress: bool = True, steps: int | None = None,
             per_group: int | None = None, checkpoint: str = "best", device: str = "cpu",
-            allow_other_store: bool = False) -> dict[str, Any]:
+            allow_other_store: bool = False, shard: tuple[int, int] | None = None) -> dict[str, Any]:
     """Write predictions of a trained run for ``split`` (task 1: extxyz with
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``) and a
     provenance record ``{out}.json`` (the returned summary).
@@ -542,6 +556,12 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     (id + ood), heldout. ``checkpoint`` 'best' (default) or 'last'. A store whose protocol or
     fingerprint differs from the run's is refused unless ``allow_other_store`` (then the
     summary records it). Returns the number of samples, the throughput and the store check.
+
+    ``shard = (i, n)``: only the batches b (of the config's batch size, in the run's order)
+    with b % n == i; each batch draws its own noise (:func:`batch_seed`), so a shard's samples
+    are exactly the one run's. The provenance record is then a partial record
+    (:data:`PARTIAL_PREDICTIONS_SCHEMA`) and :func:`merge_predictions` combines the n parts into
+    the one run's file.
     """
     import torch
 
@@ -568,27 +588,119 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
         task = task_cls(store, split, subset)
     out = Path(out)
     t0 = time.perf_counter()
-    n = 0
+    size = int(model.cfg.batch_size)
     with torch.no_grad():
         if forward:
-            items = [(q.sample_id, condition_from_query(q)) for q in task.queries()
-                     if keep is None or q.sample_id in keep]
-            preds = _sample_forward(model, items, generator(seed, model), steps=steps,
-                                    batch=model.cfg.batch_size, progress=progress, desc=f"sampling {meta['model']}")
-            write_forward_predictions(out, preds)
+            items: list[Any] = [(q.sample_id, condition_from_query(q)) for q in task.queries()
+                                if keep is None or q.sample_id in keep]
         else:
             assert isinstance(task, InverseTask)
-            pairs = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
-            inv = _predict_inverse(model, pairs, batch=model.cfg.batch_size, progress=progress,
-                                   desc=f"predicting {meta['model']}")
+            items = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+        part_record: dict[str, Any] = {}
+        batches: list[int] | None = None
+        if shard is not None:
+            batches = [int(b) for b in shard_positions(-(-len(items) // size), *shard)]
+            part_record = {
+                "schema": PARTIAL_PREDICTIONS_SCHEMA,
+                "run": {"run": str(run_dir), "model": meta["model"], "task": meta["task"], "split": split,
+                        "subset": subset, "per_group": per_group, "checkpoint": meta["checkpoint"],
+                        "seed": seed, "steps": steps, "batch": size, "store_fingerprint": str(store.fingerprint)},
+                "shard": {"index": int(shard[0]), "count": int(shard[1])}, "n_rows": len(items),
+                "sample_ids_sha256": ids_sha256([sid for sid, _ in items]),
+                "positions": _batch_shard_positions(len(items), size, shard)}
+        if forward:
+            preds = _sample_forward(model, items, seed, steps=steps, batch=size, batches=batches,
+                                    progress=progress, desc=f"sampling {meta['model']}")
+            write_forward_predictions(out, preds)
+            n = len(preds)
+        else:
+            if batches is not None:
+                items = [items[k] for k in part_record["positions"]]
+            inv = _predict_inverse(model, items, batch=size, progress=progress, desc=f"predicting {meta['model']}")
             write_inverse_predictions(out, inv)
-        n = len(preds) if forward else len(inv)
+            n = len(inv)
     dt = time.perf_counter() - t0
     summary = {"file": str(out), "run": str(run_dir), "model": meta["model"], "task": meta["task"],
                "split": split, "subset": subset, "per_group": per_group, "checkpoint": meta["checkpoint"],
                "device": str(next(model.parameters()).device),
                "sample_ids": "store ids" if forward else "opaque task-2 ids (c2np.tasks.opaque_sample_id)",
                "n_samples": int(n), "seconds": dt, "samples_per_s": n / max(dt, 1e-9), "store_check": check}
+    summary.update(part_record)
+    with atomic_write(out.with_name(out.name + ".json")) as fh:
+        json.dump(summary, fh, indent=2)
+    return summary
+
+
+#: Schema of the provenance record of ``predict --shard I/N`` (a partial prediction file).
+PARTIAL_PREDICTIONS_SCHEMA = "c2np.partial-predictions/1"
+
+
+def _batch_shard_positions(n_rows: int, batch: int, shard: tuple[int, int]) -> list[int]:
+    """Positions of shard (i, n) when whole batches of ``batch`` rows are dealt round robin."""
+    picked = shard_positions(-(-n_rows // batch), *shard)
+    return [k for b in picked for k in range(int(b) * batch, min((int(b) + 1) * batch, n_rows))]
+
+
+def _prediction_units(path: str, task: str) -> tuple[str, list[str], list[str]]:
+    """(header, units, sample ids) of a prediction file written by :func:`predict`: task 2 the
+    CSV header and one unit per row; task 1 no header and one unit per extxyz frame (its text
+    exactly as written). The file is validated by the readers of :mod:`c2np.predictions`."""
+    from c2np.particle_io import iter_xyz_frames
+    from c2np.predictions import read_inverse_predictions
+
+    text = read_text_bounded(path).splitlines(keepends=True)
+    if task == "inverse":
+        return text[0] if text else "", text[1:], list(read_inverse_predictions(path))
+    frames = list(iter_xyz_frames(path))
+    starts = [fr.line - 1 for fr in frames] + [len(text)]
+    ids = [str(fr.info.get("sample_id", "")) for fr in frames]
+    return "", ["".join(text[a:b]) for a, b in zip(starts[:-1], starts[1:])], ids
+
+
+def merge_predictions(parts: list[str | Path], out: str | Path) -> dict[str, Any]:
+    """Combine the prediction files of all shards of one ``predict`` run (each with its
+    ``PART.json`` record; task-1 extxyz or task-2 CSV) into ``out`` (and ``out.json``): the
+    samples in the one run's order, the same bytes per sample, so the file equals one run's.
+    Parts of another run, a shard given twice or a missing shard are bad input
+    (:func:`c2np.evaluation.shards.check_shard_set`)."""
+    docs = []
+    for p in map(Path, parts):
+        rec = read_json(p.with_name(p.name + ".json"), what="partial predictions record",
+                        keys=("schema", "run", "shard", "n_rows", "sample_ids_sha256", "positions"))
+        if rec["schema"] != PARTIAL_PREDICTIONS_SCHEMA:
+            raise C2NPInputError(f"{p}.json: not a partial predictions record ({PARTIAL_PREDICTIONS_SCHEMA!r})")
+        docs.append((str(p), rec))
+    check_shard_set(docs, keys=("schema", "run", "n_rows", "sample_ids_sha256"), what="merge-predictions")
+    n_rows, size = int(docs[0][1]["n_rows"]), int(docs[0][1]["run"]["batch"])
+    task = str(docs[0][1]["run"]["task"])
+    units: list[str | None] = [None] * n_rows
+    ids: list[str | None] = [None] * n_rows
+    header = ""
+    seconds = 0.0
+    for path, rec in docs:
+        idx, cnt = int(rec["shard"]["index"]), int(rec["shard"]["count"])
+        expected = _batch_shard_positions(n_rows, size, (idx, cnt))
+        if list(rec["positions"]) != expected:
+            raise C2NPInputError(f"merge-predictions: {path}: its rows are not those of shard {idx}/{cnt}")
+        header, body, body_ids = _prediction_units(path, task)
+        if len(body) != len(expected) or len(body_ids) != len(expected):
+            raise C2NPInputError(f"merge-predictions: {path}: {len(body)} samples, its record says {len(expected)}")
+        for k, unit, sid in zip(expected, body, body_ids, strict=True):
+            units[k], ids[k] = unit, sid
+        seconds += float(rec.get("seconds", 0.0))
+    if ids_sha256([str(i) for i in ids]) != docs[0][1]["sample_ids_sha256"]:
+        raise C2NPInputError("merge-predictions: the parts' sample ids are not the run's")
+    out = Path(out)
+    want = (".extxyz", ".xyz") if task == "forward" else (".csv",)
+    if out.suffix.lower() not in want:
+        raise C2NPInputError(f"merge-predictions: {out}: the parts are task-{1 if task == 'forward' else 2} "
+                             f"predictions, so the output must end in {' or '.join(want)}")
+    with atomic_write(out) as fh:
+        fh.write(header + "".join(u for u in units if u is not None))
+    summary = {k: v for k, v in docs[0][1].items()
+               if k not in ("schema", "shard", "n_rows", "sample_ids_sha256", "positions", "run")}
+    summary.update({"file": str(out), "n_samples": n_rows, "seconds": seconds,
+                    "samples_per_s": n_rows / max(seconds, 1e-9), "merged_from": [p for p, _ in docs]})
     with atomic_write(out.with_name(out.name + ".json")) as fh:
         json.dump(summary, fh, indent=2)
     return summary

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from c2np.errors import C2NPInputError
+from c2np.fileio import read_text_bounded
 from c2np.report import REFERENCE_BASELINES
+from c2np.submissions import load_yaml
 
 __all__ = ["SiteModel", "load_results", "find_results_files", "models_from_results",
            "read_forward_samples", "read_predicted_spacegroups",
@@ -160,9 +162,9 @@ def models_from_results(documents: Sequence[Mapping[str, Any]], *,
                 folder = folder or _submission_of(path)
         text, meta, logs = None, {}, {}
         if folder is not None:
-            text = (folder / SUBMISSION_MODEL_FILE).read_text(encoding="utf-8")
+            text = read_text_bounded(folder / SUBMISSION_MODEL_FILE)
             try:
-                loaded = yaml.safe_load(text)
+                loaded = load_yaml(text)
             except yaml.YAMLError:
                 loaded = None
             meta = loaded if isinstance(loaded, dict) else {}

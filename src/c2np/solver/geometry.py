@@ -98,9 +98,11 @@ def min_image(df: np.ndarray) -> np.ndarray:
 
 
 def cluster_sites(frac: np.ndarray, order: np.ndarray, lattice: np.ndarray,
-                  radius_angstrom: float) -> tuple[np.ndarray, np.ndarray]:
+                  radius_angstrom: float, *, max_clusters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Leader clustering of (m, 3) fractional points with periodic distances in ``lattice``
-    (Å), seeds taken in ``order``. Returns (labels (m,), centres_frac (k, 3))."""
+    (Å), seeds taken in ``order``. Returns (labels (m,), centres_frac (k, 3)). The cost is
+    m x k; more than ``max_clusters`` clusters raise :class:`C2NPLimitError` (limit
+    ``solver_sites``) instead of going on."""
     labels = np.full(len(frac), -1, dtype=np.int64)
     centres: list[np.ndarray] = []
     r2 = radius_angstrom ** 2
@@ -123,4 +125,42 @@ def cluster_sites(frac: np.ndarray, order: np.ndarray, lattice: np.ndarray,
         labels[idx[near2]] = len(centres)
         labels[seed] = len(centres) if labels[seed] < 0 else labels[seed]
         centres.append(centre - np.floor(centre))
+        if max_clusters is not None and len(centres) > max_clusters:
+            from c2np.errors import C2NPLimitError
+            from c2np.limits import ENV_VAR
+
+            raise C2NPLimitError(
+                f"solver: folding the atoms into the lattice found gives more than {max_clusters:,} "
+                f"clusters of one element (10 x the limit solver_sites): no crystal repeats here; raise "
+                f"it with `c2np --limit solver_sites=N ...` (or {ENV_VAR}=solver_sites=N)")
     return labels, np.array(centres).reshape(-1, 3)
+
+
+def nearest_distinct_site_angstrom(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray) -> float:
+    """Shortest distance (Å) between two distinct sites of one element, periodic images
+    included, in the cell ((3, 3) lattice rows, (m, 3) fractional sites, (m,) numbers);
+    inf when no element has two sites. O(m log m) (a k-d tree over the 27 nearest images)."""
+    from scipy.spatial import cKDTree
+
+    frac = np.asarray(frac, dtype=float).reshape(-1, 3)
+    numbers = np.asarray(numbers).ravel()
+    shifts = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)], dtype=float)
+    best = np.inf
+    for z in np.unique(numbers):
+        idx = np.flatnonzero(numbers == z)
+        if len(idx) < 2:
+            continue
+        base = (frac[idx] - np.floor(frac[idx])) @ lattice
+        images = (base[None, :, :] + (shifts @ lattice)[:, None, :]).reshape(-1, 3)
+        labels = np.tile(np.arange(len(idx)), len(shifts))
+        tree = cKDTree(images)
+        k = min(len(images), 2 + len(shifts))
+        dist, nb = tree.query(base, k=k)
+        other = labels[nb] != np.arange(len(idx))[:, None]
+        if other.any():
+            best = min(best, float(np.min(dist[other])))
+        else:  # every near neighbour is an image of the site itself: look further
+            dist, nb = tree.query(base, k=len(images))
+            other = labels[nb] != np.arange(len(idx))[:, None]
+            best = min(best, float(np.min(dist[other])))
+    return best

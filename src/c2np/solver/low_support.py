@@ -8,6 +8,7 @@ import numpy as np
 from c2np.solver.geometry import cluster_sites, niggli
 from c2np.solver.settings import SolverSettings
 from c2np.solver.symmetry import complete_sites
+from c2np.solver.symmetry_finder import find_symmetry
 from c2np.solver.translations import AcceptedTranslations, PartialTranslations
 
 __all__ = ["low_support_basis"]
@@ -35,8 +36,6 @@ def low_support_basis(partial: PartialTranslations, rel: np.ndarray, nums: np.nd
     is the most symmetric, with more than the inversion, or all the most symmetric
     candidates generate one lattice, None is returned (no guess).
     """
-    import moyopy
-
     acc, acc_n, loose, loose_n = partial.vectors, partial.weights, partial.loose_vectors, partial.loose_weights
     s0 = partial.rms_angstrom
     min_sin = settings.min_basis_sin
@@ -76,11 +75,8 @@ def low_support_basis(partial: PartialTranslations, rel: np.ndarray, nums: np.nd
         c_f, c_z = complete_sites(red, np.array(site_f), np.array(site_z, dtype=np.int64),
                                   tol_angstrom=r_site, max_missing=settings.max_restored_sites,
                                   min_lattice_tol_angstrom=settings.min_restore_tol_angstrom)
-        try:
-            n_ops = len(moyopy.MoyoDataset(moyopy.Cell(red.tolist(), c_f.tolist(), c_z.tolist()),
-                                           symprec=r_site).operations.rotations)
-        except Exception:  # noqa: BLE001  no consistent symmetry at this tolerance
-            n_ops = 1
+        found_ds = find_symmetry(red, c_f, c_z, symprec_angstrom=r_site)
+        n_ops = 1 if found_ds is None else found_ds.n_operations  # None: no consistent symmetry
         # the cell must hold the particle's composition (a sub-cell of one sublattice,
         # e.g. half of a cation repeat, folds the other elements into too many sites)
         zs_all, n_z = np.unique(nums, return_counts=True)

@@ -65,9 +65,9 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
 
     ds = symmetry.dataset
     number = symmetry.spacegroup
-    std_lat = np.asarray(ds.std_cell.basis, dtype=float)
-    cell = UnitCell("identified", std_lat, np.asarray(ds.std_cell.numbers, dtype=np.int64),
-                    np.asarray(ds.std_cell.positions, dtype=float))
+    std_lat = np.array(ds.std_lattice_angstrom, dtype=float)
+    cell = UnitCell("identified", std_lat, np.array(ds.std_numbers, dtype=np.int64),
+                    np.array(ds.std_positions, dtype=float))
     symbol = moyopy.SpaceGroupType(int(number)).hm_short.replace(" ", "")
     acc = found.accepted
     diagnostics: dict[str, Any] = {
@@ -90,6 +90,9 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
         "site_counts": sites.counts.tolist(),
         "explained_fraction": conf.explained,
         "symprec_floor_angstrom": symmetry.floor_angstrom,
+        "symprec_ceiling_angstrom": (symmetry.ceiling_angstrom if np.isfinite(symmetry.ceiling_angstrom)
+                                     else None),
+        "symmetry_stopped_by": symmetry.sweep.stopped_by,
         "sweep": [[float(step.symprec_angstrom), step.spacegroup] for step in symmetry.sweep.steps],
         "plateau_length": int(symmetry.sweep.plateau_length),
         "stability": conf.stability,

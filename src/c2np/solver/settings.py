@@ -76,6 +76,9 @@ class SolverSettings:
         max_restored_sites: sites restored by symmetry at most.
         min_restore_tol_angstrom: smallest tolerance (Å) of the lattice point group and of
             site restoration.
+        restore_max_sites: cells with more sites are not completed by symmetry (the search
+            costs rotations x sites^2 per reference site; a small particle of a catalog cell
+            has at most a few dozen sites, a very noisy large one may have thousands).
     """
 
     min_atoms: int = 8
@@ -106,6 +109,7 @@ class SolverSettings:
     stable_plateau: int = 3
     max_restored_sites: int = 2
     min_restore_tol_angstrom: float = 0.01
+    restore_max_sites: int = 200
 
     def __post_init__(self) -> None:
         try:
@@ -117,7 +121,8 @@ class SolverSettings:
         object.__setattr__(self, "symprec_sweep_angstrom", tuple(sorted(sweep)))
         for name in ("min_atoms", "max_probe_atoms", "min_reference_atoms", "n_origins",
                      "max_candidate_pairs", "max_ref_probes", "chunk_size", "min_in_bounds",
-                     "stable_plateau", "low_support_max_third", "best_triple_max_vectors"):
+                     "stable_plateau", "low_support_max_third", "best_triple_max_vectors",
+                     "restore_max_sites"):
             if int(getattr(self, name)) < 1:
                 raise C2NPInputError(f"solver settings: {name} must be at least 1, got {getattr(self, name)}")
         for name in ("boundary_margin_angstrom", "max_translation_angstrom", "loose_tolerance_fraction",

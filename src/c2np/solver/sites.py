@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from c2np import limits
 from c2np.errors import C2NPNoAnswerError
 from c2np.solver.geometry import cluster_sites
 
@@ -71,9 +72,11 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     site_z: list[int] = []
     rank = np.empty(n, dtype=np.int64)
     rank[by_centre] = np.arange(n)
+    max_clusters = int(10 * limits.effective("solver_sites"))  # strays are dropped after clustering
     for z in zs:
         idx = np.flatnonzero(nums == z)
-        lab, cen = cluster_sites(frac_w[idx], np.argsort(rank[idx], kind="stable"), lattice, r_cluster)
+        lab, cen = cluster_sites(frac_w[idx], np.argsort(rank[idx], kind="stable"), lattice, r_cluster,
+                                 max_clusters=max_clusters)
         labels[idx] = lab + len(site_frac)
         site_frac.extend(cen)
         site_z.extend([int(z)] * len(cen))

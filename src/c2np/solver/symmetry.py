@@ -1,18 +1,18 @@
-"""Step 7 of the solver: the space group, from a sweep of tolerances (moyopy), with sites
-absent from a small particle restored by symmetry."""
+"""Step 7 of the solver: the space group, from a sweep of tolerances (moyopy, through the
+bounded :mod:`c2np.solver.symmetry_finder`), with sites absent from a small particle restored
+by symmetry."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from c2np.errors import C2NPNoAnswerError
-from c2np.solver.geometry import min_image
+from c2np.errors import C2NPLimitError, C2NPNoAnswerError
+from c2np.solver.geometry import min_image, nearest_distinct_site_angstrom
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit
+from c2np.solver.symmetry_finder import SymmetryDataset, find_symmetry, lattice_rotation_count
 
 __all__ = [
     "SweepStep",
@@ -31,16 +31,19 @@ class SweepStep:
 
     symprec_angstrom: float
     spacegroup: int | None
-    dataset: Any
+    dataset: SymmetryDataset | None
 
 
 @dataclass(frozen=True, eq=False)
 class SymmetrySweep:
-    """The tolerances tried (tight to loose), the chosen step and its plateau length."""
+    """The tolerances tried (tight to loose), the chosen step and its plateau length;
+    ``stopped_by`` is the limit message when a call exceeded a symmetry-finder limit and
+    the sweep ended there (None otherwise)."""
 
     steps: tuple[SweepStep, ...]
     chosen: SweepStep
     plateau_length: int
+    stopped_by: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -52,12 +55,15 @@ class SymmetryChoice:
         floor_angstrom: the noise floor below which tolerances were skipped (Å).
         n_restored: sites added by symmetry.
         n_sites_seen: sites seen in the particle.
+        ceiling_angstrom: the tolerance from which on none was tried: half the shortest
+            distance between two distinct sites of one element (Å).
     """
 
     sweep: SymmetrySweep
     floor_angstrom: float
     n_restored: int
     n_sites_seen: int
+    ceiling_angstrom: float = float("inf")
 
     @property
     def symprec_angstrom(self) -> float:
@@ -71,8 +77,9 @@ class SymmetryChoice:
         return int(self.sweep.chosen.spacegroup)
 
     @property
-    def dataset(self) -> Any:
-        """moyopy's ``MoyoDataset`` at the chosen tolerance."""
+    def dataset(self) -> SymmetryDataset:
+        """moyopy's dataset at the chosen tolerance."""
+        assert self.sweep.chosen.dataset is not None
         return self.sweep.chosen.dataset
 
 
@@ -81,47 +88,44 @@ def symmetry_sweep(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray,
     """moyopy on the cell ((3, 3) lattice in Å, (m, 3) fractional sites, (m,) numbers) over
     tolerances (tight to loose). The chosen group is the first one found at two
     consecutive tolerances (at the tightest tolerance of its plateau); without any
-    plateau, the most frequent group (ties: tighter)."""
-    import moyopy
-
-    moyo_cell = moyopy.Cell(lattice.tolist(), frac.tolist(), numbers.tolist())
-    moyo_log = logging.getLogger("moyo")
-    moyo_level = moyo_log.level
-    moyo_log.setLevel(logging.ERROR)  # loose tolerances log symmetrization warnings
+    plateau, the most frequent group (ties: tighter). A call that exceeds a limit of the
+    symmetry finder ends the sweep (looser tolerances cost more); the groups found before
+    it still count, and without any the limit error is raised."""
     records: list[SweepStep] = []
     chosen: int | None = None
     run_start = 0
-    try:
-        for sp in tolerances:
-            try:
-                ds = moyopy.MoyoDataset(moyo_cell, symprec=sp)
-            except Exception:  # noqa: BLE001  moyopy raises where no consistent group exists at sp
-                ds = None
-            records.append(SweepStep(sp, None if ds is None else int(ds.number), ds))
-            k = len(records) - 1
-            if not (k > 0 and records[k].spacegroup is not None
-                    and records[k].spacegroup == records[k - 1].spacegroup):
-                run_start = k
-            run = k - run_start + 1
-            if chosen is None and run >= 2:
-                chosen = run_start
-            if chosen is not None and (run_start != chosen or run >= stable_plateau):
-                break
-    finally:
-        moyo_log.setLevel(moyo_level)
+    stopped_by: str | None = None
+    for sp in tolerances:
+        try:
+            ds = find_symmetry(lattice, frac, numbers, symprec_angstrom=float(sp))
+        except C2NPLimitError as exc:
+            if not any(rec.spacegroup is not None for rec in records):
+                raise
+            stopped_by = str(exc)
+            break
+        records.append(SweepStep(sp, None if ds is None else int(ds.number), ds))
+        k = len(records) - 1
+        if not (k > 0 and records[k].spacegroup is not None
+                and records[k].spacegroup == records[k - 1].spacegroup):
+            run_start = k
+        run = k - run_start + 1
+        if chosen is None and run >= 2:
+            chosen = run_start
+        if chosen is not None and (run_start != chosen or run >= stable_plateau):
+            break
     if chosen is not None:
         j = chosen
         while j + 1 < len(records) and records[j + 1].spacegroup == records[chosen].spacegroup:
             j += 1
         plateau = j - chosen + 1
-        return SymmetrySweep(tuple(records), records[chosen], plateau)
+        return SymmetrySweep(tuple(records), records[chosen], plateau, stopped_by)
     found = [rec for rec in records if rec.spacegroup is not None]
     if not found:
         raise C2NPNoAnswerError("solver input: no space group could be assigned to the "
                                 "reconstructed cell at any tolerance")
     sgs = [rec.spacegroup for rec in found]
     best = max(sgs, key=lambda g: (sgs.count(g), -sgs.index(g)))
-    return SymmetrySweep(tuple(records), next(rec for rec in found if rec.spacegroup == best), 1)
+    return SymmetrySweep(tuple(records), next(rec for rec in found if rec.spacegroup == best), 1, stopped_by)
 
 
 def complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
@@ -137,11 +141,11 @@ def complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *
     symmetry, and the images that land nowhere become new sites. Returns (frac, numbers)
     with the new sites appended (unchanged when none is found). Shapes (m, 3), (m,).
     """
-    import moyopy
-
-    lat_ds = moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
-                                symprec=max(tol_angstrom, min_lattice_tol_angstrom))
-    rots = np.asarray(lat_ds.operations.rotations, dtype=float)
+    lat_ds = find_symmetry(lattice, np.zeros((1, 3)), np.ones(1, dtype=np.int64),
+                           symprec_angstrom=max(tol_angstrom, min_lattice_tol_angstrom))
+    if lat_ds is None:
+        return frac, numbers
+    rots = np.asarray(lat_ds.rotations, dtype=float)
     zs, cnt = np.unique(numbers, return_counts=True)
     z_ref = zs[np.argmin(cnt)]
     ref = np.flatnonzero(numbers == z_ref)
@@ -176,9 +180,13 @@ def complete_sites(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *
 def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     """Sweep the tolerances from a noise floor (estimated from the site scatter) upwards;
     when a site is seen at most twice and the group is below the lattice's point group,
-    restore absent sites and keep the completed cell if it is more symmetric."""
-    import moyopy
+    restore absent sites and keep the completed cell if it is more symmetric.
 
+    No tolerance from half the shortest distance between two distinct sites of one element
+    on is tried: there those sites merge, and the symmetry finder would build a cell out of
+    noise coincidences (where its search can grow without bound). When the noise floor is
+    already above that ceiling, the particle is too noisy for a space group
+    (:class:`C2NPNoAnswerError`)."""
     lattice, prim_frac, prim_z = sites.lattice_angstrom, sites.frac, sites.numbers
     counts_used = sites.counts
     sweep = settings.symprec_sweep_angstrom
@@ -186,14 +194,21 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     sigma_site = sigma_pos / np.sqrt(max(float(np.min(counts_used)), 1.0))
     floor = max(sweep[0], 6.0 * sigma_site)
     tried = [s for s in sweep if s >= floor] or [floor, 1.5 * floor, 2.25 * floor]
+    ceiling = 0.5 * nearest_distinct_site_angstrom(lattice, prim_frac, prim_z)
+    capped = [s for s in tried if s < ceiling]
+    if not capped:
+        raise C2NPNoAnswerError(
+            f"solver input: the reconstructed sites are too noisy for a space group: the noise floor "
+            f"{floor:.3g} Å reaches half the distance between two distinct sites of one element "
+            f"({ceiling:.3g} Å)")
+    tried = capped
     result = symmetry_sweep(lattice, prim_frac, prim_z, tried, settings.stable_plateau)
     sp, ds = result.chosen.symprec_angstrom, result.chosen.dataset
     assert result.chosen.spacegroup is not None and ds is not None
     n_restored = 0
     restore_tol = max(float(sp), settings.min_restore_tol_angstrom)
-    if float(np.min(counts_used)) <= 2 and len(ds.operations.rotations) < len(
-            moyopy.MoyoDataset(moyopy.Cell(lattice.tolist(), [[0.0, 0.0, 0.0]], [1]),
-                               symprec=restore_tol).operations.rotations):
+    if (float(np.min(counts_used)) <= 2 and len(prim_z) <= settings.restore_max_sites
+            and ds.n_operations < lattice_rotation_count(lattice, symprec_angstrom=restore_tol)):
         # a small particle may hold no atom of some site, which lowers the symmetry found;
         # such a site is restored from the operations the other sites obey, and kept when
         # the completed cell is more symmetric
@@ -202,8 +217,7 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
                                      min_lattice_tol_angstrom=settings.min_restore_tol_angstrom)
         if len(c_z) > len(prim_z):
             again = symmetry_sweep(lattice, c_frac, c_z, tried, settings.stable_plateau)
-            if again.chosen.dataset is not None and len(again.chosen.dataset.operations.rotations) > len(
-                    ds.operations.rotations):
+            if again.chosen.dataset is not None and again.chosen.dataset.n_operations > ds.n_operations:
                 n_restored = len(c_z) - len(prim_z)
                 result = again
-    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z))
+    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z), float(ceiling))
