@@ -7,21 +7,31 @@ baselines and crystal generators, clean and perturbed (docs/inverse_results.md).
 Variants: clean; Gaussian noise 0.02 and 0.05 Å; random carving centres
 (InverseTask.perturbed_queries, seed 0). Every model answers the same queries of a variant;
 each (model, variant) is scored by InverseTask.evaluate and written as a results JSON.
+
+Rows: the solver (ceiling), composition lookup, majority class, the descriptor neighbour
+fitted on clean training particles and fitted on clean + noisy (0.02, 0.05 Å) copies, each
+generator folder of ``--generators`` (sampler / samples per query overridable), and with
+``--encoder-heads RUN`` the task-2 regression heads of a ``c2np train`` run ("encoder +
+heads"). ``--every K`` keeps every K-th evaluated row (a small fixed subset for cheap checks;
+the harness then scores only those rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.crystal_gen import load_generator
 from c2np.particle_descriptor import describe
+from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
 
 VARIANTS = {"clean": {}, "noise0.02": {"noise_angstrom": 0.02}, "noise0.05": {"noise_angstrom": 0.05},
@@ -38,21 +48,45 @@ def main() -> int:
     ap.add_argument("--split", default="heldout")
     ap.add_argument("--no-solver", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--every", type=int, default=1, help="keep every K-th evaluated row")
+    ap.add_argument("--n-samples", type=int, default=None, help="generated cells per query (vote)")
+    ap.add_argument("--sampler", default=None, choices=["sde", "ode", "pc"])
+    ap.add_argument("--step-lr", type=float, default=None)
+    ap.add_argument("--read-rule", default=None, choices=["plateau", "longest"])
+    ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
+    ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     task = InverseTask.open(args.store, split=args.split, per_group=args.per_group)
+    if args.every > 1:
+        task._rows = task._rows[:: args.every]   # a fixed subset; the harness scores these rows only
     t0 = time.time()
-    fitted = {"composition-lookup": CompositionLookup.fit(task), "majority-class": MajorityClass.fit(task)}
-    neighbour = DescriptorNeighbour.fit(task)
+    fitted = {} if args.no_baselines else {"composition-lookup": CompositionLookup.fit(task),
+                                           "majority-class": MajorityClass.fit(task)}
+    neighbours = {} if args.no_baselines else {"descriptor-neighbour": DescriptorNeighbour.fit(task),
+                                               "descriptor-neighbour-noisy": DescriptorNeighbour.fit_noisy(task)}
     gens = {Path(g).name: load_generator(g) for g in args.generators.split(",") if g}
+    for gen in gens.values():
+        over = {k: v for k, v in (("n_samples", args.n_samples), ("sampler", args.sampler),
+                                  ("step_lr", args.step_lr), ("read_rule", args.read_rule))
+                if v is not None}
+        gen.cfg = dataclasses.replace(gen.cfg, **over)
+    heads = None
+    if args.encoder_heads:
+        from c2np.models.training import load_run
+
+        heads, _ = load_run(args.encoder_heads)
+        heads.eval()
+    if args.no_solver or args.no_baselines:
+        args.no_solver = True
     print(f"{task}; fitted in {time.time() - t0:.0f} s", flush=True)
     summary = []
     for variant in args.variants.split(","):
         preds: dict[str, dict] = {m: {} for m in [*(["solver"] if not args.no_solver else []), *fitted,
-                                                  "descriptor-neighbour", *gens]}
-        ids, descs = [], []
+                                                  *neighbours, *gens, *(["encoder-heads"] if heads else [])]}
+        ids, descs, parts = [], [], []
         t1 = time.time()
         for q in task.perturbed_queries(seed=args.seed, **VARIANTS[variant]):
             if not args.no_solver:
@@ -62,9 +96,11 @@ def main() -> int:
             for name, model in fitted.items():
                 preds[name][q.sample_id] = model(q)
             d = describe(q.particle)
-            preds["descriptor-neighbour"][q.sample_id] = neighbour.from_descriptor(d)
+            for name, nb in neighbours.items():
+                preds[name][q.sample_id] = nb.from_descriptor(d)
             ids.append(q.sample_id)
             descs.append(d)
+            parts.append(q.particle)
         print(f"{variant}: queries + baselines {time.time() - t1:.0f} s", flush=True)
         for name, gen in gens.items():
             t2 = time.time()
@@ -72,6 +108,14 @@ def main() -> int:
                 if p is not None:
                     preds[name][sid] = p
             print(f"{variant}: {name} {time.time() - t2:.0f} s", flush=True)
+        if heads is not None:
+            t2 = time.time()
+            with torch.no_grad():
+                for a in range(0, len(parts), 16):
+                    lat, sg = heads.predict(parts[a:a + 16])
+                    for sid, p6, g in zip(ids[a:a + 16], lat, sg):
+                        preds["encoder-heads"][sid] = InversePrediction.from_values(np.asarray(p6), int(g))
+            print(f"{variant}: encoder-heads {time.time() - t2:.0f} s", flush=True)
         for name, p in preds.items():
             res = task.evaluate(p, model=name)
             res.write(out / f"{name}__{variant}.json")

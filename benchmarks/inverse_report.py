@@ -13,7 +13,7 @@ from pathlib import Path
 from c2np.evaluation.results import Results
 
 ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "encoder-heads", "descriptor-neighbour",
-         "composition-lookup", "majority-class"]
+         "descriptor-neighbour-noisy", "composition-lookup", "majority-class"]
 VARIANTS = ["clean", "noise0.02", "noise0.05", "random-centre"]
 
 
@@ -29,8 +29,9 @@ def main() -> int:
         model, variant = p.stem.split("__")
         res[(model, variant)] = Results.read(p)
     models = [m for m in ORDER if any(k[0] == m for k in res)] + sorted({k[0] for k in res} - set(ORDER))
-    n = next(iter(res.values())).n_samples
-    print(f"Rows: {n} held-out samples per variant. Cells: mean [95 % CI].\n")
+    n = {v: res[k].n_samples for v in VARIANTS for k in res if k[1] == v}
+    print("Rows: " + ", ".join(f"{v} {c}" for v, c in n.items())
+          + " held-out samples (every model answers the same rows of a variant). Cells: mean [95 % CI].\n")
     for metric, label in (("joint_accuracy_paper", "joint accuracy (paper tolerance)"),
                           ("spacegroup_accuracy", "space-group accuracy")):
         print(f"### {label}\n")
@@ -52,7 +53,7 @@ def main() -> int:
     print()
     for variant in ("clean", "noise0.02"):
         print(f"### joint accuracy (paper) per radius, {variant}\n")
-        radii = sorted(int(r) for r in next(iter(res.values())).data["metrics"]["per_radius"])
+        radii = sorted(int(r) for r in res[next(k for k in res if k[1] == variant)].data["metrics"]["per_radius"])
         print("| model | " + " | ".join(str(r) for r in radii) + " | min |")
         print("|---|" + "---:|" * (len(radii) + 1))
         for m in models:
@@ -71,7 +72,7 @@ def main() -> int:
             print(f"| {m} | " + " | ".join(cell(pg[s]["joint_accuracy_paper"]) for s in sgs) + " |")
     print()
     for m in models:
-        if (m, "clean") not in res:
+        if (m, "clean") not in res or m in ("majority-class",):
             continue
         conf = res[(m, "clean")].data["spacegroup_confusion"]
         cols = sorted({c for r in conf.values() for c in r},

@@ -5,8 +5,14 @@
 
 Training pairs: ForwardTask(split="train").training_examples(rotations_per_group=1) — the
 training cells (never a held-out material under protocol strict) and their particles, each
-described clean and re-carved about a random centre (seeded) with Gaussian noise
-(sigma uniform in [0, 0.06] Å).
+described (1) clean, (2) re-carved about a random centre (seeded) with Gaussian noise of a
+sigma uniform in [0, 0.06] Å and, with ``--noisy-copies K``, (3) K more copies of the
+stored particle with noise of a sigma uniform in [0.01, 0.06] Å. Only training
+materials' particles are augmented; no held-out material enters (asserted).
+
+``--time-budget S`` stops training after S wall-clock seconds (the learning-rate schedule
+follows the larger of the step and time fractions); ``--checkpoint-every N`` saves the
+model every N steps to ``--out`` (the log says where it stopped).
 """
 
 from __future__ import annotations
@@ -20,23 +26,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from c2np.carving import carve
-from c2np.models.crystal_gen import CellExample, CrystalGenerator, GenConfig, cell_example, save_generator
-from c2np.particle import Particle
-from c2np.particle_descriptor import ParticleDescriptor, describe
+from c2np.models.crystal_gen import (
+    CellExample,
+    CrystalGenerator,
+    GenConfig,
+    load_generator,
+    save_generator,
+    training_pairs,
+)
+from c2np.particle_descriptor import ParticleDescriptor
 from c2np.tasks import ForwardTask
 
 
-def examples(store: str, seed: int) -> list:
-    task = ForwardTask.open(store, split="train", subset="full")
-    rng = np.random.default_rng(seed)
-    out = []
-    for q, part in task.training_examples(rotations_per_group=1):
-        rc = carve(q.cell, q.radius_angstrom, centre_frac=rng.random(3), quaternion=q.quaternion).particle
-        out.append(cell_example(describe(part), q.cell))
-        noisy = rc.positions_angstrom + rng.normal(scale=rng.uniform(0, 0.06), size=rc.positions_angstrom.shape)
-        out.append(cell_example(describe(Particle(rc.numbers, noisy)), q.cell))
-    return out
+def examples(store: str, seed: int, noisy_copies: int = 0) -> list:
+    """The training pairs (c2np.models.crystal_gen.training_pairs) of a store's train split."""
+    return training_pairs(ForwardTask.open(store, split="train", subset="full"), seed=seed,
+                          noisy_copies=noisy_copies)
 
 
 def save_examples(ex: list, path: Path) -> None:
@@ -54,14 +59,17 @@ def save_examples(ex: list, path: Path) -> None:
 
 def load_examples(path: Path) -> list:
     """Inverse of :func:`save_examples`."""
-    z = np.load(path, allow_pickle=False)
+    with np.load(path, allow_pickle=False) as npz:     # read each array once (an NpzFile re-reads per access)
+        z = {k: npz[k] for k in npz.files}
     out = []
     sp = np.r_[0, np.cumsum(z["n_species"])]
     at = np.r_[0, np.cumsum(z["n_atoms"])]
     for i in range(len(z["scale"])):
-        d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i], z["slot_numbers"][i], z["slot_fractions"][i],
-                               z["numbers"][sp[i]:sp[i + 1]], z["slot_of"][sp[i]:sp[i + 1]])
-        out.append(CellExample(d, z["lattice"][i], z["frac"][at[i]:at[i + 1]], z["slots"][at[i]:at[i + 1]]))
+        d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i].copy(), z["slot_numbers"][i].copy(),
+                               z["slot_fractions"][i].copy(), z["numbers"][sp[i]:sp[i + 1]].copy(),
+                               z["slot_of"][sp[i]:sp[i + 1]].copy())
+        out.append(CellExample(d, z["lattice"][i].copy(), z["frac"][at[i]:at[i + 1]].copy(),
+                               z["slots"][at[i]:at[i + 1]].copy()))
     return out
 
 
@@ -77,6 +85,16 @@ def main() -> int:
     ap.add_argument("--cache", default="out/gen_examples.npz", help="training pairs cache (npz)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--lattice-param", default="eps", choices=["eps", "x0"])
+    ap.add_argument("--lattice-weight", type=float, default=1.0)
+    ap.add_argument("--sampler", default="sde", choices=["sde", "ode", "pc"])
+    ap.add_argument("--n-samples", type=int, default=1)
+    ap.add_argument("--noisy-copies", type=int, default=0)
+    ap.add_argument("--pair-readout", action="store_true", help="periodic pair readout of the frac output")
+    ap.add_argument("--init", default=None, help="start from this generator folder's weights (same config)")
+    ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
+    ap.add_argument("--checkpoint-every", type=int, default=1000)
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.time()
@@ -84,11 +102,13 @@ def main() -> int:
     if cache.is_file():
         ex = load_examples(cache)
     else:
-        ex = examples(args.store, args.seed)
+        ex = examples(args.store, args.seed, args.noisy_copies)
         save_examples(ex, cache)
     print(f"{len(ex)} training pairs in {time.time() - t0:.0f} s", flush=True)
-    cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden,
-                    steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr)
+    cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden, layers=args.layers,
+                    steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr,
+                    lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
+                    sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout)
     rows: list[dict] = []
 
     def log(r: dict) -> None:
@@ -96,7 +116,15 @@ def main() -> int:
         rows.append(r)
         print(json.dumps(r), flush=True)
 
-    model = CrystalGenerator.fit(ex, cfg, log=log)
+    def checkpoint(m: CrystalGenerator, step: int) -> None:
+        save_generator(m, args.out, rows)
+        print(f"checkpoint at step {step} ({time.time() - t0:.0f} s)", flush=True)
+
+    init = load_generator(args.init).state_dict() if args.init else None
+    if args.init:
+        print(f"initialised from {args.init}", flush=True)
+    model = CrystalGenerator.fit(ex, cfg, log=log, time_budget_s=args.time_budget, checkpoint=checkpoint,
+                                 checkpoint_every=args.checkpoint_every, init_state=init)
     save_generator(model, args.out, rows)
     print(f"saved {args.out} ({time.time() - t0:.0f} s)", flush=True)
     return 0

@@ -16,9 +16,12 @@ from c2np.models.crystal_gen import (
     CrystalGenerator,
     GenConfig,
     cell_example,
+    learning_rate_factor,
     load_generator,
     read_cell_to_prediction,
     save_generator,
+    training_pairs,
+    vote,
 )
 from c2np.particle_descriptor import describe
 from c2np.store import DatasetStore, build_store
@@ -127,11 +130,34 @@ def test_read_out_recovers_targets_of_true_cells() -> None:
     assert read_cell_to_prediction(np.zeros((3, 3)), np.zeros((1, 3)), np.array([1])) is None
 
 
-@pytest.mark.parametrize("process", ["diffcsp", "flowmm"])
-def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str) -> None:
+def test_longest_run_read_out_sees_through_small_errors() -> None:
+    """A Pnma cell with 0.01 Å of noise: P1 at the two tightest tolerances (so the plateau
+    rule answers P1), Pnma over the longest run of the fine sweep."""
+    cell = crystal_zoo()["orthorhombic"]
+    ex = cell_example(describe(carve(cell, 9.0).particle), cell)
+    cart = ex.frac @ ex.lattice_angstrom + np.random.default_rng(0).normal(scale=0.01, size=ex.frac.shape)
+    frac = cart @ np.linalg.inv(ex.lattice_angstrom)
+    z = ex.descriptor.slot_numbers[ex.slots]
+    plateau = read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="plateau")
+    longest = read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="longest")
+    assert plateau is not None and plateau[1] == 1
+    assert longest is not None and longest[1] == 62
+    np.testing.assert_allclose(longest[0], inverse_target(cell).params, atol=0.05)
+    with pytest.raises(C2NPInputError, match="rule"):
+        read_cell_to_prediction(ex.lattice_angstrom, frac, z, rule="best")
+
+
+@pytest.mark.parametrize(("process", "sampler", "lattice_param"),
+                         [("diffcsp", "sde", "eps"), ("diffcsp", "pc", "x0"), ("diffcsp", "ode", "x0"),
+                          ("flowmm", "sde", "eps"), ("diffcsp", "pair", "x0")])
+def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str, sampler: str,
+                                        lattice_param: str) -> None:
     fwd = ForwardTask(store, "train", "full")
     ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
-    cfg = GenConfig(process=process, hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4)
+    pair = sampler == "pair"       # the periodic pair readout (with the default sampler)
+    cfg = GenConfig(process=process, hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4,
+                    sampler="pc" if pair else sampler, lattice_param=lattice_param, n_samples=2,
+                    pair_readout=pair)
     rows: list[dict] = []
     model = CrystalGenerator.fit(ex, cfg, log=rows.append)
     assert rows and np.isfinite(rows[-1]["loss"])
@@ -145,8 +171,90 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
         load_generator(tmp_path / "missing")
 
 
+@pytest.mark.parametrize("pair", [False, True])
+def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: bool) -> None:
+    import torch
+
+    from c2np.models.crystal_gen import Denoiser
+
+    torch.manual_seed(0)
+    net = Denoiser(GenConfig(hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5)
+    x_l, f = torch.randn(1, 3, 3), torch.rand(1, 5, 3)
+    slot = torch.tensor([[0, 0, 0, 1, 2]])
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    temb, cond = torch.randn(1, 16), torch.randn(1, 16)
+    out_l, out_f = net(x_l, f, slot, mask, temb, cond)
+    l2, f2 = net(x_l, (f + torch.tensor([0.3, -0.7, 0.11])) % 1.0, slot, mask, temb, cond)
+    torch.testing.assert_close(f2, out_f, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(l2, out_l, atol=1e-4, rtol=1e-4)
+    perm = torch.tensor([2, 0, 1, 3, 4])
+    _, f3 = net(x_l, f[:, perm], slot, mask, temb, cond)
+    torch.testing.assert_close(f3, out_f[:, perm], atol=1e-5, rtol=1e-5)
+
+
 def test_generator_config_is_checked() -> None:
     with pytest.raises(C2NPInputError, match="process"):
         GenConfig(process="mattergen")
     with pytest.raises(C2NPInputError, match="sampler"):
         GenConfig(sampler="euler")
+    with pytest.raises(C2NPInputError, match="lattice_param"):
+        GenConfig(lattice_param="v")
+    with pytest.raises(C2NPInputError, match="n_samples"):
+        GenConfig(n_samples=0)
+
+
+def test_vote_takes_the_most_frequent_spacegroup_and_lattice() -> None:
+    cubic = np.array([4.0, 4.0, 4.0, 90, 90, 90])
+    answers = [(cubic + 0.05, 221), (cubic * 1.3, 221), (cubic - 0.05, 221), (cubic, 1), (cubic, 1)]
+    got = vote(answers)
+    assert got is not None and got.spacegroup == 221          # 3 x 221 against 2 x P1
+    np.testing.assert_allclose(got.as_tuple()[:3], 4.0, atol=1e-9)  # median of the two close ones
+    split = [(cubic, 221), (cubic * 1.3, 221), (cubic * 1.6, 221), (cubic, 2), (cubic, 2)]
+    got = vote(split)                                          # the lattice cluster counts, not the group
+    assert got is not None and got.spacegroup == 2
+    assert vote([]) is None
+
+
+def test_learning_rate_warms_up_then_decays_to_the_floor() -> None:
+    f = [learning_rate_factor(p) for p in np.linspace(0, 1, 101)]
+    assert f[0] < 0.01 and max(f) == pytest.approx(1.0, abs=0.01)
+    peak = int(np.argmax(f))
+    assert all(a >= b for a, b in zip(f[peak:], f[peak + 1:]))
+    assert f[-1] == pytest.approx(0.02) and learning_rate_factor(2.0) == pytest.approx(0.02)
+
+
+def test_generator_training_stops_at_the_time_budget(store: DatasetStore) -> None:
+    fwd = ForwardTask(store, "train", "full")
+    ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
+    rows: list[dict] = []
+    saved: list[int] = []
+    cfg = GenConfig(hidden=8, layers=1, n_freq=2, steps=4, train_steps=1000, batch=2)
+    CrystalGenerator.fit(ex, cfg, log=rows.append, time_budget_s=0.0, checkpoint=lambda m, s: saved.append(s))
+    assert rows[-1]["step"] == 0 and rows[-1]["stopped"] == "time budget"
+    assert saved == [0]
+
+
+def test_training_pairs_hold_no_heldout_material(store: DatasetStore, task: InverseTask) -> None:
+    """The generator's training pairs (clean, re-centred noisy, noisy copies) come from the
+    training materials only: no pair has a held-out material's element set or target."""
+    pairs = training_pairs(ForwardTask(store, "train", "full"), seed=0, noisy_copies=1)
+    n_train = len(list(ForwardTask(store, "train", "full").training_examples(rotations_per_group=1)))
+    assert len(pairs) == 3 * n_train
+    held_species = {tuple(sorted(set(q.particle.numbers.tolist()))) for q in task.queries()}
+    held_targets = {inverse_target(store.cells[m]).params[0].round(3) for m in store.recipes.heldout_materials}
+    for e in pairs:
+        species = tuple(sorted(int(z) for z in e.descriptor.numbers))
+        assert species not in held_species
+        a = read_cell_to_prediction(e.lattice_angstrom, e.frac, e.descriptor.slot_numbers[e.slots])
+        assert a is not None and round(float(a[0][0]), 3) not in held_targets
+
+
+def test_noisy_descriptor_neighbour_holds_noisy_copies(task: InverseTask) -> None:
+    clean = DescriptorNeighbour.fit(task)
+    noisy = DescriptorNeighbour.fit(task, noise_angstrom=(0.02, 0.05))
+    assert len(noisy.entries) == 3 * len(clean.entries)
+    assert not np.allclose(noisy.entries[1][0].histograms, noisy.entries[0][0].histograms)
+    res = task.evaluate(predict(task, DescriptorNeighbour.fit_noisy(task)), n_resamples=20)
+    assert res.overall["joint_accuracy_paper"]["mean"] == 1.0
+    with pytest.raises(C2NPInputError, match="noise_angstrom"):
+        DescriptorNeighbour.fit(task, noise_angstrom=(0.0,))

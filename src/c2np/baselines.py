@@ -34,7 +34,10 @@ from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask
 
 __all__ = ["analytic_carve", "random_ball", "Memorisation", "MajorityClass", "CompositionLookup",
            "DescriptorNeighbour", "crystallographic_solver", "FORWARD_BASELINES", "INVERSE_BASELINES",
-           "HELDOUT_BASELINES", "predict"]
+           "HELDOUT_BASELINES", "NEIGHBOUR_NOISE_ANGSTROM", "predict"]
+
+#: Noise (Å) of the extra training copies of the noise-augmented descriptor neighbour.
+NEIGHBOUR_NOISE_ANGSTROM: tuple[float, ...] = (0.02, 0.05)
 
 ForwardModel = Callable[[ForwardQuery], "Particle | None"]  # None: no answer (a counted failure)
 InverseModel = Callable[[InverseQuery], "InversePrediction | None"]
@@ -187,9 +190,29 @@ class DescriptorNeighbour:
         self._n_species = np.array([len(d.numbers) for d, _ in self.entries])
 
     @classmethod
-    def fit(cls, task: InverseTask) -> DescriptorNeighbour:
-        """Descriptor and target of one training example per (material, R)."""
-        return cls((describe(q.particle), t) for q, t in _training_targets(task, "descriptor neighbour"))
+    def fit(cls, task: InverseTask, *, noise_angstrom: Iterable[float] = (), seed: int = 0
+            ) -> DescriptorNeighbour:
+        """Descriptor and target of one training example per (material, R); with
+        ``noise_angstrom``, also one copy of each training particle per listed sigma (Å) with
+        isotropic Gaussian noise on every coordinate (``numpy.random.default_rng([seed, i])``
+        for the i-th training example), so that noisy queries have noisy neighbours."""
+        sigmas = [float(x) for x in noise_angstrom]
+        if any(not np.isfinite(x) or x <= 0 for x in sigmas):
+            raise C2NPInputError(f"descriptor neighbour: noise_angstrom must be > 0 Å, got {sigmas}")
+        entries = []
+        for i, (q, t) in enumerate(_training_targets(task, "descriptor neighbour")):
+            entries.append((describe(q.particle), t))
+            rng = np.random.default_rng([int(seed), i])
+            pos = q.particle.positions_angstrom
+            for sigma in sigmas:
+                noisy = Particle(q.particle.numbers, pos + rng.normal(scale=sigma, size=pos.shape))
+                entries.append((describe(noisy), t))
+        return cls(entries)
+
+    @classmethod
+    def fit_noisy(cls, task: InverseTask) -> DescriptorNeighbour:
+        """:meth:`fit` with noisy copies at 0.02 and 0.05 Å (the held-out robustness floor)."""
+        return cls.fit(task, noise_angstrom=NEIGHBOUR_NOISE_ANGSTROM)
 
     def __call__(self, query: InverseQuery) -> InversePrediction:
         return self.from_descriptor(describe(query.particle))
@@ -235,6 +258,7 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
 #: a leaderboard row (the benchmark's baseline table is INVERSE_BASELINES).
 HELDOUT_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "descriptor-neighbour": DescriptorNeighbour.fit,
+    "descriptor-neighbour-noisy": DescriptorNeighbour.fit_noisy,
 }
 
 

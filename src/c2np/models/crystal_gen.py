@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -43,14 +42,20 @@ from torch import Tensor, nn
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.models.backbone import MLP, sinusoidal_embedding
-from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor
+from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
+from c2np.tasks import ForwardTask
 
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
-           "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES"]
+           "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
+           "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
+           "training_pairs", "learning_rate_factor"]
 
 PROCESSES = ("diffcsp", "flowmm")
+SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
+SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
+READ_RULES = ("plateau", "longest")
 
 
 @dataclass(frozen=True)
@@ -70,10 +75,21 @@ class GenConfig:
     seed: int = 0
     n_samples: int = 1
     sampler: str = "sde"
+    lattice_param: str = "eps"
+    step_lr: float = 1e-5
+    lattice_weight: float = 1.0
+    read_rule: str = "plateau"
+    pair_readout: bool = False
 
     def __post_init__(self) -> None:
-        if self.sampler not in ("sde", "ode"):
-            raise C2NPInputError(f"sampler must be 'sde' or 'ode', got {self.sampler!r}")
+        if self.sampler not in SAMPLERS:
+            raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
+        if self.lattice_param not in ("eps", "x0"):
+            raise C2NPInputError(f"lattice_param must be 'eps' or 'x0', got {self.lattice_param!r}")
+        if self.read_rule not in READ_RULES:
+            raise C2NPInputError(f"read_rule must be one of {list(READ_RULES)}, got {self.read_rule!r}")
+        if self.n_samples < 1:
+            raise C2NPInputError(f"n_samples must be >= 1, got {self.n_samples}")
         if self.process not in PROCESSES:
             raise C2NPInputError(f"process must be one of {list(PROCESSES)}, got {self.process!r}")
 
@@ -106,6 +122,38 @@ def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angs
                        slots[order])
 
 
+def training_pairs(task: ForwardTask, *, seed: int = 0, noisy_copies: int = 0,
+                   max_noise_angstrom: float = 0.06) -> list[CellExample]:
+    """The generator's training pairs from a task's training examples (one rotation per
+    (material, R); under protocol ``strict`` never a held-out material, checked here).
+
+    Per training particle: (1) as stored; (2) the training cell re-carved about a random
+    centre (same R and rotation) with isotropic Gaussian noise of a sigma uniform in
+    [0, ``max_noise_angstrom``]; (3) ``noisy_copies`` copies of the stored particle with
+    noise of a sigma uniform in [0.01, ``max_noise_angstrom``]. This is augmentation of the
+    *training* data (the carve here makes inputs, never a generated answer). Seeded by
+    ``numpy.random.default_rng(seed)``."""
+    from c2np.carving import carve
+    from c2np.particle import Particle
+
+    held = set(task._store.recipes.heldout_materials)   # the task exposes no public list
+    rng = np.random.default_rng(seed)
+    out = []
+    for q, part in task.training_examples(rotations_per_group=1):
+        if q.cell.material_id in held:
+            raise C2NPInputError(f"{q.cell.material_id}: a held-out material among the training examples")
+        rc = carve(q.cell, q.radius_angstrom, centre_frac=rng.random(3), quaternion=q.quaternion).particle
+        out.append(cell_example(describe(part), q.cell))
+        pos = rc.positions_angstrom + rng.normal(scale=rng.uniform(0, max_noise_angstrom),
+                                                 size=rc.positions_angstrom.shape)
+        out.append(cell_example(describe(Particle(rc.numbers, pos)), q.cell))
+        for _ in range(noisy_copies):
+            pos = part.positions_angstrom + rng.normal(scale=rng.uniform(0.01, max_noise_angstrom),
+                                                       size=part.positions_angstrom.shape)
+            out.append(cell_example(describe(Particle(part.numbers, pos)), q.cell))
+    return out
+
+
 def _composition_key(slots: np.ndarray) -> tuple[int, ...]:
     return tuple(int(np.sum(slots == k)) for k in range(N_SLOTS))
 
@@ -114,6 +162,23 @@ def _fourier(d: Tensor, n_freq: int) -> Tensor:
     k = torch.arange(1, n_freq + 1, dtype=d.dtype, device=d.device) * (2 * math.pi)
     x = d[..., None] * k
     return torch.cat([torch.sin(x), torch.cos(x)], dim=-1).flatten(-2)
+
+
+class _EdgeMLP(nn.Module):
+    """The edge MLP of :class:`Denoiser`: Linear-SiLU-Linear on [h_i, h_j, e_ij], with the
+    first layer split by input so the node parts are computed per node, not per edge."""
+
+    def __init__(self, h: int, n_edge: int) -> None:
+        super().__init__()
+        self.src = nn.Linear(h, h, bias=False)
+        self.dst = nn.Linear(h, h, bias=False)
+        self.edge = nn.Linear(n_edge, h)
+        self.out = nn.Linear(h, h)
+
+    def forward(self, h: Tensor, e: Tensor) -> Tensor:
+        """h (B,N,H) nodes, e (B,N,N,E) edges -> (B,N,N,H) messages (i receives from j)."""
+        x = self.src(h)[:, :, None, :] + self.dst(h)[:, None, :, :] + self.edge(e)
+        return self.out(nn.functional.silu(x))
 
 
 class Denoiser(nn.Module):
@@ -127,11 +192,14 @@ class Denoiser(nn.Module):
         self.cond = MLP(n_desc, h, h, 2)
         self.slot = nn.Embedding(N_SLOTS, h)
         self.time = nn.Linear(h, h)
-        self.edge = nn.ModuleList([MLP(2 * h + 9 + 6 * cfg.n_freq, h, h, 2) for _ in range(cfg.layers)])
+        self.edge = nn.ModuleList([_EdgeMLP(h, 9 + 6 * cfg.n_freq) for _ in range(cfg.layers)])
         self.node = nn.ModuleList([MLP(2 * h, h, h, 2) for _ in range(cfg.layers)])
         self.norm = nn.ModuleList([nn.LayerNorm(h) for _ in range(cfg.layers)])
         self.out_f = nn.Linear(h, 3)
         self.out_l = MLP(2 * h + 9, h, 9, 2)
+        self.n_pair_freq = min(cfg.n_freq, 3) if cfg.pair_readout else 0
+        if self.n_pair_freq:
+            self.pair_f = nn.Linear(h, 3 * self.n_pair_freq)
 
     def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
                 cond: Tensor) -> tuple[Tensor, Tensor]:
@@ -140,16 +208,26 @@ class Denoiser(nn.Module):
         h = self.slot(slot) + c[:, None, :]
         gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 1, 1, 9).expand(B, N, N, 9)
         four = _fourier(f[:, None, :, :] - f[:, :, None, :], self.n_freq)
+        e = torch.cat([gram, four], dim=-1)
         pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
         deg = pm.sum(dim=2).clamp(min=1.0)
+        m = h.new_zeros(B, N, N, h.shape[-1])
         for edge, node, norm in zip(self.edge, self.node, self.norm):
-            hi = h[:, :, None, :].expand(B, N, N, h.shape[-1])
-            hj = h[:, None, :, :].expand(B, N, N, h.shape[-1])
-            m = edge(torch.cat([hi, hj, gram, four], dim=-1)) * pm
+            m = edge(h, e) * pm
             h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
         pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
         out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
-        return out_l, self.out_f(h)
+        out_f = self.out_f(h)
+        if self.n_pair_freq:
+            # periodic pair readout: sum_j sum_k w_ijk (per component) * sin(2 pi k (f_j - f_i)),
+            # equivariant to translations and permutations, periodic in every coordinate
+            K = self.n_pair_freq
+            k = torch.arange(1, K + 1, dtype=f.dtype, device=f.device) * (2 * math.pi)
+            d = f[:, None, :, :] - f[:, :, None, :]                          # (B,N,N,3) f_j - f_i
+            sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
+            w = self.pair_f(m).reshape(B, N, N, 3, K)
+            out_f = out_f + (w * sin).sum(-1).mul(pm).sum(2) / deg
+        return out_l, out_f
 
 
 def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
@@ -224,7 +302,7 @@ class CrystalGenerator(nn.Module):
             noise = torch.randn(f0.shape, generator=g) * sig
             ft = (f0 + noise) % 1.0
             target_f = _wrapped_score(noise, sig)
-            target_l = eps_l
+            target_l = eps_l if self.cfg.lattice_param == "eps" else x_l0
             temb = self._temb(t)
         else:
             tt = torch.rand(B, generator=g)
@@ -238,7 +316,7 @@ class CrystalGenerator(nn.Module):
         m = mask[..., None].float()
         lf = (((out_f - target_f) ** 2) * m).sum() / (3 * m.sum())
         ll = ((out_l - target_l) ** 2).mean()
-        total = ll + lf + comp_loss
+        total = self.cfg.lattice_weight * ll + lf + comp_loss
         return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
 
     # --- sampling ----------------------------------------------------------------------
@@ -266,25 +344,7 @@ class CrystalGenerator(nn.Module):
         T = self.cfg.steps
         for i in range(T, 0, -1):
             if self.cfg.process == "diffcsp":
-                t = torch.full((B,), i, dtype=torch.long)
-                out_l, out_f = self.net(x_l, f, slot, mask, self._temb(t), cond)
-                ab, ab_prev = self.alpha_bar[i], self.alpha_bar[i - 1]
-                a = ab / ab_prev
-                x0 = ((x_l - (1 - ab).sqrt() * out_l) / ab.sqrt()).clamp(-6, 6)
-                mean = (ab_prev.sqrt() * (1 - a) / (1 - ab)) * x0 + (a.sqrt() * (1 - ab_prev) / (1 - ab)) * x_l
-                s2, s2p = self.sigma[i] ** 2, self.sigma[i - 1] ** 2
-                score = out_f / self.sigma[i]
-                if self.cfg.sampler == "ode":       # DDIM (eta 0) + probability-flow ODE
-                    eps = (x_l - ab.sqrt() * x0) / (1 - ab).sqrt()
-                    x_l = ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps
-                    f = (f + 0.5 * (s2 - s2p) * score) % 1.0
-                    continue
-                var = (1 - ab_prev) / (1 - ab) * (1 - a)
-                x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if i > 1 else 0.0)
-                f = f + (s2 - s2p) * score
-                if i > 1:
-                    f = f + (s2 - s2p).sqrt() * torch.randn(f.shape, generator=g)
-                f = f % 1.0
+                x_l, f = self._diffcsp_step(i, x_l, f, slot, mask, cond, g)
             else:
                 tt = torch.full((B,), (T - i) / T)
                 out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
@@ -297,6 +357,47 @@ class CrystalGenerator(nn.Module):
                         slot[b, :n].numpy()))
         return out
 
+    def _diffcsp_step(self, i: int, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
+                      g: torch.Generator) -> tuple[Tensor, Tensor]:
+        """One reverse step t = i -> i - 1 of the joint process (lattice DDPM, frac VE score).
+
+        ``sde``: ancestral lattice step, reverse-SDE frac step. ``ode``: DDIM (eta 0) and the
+        probability-flow ODE. ``pc``: DiffCSP's predictor-corrector — a Langevin corrector
+        on frac (step ``step_lr * (sigma_i / sigma_min)^2``), then the predictor with the
+        posterior noise ``sigma_{i-1} sqrt(1 - sigma_{i-1}^2 / sigma_i^2)``."""
+        B = x_l.shape[0]
+        t = torch.full((B,), i, dtype=torch.long)
+        temb = self._temb(t)
+        sig, sig_p = self.sigma[i], self.sigma[i - 1]
+        s2, s2p = sig ** 2, sig_p ** 2
+        last = i == 1
+        if self.cfg.sampler == "pc":
+            _, out_f = self.net(x_l, f, slot, mask, temb, cond)
+            eps_c = self.cfg.step_lr * (sig / self.cfg.sigma_min) ** 2
+            f = f + eps_c * out_f / sig
+            if not last:
+                f = f + (2 * eps_c).sqrt() * torch.randn(f.shape, generator=g)
+            f = f % 1.0
+        out_l, out_f = self.net(x_l, f, slot, mask, temb, cond)
+        ab, ab_prev = self.alpha_bar[i], self.alpha_bar[i - 1]
+        a = ab / ab_prev
+        if self.cfg.lattice_param == "x0":
+            x0 = out_l.clamp(-6, 6)
+        else:
+            x0 = ((x_l - (1 - ab).sqrt() * out_l) / ab.sqrt()).clamp(-6, 6)
+        score = out_f / sig
+        if self.cfg.sampler == "ode":       # DDIM (eta 0) + probability-flow ODE
+            eps = (x_l - ab.sqrt() * x0) / (1 - ab).sqrt()
+            return ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps, (f + 0.5 * (s2 - s2p) * score) % 1.0
+        mean = (ab_prev.sqrt() * (1 - a) / (1 - ab)) * x0 + (a.sqrt() * (1 - ab_prev) / (1 - ab)) * x_l
+        var = (1 - ab_prev) / (1 - ab) * (1 - a)
+        x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if not last else 0.0)
+        f = f + (s2 - s2p) * score
+        if not last:
+            std = (s2 - s2p).sqrt() if self.cfg.sampler == "sde" else (s2p * (s2 - s2p) / s2).sqrt()
+            f = f + std * torch.randn(f.shape, generator=g)
+        return x_l, f % 1.0
+
     def cell_of(self, x_l: np.ndarray, frac: np.ndarray, slots: np.ndarray,
                 desc: ParticleDescriptor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The generated cell in Å: (lattice (3,3), frac (n,3), atomic numbers (n,))."""
@@ -307,8 +408,8 @@ class CrystalGenerator(nn.Module):
 
     def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
                             batch: int = 256) -> list[InversePrediction | None]:
-        """Predictions for particles given by their descriptors (``n_samples`` generated cells
-        each; majority space group, median lattice parameters of that group)."""
+        """Predictions for particles given by their descriptors: ``n_samples`` generated cells
+        each, read out and combined by :func:`vote`; None where no cell could be read."""
         self.eval()
         g = torch.Generator().manual_seed(int(seed))
         answers: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
@@ -320,24 +421,27 @@ class CrystalGenerator(nn.Module):
                 idx = order[a:a + batch]
                 cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
                 for i, (xl, fr, sl) in zip(idx, cells):
-                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]))
+                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]), rule=self.cfg.read_rule)
                     if res is not None:
                         answers[i].append(res)
-        out: list[InversePrediction | None] = []
-        for ans in answers:
-            if not ans:
-                out.append(None)
-                continue
-            sg = Counter(s for _, s in ans).most_common(1)[0][0]
-            params = np.median([p for p, s in ans if s == sg], axis=0)
-            out.append(InversePrediction.from_values(params, sg))
-        return out
+        return [vote(ans) for ans in answers]
 
     # --- fit -------------------------------------------------------------------------------
     @classmethod
-    def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None
-            ) -> CrystalGenerator:
-        """Train on ``examples`` (one thread is the caller's business)."""
+    def fit(cls, examples: Sequence[CellExample], cfg: GenConfig, *, log: Any = None,
+            time_budget_s: float | None = None, checkpoint: Any = None, checkpoint_every: int = 1000,
+            init_state: Mapping[str, Tensor] | None = None) -> CrystalGenerator:
+        """Train on ``examples`` (one thread is the caller's business) for ``cfg.train_steps``
+        steps or until ``time_budget_s`` (wall clock, s) is spent, whichever is first.
+        ``checkpoint(model, step)`` is called every ``checkpoint_every`` steps and at the end;
+        ``log(row)`` every 50 steps and at the end (``row["stopped"]`` says why it ended).
+        ``init_state``: start from these weights (a state dict of the same configuration and
+        training set, e.g. a checkpoint) instead of a fresh initialisation."""
+        import time
+
+        if time_budget_s is not None and not time_budget_s >= 0:
+            raise C2NPInputError(f"time_budget_s must be >= 0 s, got {time_budget_s!r}")
+        t_start = time.monotonic()
         if not examples:
             raise C2NPInputError("crystal generator: no training examples")
         rng = np.random.default_rng(cfg.seed)
@@ -349,9 +453,9 @@ class CrystalGenerator(nn.Module):
         lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
         comps = sorted({_composition_key(e.slots) for e in examples})
         model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std)
+        if init_state is not None:
+            model.load_state_dict(init_state)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.train_steps,
-                                                    pct_start=max(0.05, 2.0 / cfg.train_steps))
         comp_of = np.array([comps.index(_composition_key(e.slots)) for e in examples])
         N = max(len(e.slots) for e in examples)
         F0 = np.zeros((len(examples), N, 3), dtype=np.float32)
@@ -373,23 +477,73 @@ class CrystalGenerator(nn.Module):
             loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
                                      torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
                                      torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
+            progress = step / cfg.train_steps
+            if time_budget_s is not None:
+                progress = max(progress, (time.monotonic() - t_start) / max(time_budget_s, 1e-9))
+            for group in opt.param_groups:
+                group["lr"] = cfg.lr * learning_rate_factor(progress)
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            sched.step()
-            if log is not None and (step % 50 == 0 or step == cfg.train_steps - 1):
-                log({"step": step, **parts})
+            over = time_budget_s is not None and time.monotonic() - t_start > time_budget_s
+            end = over or step == cfg.train_steps - 1
+            if log is not None and (step % 50 == 0 or end):
+                log({"step": step, **parts, **({"stopped": "time budget" if over else "steps"} if end else {})})
+            if checkpoint is not None and (end or (step + 1) % checkpoint_every == 0):
+                checkpoint(model, step)
+            if over:
+                break
+        model.eval()
         return model
 
 
+def vote(answers: Sequence[tuple[np.ndarray, int]], *, length_tol_angstrom: float = 0.25,
+         angle_tol_deg: float = 0.5) -> InversePrediction | None:
+    """The most frequent (space group, lattice) answer among read-out samples ``(params (6,)
+    Å/deg, space group)``: the answer with the most answers of the same group within
+    ``length_tol_angstrom`` / ``angle_tol_deg`` of it (ties: the earlier), reported as the
+    median parameters of those answers. None for no answers."""
+    if not answers:
+        return None
+    params = np.array([np.asarray(p, dtype=np.float64) for p, _ in answers])
+    groups = np.array([int(s) for _, s in answers])
+    close = ((groups[:, None] == groups[None, :])
+             & (np.abs(params[:, None, :3] - params[None, :, :3]).max(-1) <= length_tol_angstrom)
+             & (np.abs(params[:, None, 3:] - params[None, :, 3:]).max(-1) <= angle_tol_deg))
+    best = int(np.argmax(close.sum(1)))
+    return InversePrediction.from_values(np.median(params[close[best]], axis=0), int(groups[best]))
+
+
+def learning_rate_factor(progress: float, *, warmup: float = 0.02, floor: float = 0.02) -> float:
+    """The learning-rate multiplier at training progress ``progress`` in [0, 1] (the larger
+    of the step fraction and the time-budget fraction): linear warm-up, then cosine to
+    ``floor``."""
+    p = min(max(progress, 0.0), 1.0)
+    if p < warmup:
+        return max(p / warmup, 1e-3)
+    q = (p - warmup) / (1.0 - warmup)
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * q))
+
+
 def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
-                            sweep_angstrom: Iterable[float] = SYMPREC_SWEEP_ANGSTROM
+                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau"
                             ) -> tuple[np.ndarray, int] | None:
     """Space group and conventional lattice parameters of a generated cell by
-    :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose): the first
-    tolerance whose group equals the next one's; none -> 0.1 Å (or the loosest that works).
-    None when spglib finds nothing at any tolerance or the lattice is degenerate."""
+    :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose; default
+    :data:`SYMPREC_SWEEP_ANGSTROM`, or :data:`SYMPREC_FINE_SWEEP_ANGSTROM` for ``longest``).
+
+    ``plateau``: the first tolerance whose group equals the next one's; none -> 0.1 Å (or the
+    loosest that works). ``longest``: the group found over the longest run of consecutive
+    tolerances (ties: the looser run), read at the run's tightest tolerance — a generated
+    cell with errors of ~delta Å and a true distortion of ~Delta Å shows its group over
+    (~4 delta, Delta) and P1 below (spglib needs a tolerance of ~4-5x the noise sigma).
+    None when spglib finds nothing at any tolerance or
+    the lattice is degenerate."""
+    if rule not in READ_RULES:
+        raise C2NPInputError(f"read-out rule must be one of {list(READ_RULES)}, got {rule!r}")
+    if sweep_angstrom is None:
+        sweep_angstrom = SYMPREC_SWEEP_ANGSTROM if rule == "plateau" else SYMPREC_FINE_SWEEP_ANGSTROM
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-3:
         return None
@@ -403,10 +557,18 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     if not found:
         return None
     pick = None
-    for (_, s1), (_, s2) in zip(found, found[1:]):
-        if s1.spacegroup == s2.spacegroup:
-            pick = s1
-            break
+    if rule == "longest":
+        best_len, start = 0, 0
+        for k in range(len(found) + 1):
+            if k == len(found) or found[k][1].spacegroup != found[start][1].spacegroup:
+                if k - start >= best_len:      # ties: the looser run
+                    best_len, pick = k - start, found[start][1]
+                start = k
+    else:
+        for (_, s1), (_, s2) in zip(found, found[1:]):
+            if s1.spacegroup == s2.spacegroup:
+                pick = s1
+                break
     if pick is None:
         near = [s for t, s in found if t <= 0.1]
         pick = near[-1] if near else found[-1][1]

@@ -1,0 +1,42 @@
+"""The shipped task-2 crystal generator (pretrained/diffcsp-inverse, issue 13): it loads,
+stays within the size limit, and answers a cubic perovskite particle with its space group
+and lattice (a material of the kind it was trained on; its held-out scores are in
+docs/inverse_results.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from c2np.carving import carve
+from c2np.models.crystal_gen import load_generator
+from c2np.particle_descriptor import describe
+from helpers import perovskite
+
+FOLDER = Path(__file__).resolve().parents[1] / "pretrained" / "diffcsp-inverse"
+
+
+def test_pretrained_generator_files_and_size() -> None:
+    files = {p.name: p.stat().st_size for p in FOLDER.iterdir()}
+    assert {"model.safetensors", "config.json", "train_log.jsonl", "README.md"} <= set(files)
+    assert sum(files.values()) <= 10 * 1024 * 1024
+    meta = json.loads((FOLDER / "config.json").read_text())
+    assert meta["kind"] == "c2np.crystal_gen/1" and meta["config"]["pair_readout"] is True
+    rows = [json.loads(line) for line in (FOLDER / "train_log.jsonl").read_text().splitlines()]
+    assert rows[-1]["stopped"] in ("steps", "time budget")
+
+
+def test_pretrained_generator_predicts_a_cubic_perovskite() -> None:
+    model = load_generator(FOLDER)
+    model.cfg = dataclasses.replace(model.cfg, n_samples=3)
+    particle = carve(perovskite(a=4.02), 10.0).particle
+    (pred,) = model.predict_descriptors([describe(particle)], seed=0)
+    assert pred is not None
+    a, b, c, *_angles, sg = pred.as_tuple()
+    assert sg == 221
+    assert np.allclose([a, b, c], 4.02, atol=0.5)
+    assert pred.as_tuple()[3:6] == pytest.approx((90.0, 90.0, 90.0), abs=0.5)
