@@ -385,89 +385,16 @@ def grid_knn(points: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
 
 
 @_jit
-def grid_nearest(sp: np.ndarray, order: np.ndarray, cell_start: np.ndarray,
-                 origin: np.ndarray, h: float, dims: np.ndarray, queries: np.ndarray,
-                 slack: float):
-    """:func:`grid_knn` for k = 1 without weights or bound, on the points in cell order
-    (``sp[t] = points[order[t]]``): ``(squared distance, index)`` of every query's nearest
-    point (among equally near points the first one visited)."""
-    m = queries.shape[0]
-    nx, ny, nz = dims[0], dims[1], dims[2]
-    best = np.full(m, np.inf)
-    idx = np.full(m, -1, dtype=np.int64)
-    rmax = max(nx, max(ny, nz))
-    for qi in range(m):
-        q0 = queries[qi, 0]
-        q1 = queries[qi, 1]
-        q2 = queries[qi, 2]
-        c0 = min(max(int(np.floor((q0 - origin[0]) / h)), 0), nx - 1)
-        c1 = min(max(int(np.floor((q1 - origin[1]) / h)), 0), ny - 1)
-        c2 = min(max(int(np.floor((q2 - origin[2]) / h)), 0), nz - 1)
-        p0 = min(max(q0, origin[0]), origin[0] + nx * h)
-        p1 = min(max(q1, origin[1]), origin[1] + ny * h)
-        p2 = min(max(q2, origin[2]), origin[2] + nz * h)
-        off2 = max(np.sqrt((q0 - p0) ** 2 + (q1 - p1) ** 2 + (q2 - p2) ** 2) - slack, 0.0) ** 2
-        kth = np.inf
-        bj = -1
-        for r in range(rmax + 1):
-            if r > 0:
-                inner = min(min(p0 - ((c0 - r + 1) * h + origin[0]), (c0 + r) * h + origin[0] - p0),
-                            min(min(p1 - ((c1 - r + 1) * h + origin[1]), (c1 + r) * h + origin[1] - p1),
-                                min(p2 - ((c2 - r + 1) * h + origin[2]), (c2 + r) * h + origin[2] - p2))) - slack
-                if inner > 0 and off2 + inner * inner >= kth:
-                    break
-                if c0 - r < 0 and c0 + r >= nx and c1 - r < 0 and c1 + r >= ny \
-                        and c2 - r < 0 and c2 + r >= nz:
-                    break
-            for a in range(max(c0 - r, 0), min(c0 + r, nx - 1) + 1):
-                ea = abs(a - c0) == r
-                g0 = max(origin[0] + a * h - q0 - slack, 0.0, q0 - origin[0] - (a + 1) * h - slack)
-                for b in range(max(c1 - r, 0), min(c1 + r, ny - 1) + 1):
-                    eb = ea or abs(b - c1) == r
-                    g1 = max(origin[1] + b * h - q1 - slack, 0.0, q1 - origin[1] - (b + 1) * h - slack)
-                    gab = g0 * g0 + g1 * g1
-                    if gab >= kth:
-                        continue
-                    if eb:
-                        zlo = max(c2 - r, 0)
-                        zhi = min(c2 + r, nz - 1)
-                        zstep = 1
-                    else:
-                        zlo = c2 - r
-                        zhi = c2 + r
-                        zstep = 2 * r if r > 0 else 1
-                    z = zlo
-                    while z <= zhi:
-                        if 0 <= z < nz:
-                            c = (a * ny + b) * nz + z
-                            t0 = cell_start[c]
-                            t1 = cell_start[c + 1]
-                            if t0 < t1:
-                                g2 = max(origin[2] + z * h - q2 - slack, 0.0,
-                                         q2 - origin[2] - (z + 1) * h - slack)
-                                if gab + g2 * g2 < kth:
-                                    for t in range(t0, t1):
-                                        d0 = sp[t, 0] - q0
-                                        d1 = sp[t, 1] - q1
-                                        d2 = sp[t, 2] - q2
-                                        v = d0 * d0 + d1 * d1 + d2 * d2
-                                        if v < kth:
-                                            kth = v
-                                            bj = t
-                        z += zstep
-        best[qi] = kth
-        idx[qi] = order[bj] if bj >= 0 else -1
-    return best, idx
-
-
-@_jit
 def grid_min_weighted(sp: np.ndarray, sw: np.ndarray, cw: np.ndarray, order: np.ndarray,
                       cell_start: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray,
                       queries: np.ndarray, bound: np.ndarray, slack: float):
     """For every query the smallest ``|q − p_j|² + w_j`` (w >= 0) below ``bound[q]`` and its
-    point (``inf`` and -1 where none is below), exact: :func:`grid_nearest` with weights
-    (``sw``: in cell order, ``cw``: smallest per cell), a cell skipped when its box
-    distance² plus its smallest weight cannot beat the best so far."""
+    point (``inf`` and -1 where none is below), exact: a ring search over the grid's cells
+    around the query's cell (``sp``, ``sw``: points and weights in cell order, ``cw``: smallest
+    weight per cell), a cell skipped when its box distance² plus its smallest weight cannot
+    beat the best so far. With zero weights and an infinite bound it is the plain nearest
+    neighbour (``c2np.assignment.nearest_neighbours``; among equally near points the first
+    one visited)."""
     m = queries.shape[0]
     nx, ny, nz = dims[0], dims[1], dims[2]
     best = np.full(m, np.inf)

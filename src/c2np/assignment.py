@@ -273,8 +273,11 @@ def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray
     else:
         near = np.arange(len(q))
     if len(near):
-        v, i = _kernels().grid_nearest(g.sorted_points, g.order, g.cell_start, g.origin, g.h,
-                                       g.dims, q[near], g.slack)
+        # the weighted search with zero weights and no bound: the plain nearest neighbour
+        v, i = _kernels().grid_min_weighted(g.sorted_points, np.zeros(len(g.sorted_points)),
+                                            np.zeros(len(g.cell_start) - 1), g.order, g.cell_start,
+                                            g.origin, g.h, g.dims, q[near], np.full(len(near), np.inf),
+                                            g.slack)
         dist[near], idx[near] = np.sqrt(v), i
     return dist, idx
 
