@@ -23,3 +23,13 @@ def kmgh3() -> UnitCell:
 @pytest.fixture
 def zoo() -> dict[str, UnitCell]:
     return crystal_zoo()
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Run a module's torch code on one thread (the machine is shared), then restore."""
+    torch = pytest.importorskip("torch")
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

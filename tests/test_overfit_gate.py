@@ -33,12 +33,7 @@ CI_GATE: dict[str, tuple[int, dict[str, object], float]] = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.mark.parametrize("name", list(CI_GATE))

@@ -26,12 +26,7 @@ def _cfg(**kw):
     return get_config("tiny", **{"epochs": 1, "steps_per_epoch": 2, "n_val": 2, "n_fidelity": 2, **kw})
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 @pytest.fixture(scope="module")
