@@ -33,3 +33,15 @@ def torch_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def dask_executor():  # type: ignore[no-untyped-def]
+    """A real 2-worker ``distributed.LocalCluster`` executor for one test module."""
+    pytest.importorskip("distributed")
+    from c2np.executor import make_executor
+
+    ex = make_executor(scheduler="local:2")
+    assert ex.kind == "dask" and ex.workers == 2
+    yield ex
+    ex.close()

@@ -30,14 +30,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> DatasetStore:
     return DatasetStore.open(two_perovskite_store(tmp_path_factory.mktemp("ds") / "ds.h5"))
 
 
-@pytest.fixture(scope="module")
-def dask_executor():  # type: ignore[no-untyped-def]
-    ex = make_executor(scheduler="local:2")
-    assert ex.kind == "dask" and ex.workers == 2
-    yield ex
-    ex.close()
-
-
 def _pid_and_square(state: int, item: int) -> tuple[int, int]:
     return os.getpid(), state * item * item
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from c2np.baselines import crystallographic_solver, predict
 from c2np.cli import build_app
-from c2np.executor import LocalExecutor, make_executor
+from c2np.executor import LocalExecutor
 from c2np.formats import export_extxyz, export_original
 from c2np.particle_io import write_extxyz
 from c2np.predictions import write_inverse_predictions
@@ -30,14 +30,6 @@ pytest.importorskip("distributed")
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> DatasetStore:
     return DatasetStore.open(two_perovskite_store(tmp_path_factory.mktemp("ds") / "ds.h5"))
-
-
-@pytest.fixture(scope="module")
-def dask_executor():  # type: ignore[no-untyped-def]
-    ex = make_executor(scheduler="local:2")
-    assert ex.kind == "dask" and ex.workers == 2
-    yield ex
-    ex.close()
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
