@@ -260,6 +260,11 @@ class _Task:
                 f"subset={self.subset!r}, n={len(self)})")
 
     @property
+    def heldout_materials(self) -> tuple[str, ...]:
+        """Materials of the store held out of training (protocol ``strict``; empty otherwise)."""
+        return tuple(self._store.recipes.heldout_materials)
+
+    @property
     def subset_definition(self) -> dict[str, Any]:
         """How the evaluated rows were chosen (recorded in the results)."""
         if self.subset == "eval":

@@ -136,7 +136,7 @@ def training_pairs(task: ForwardTask, *, seed: int = 0, noisy_copies: int = 0,
     from c2np.carving import carve
     from c2np.particle import Particle
 
-    held = set(task._store.recipes.heldout_materials)   # the task exposes no public list
+    held = set(task.heldout_materials)
     rng = np.random.default_rng(seed)
     out = []
     for q, part in task.training_examples(rotations_per_group=1):
