@@ -92,6 +92,9 @@ def main() -> int:
     ap.add_argument("--n-samples", type=int, default=1)
     ap.add_argument("--noisy-copies", type=int, default=0)
     ap.add_argument("--pair-readout", action="store_true", help="periodic pair readout of the frac output")
+    ap.add_argument("--balance-classes", action="store_true", help="every composition class equally often")
+    ap.add_argument("--mid-t-fraction", type=float, default=0.0,
+                    help="fraction of each batch with diffusion time in (0.5 T, 0.9 T]")
     ap.add_argument("--init", default=None, help="start from this generator folder's weights (same config)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
     ap.add_argument("--checkpoint-every", type=int, default=1000)
@@ -108,7 +111,8 @@ def main() -> int:
     cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden, layers=args.layers,
                     steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr,
                     lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
-                    sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout)
+                    sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout,
+                    balance_classes=args.balance_classes, mid_t_fraction=args.mid_t_fraction)
     rows: list[dict] = []
 
     def log(r: dict) -> None:

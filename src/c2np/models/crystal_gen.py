@@ -80,8 +80,15 @@ class GenConfig:
     lattice_weight: float = 1.0
     read_rule: str = "plateau"
     pair_readout: bool = False
+    repel_scaled: float = 0.0
+    balance_classes: bool = False
+    mid_t_fraction: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.mid_t_fraction <= 1.0:
+            raise C2NPInputError(f"mid_t_fraction must be in [0, 1], got {self.mid_t_fraction!r}")
+        if not self.repel_scaled >= 0.0:
+            raise C2NPInputError(f"repel_scaled must be >= 0, got {self.repel_scaled!r}")
         if self.sampler not in SAMPLERS:
             raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.lattice_param not in ("eps", "x0"):
@@ -296,6 +303,11 @@ class CrystalGenerator(nn.Module):
         eps_l = torch.randn(x_l0.shape, generator=g)
         if self.cfg.process == "diffcsp":
             t = torch.randint(1, self.cfg.steps + 1, (B,), generator=g)
+            if self.cfg.mid_t_fraction > 0:     # emphasise the site-assignment regime (0.5 T, 0.9 T]
+                lo, hi = self.cfg.steps // 2, (9 * self.cfg.steps) // 10
+                mid = torch.randint(lo + 1, hi + 1, (B,), generator=g)
+                pick = torch.rand(B, generator=g) < self.cfg.mid_t_fraction
+                t = torch.where(pick, mid, t)
             ab = self.alpha_bar[t][:, None, None]
             x_lt = ab.sqrt() * x_l0 + (1 - ab).sqrt() * eps_l
             sig = self.sigma[t][:, None, None].expand_as(f0)
@@ -345,6 +357,8 @@ class CrystalGenerator(nn.Module):
         for i in range(T, 0, -1):
             if self.cfg.process == "diffcsp":
                 x_l, f = self._diffcsp_step(i, x_l, f, slot, mask, cond, g)
+                if self.cfg.repel_scaled > 0:
+                    f = self._repel(x_l, f, mask)
             else:
                 tt = torch.full((B,), (T - i) / T)
                 out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
@@ -356,6 +370,22 @@ class CrystalGenerator(nn.Module):
             out.append((x_l[b].numpy().astype(np.float64), f[b, :n].numpy().astype(np.float64),
                         slot[b, :n].numpy()))
         return out
+
+    def _repel(self, x_l: Tensor, f: Tensor, mask: Tensor) -> Tensor:
+        """Site exclusion: every pair of atoms closer than ``cfg.repel_scaled`` (minimum image,
+        lengths in units of the particle scale ``s``, the lattice read from ``x_l``) is pushed
+        apart symmetrically to that distance (one projection sweep); frac (B,N,3) -> (B,N,3)."""
+        lat = x_l * self.lat_std + self.lat_mean                          # (B,3,3) units of s
+        d = f[:, None, :, :] - f[:, :, None, :]                           # (B,N,N,3) f_j - f_i
+        d = d - torch.round(d)
+        cart = d @ lat[:, None]                                           # (B,N,N,3)
+        r = cart.norm(dim=-1)
+        n = f.shape[1]
+        pm = mask[:, :, None] & mask[:, None, :] & ~torch.eye(n, dtype=torch.bool)[None]
+        over = ((self.cfg.repel_scaled - r).clamp(min=0.0) * pm.float())   # overlap, units of s
+        push = -(over / (2 * r.clamp(min=1e-6)))[..., None] * cart        # move i away from j
+        move = push.sum(dim=2)                                            # (B,N,3) Cartesian
+        return (f + move @ torch.linalg.inv(lat)) % 1.0
 
     def _diffcsp_step(self, i: int, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
                       g: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -469,6 +499,8 @@ class CrystalGenerator(nn.Module):
         # Batches of one composition (no padding): the class by its frequency, then examples.
         members = [np.flatnonzero(comp_of == c) for c in range(len(comps))]
         freq = np.array([len(m) for m in members], dtype=np.float64) / len(examples)
+        if cfg.balance_classes:             # every composition class equally often
+            freq = np.full(len(members), 1.0 / len(members))
         model.train()
         for step in range(cfg.train_steps):
             cls_k = int(rng.choice(len(comps), p=freq))
