@@ -49,7 +49,7 @@ from c2np.tasks import ForwardTask
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
            "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
-           "training_pairs", "learning_rate_factor"]
+           "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom"]
 
 PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
@@ -83,10 +83,16 @@ class GenConfig:
     repel_scaled: float = 0.0
     balance_classes: bool = False
     mid_t_fraction: float = 0.0
+    min_pair_angstrom: float = 0.0
+    sample_steps: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.mid_t_fraction <= 1.0:
             raise C2NPInputError(f"mid_t_fraction must be in [0, 1], got {self.mid_t_fraction!r}")
+        if self.sample_steps < 0:
+            raise C2NPInputError(f"sample_steps must be >= 0 (0: the training steps), got {self.sample_steps}")
+        if not self.min_pair_angstrom >= 0.0:
+            raise C2NPInputError(f"min_pair_angstrom must be >= 0, got {self.min_pair_angstrom!r}")
         if not self.repel_scaled >= 0.0:
             raise C2NPInputError(f"repel_scaled must be >= 0, got {self.repel_scaled!r}")
         if self.sampler not in SAMPLERS:
@@ -354,12 +360,16 @@ class CrystalGenerator(nn.Module):
         x_l = torch.randn(B, 3, 3, generator=g)
         f = torch.rand(B, N, 3, generator=g)
         T = self.cfg.steps
-        for i in range(T, 0, -1):
-            if self.cfg.process == "diffcsp":
-                x_l, f = self._diffcsp_step(i, x_l, f, slot, mask, cond, g)
+        if self.cfg.process == "diffcsp":
+            ab_k, sig_k = self.schedule(self.cfg.sample_steps or T)
+            K = len(sig_k) - 1
+            for k in range(K, 0, -1):
+                x_l, f = self._diffcsp_step(k * T / K, (ab_k[k], ab_k[k - 1]), (sig_k[k], sig_k[k - 1]),
+                                            k == 1, x_l, f, slot, mask, cond, g)
                 if self.cfg.repel_scaled > 0:
                     f = self._repel(x_l, f, mask)
-            else:
+        else:
+            for i in range(T, 0, -1):
                 tt = torch.full((B,), (T - i) / T)
                 out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
                 x_l = x_l + out_l / T
@@ -387,20 +397,37 @@ class CrystalGenerator(nn.Module):
         move = push.sum(dim=2)                                            # (B,N,3) Cartesian
         return (f + move @ torch.linalg.inv(lat)) % 1.0
 
-    def _diffcsp_step(self, i: int, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
+    def schedule(self, n_steps: int) -> tuple[Tensor, Tensor]:
+        """The diffusion schedule on ``n_steps + 1`` equally spaced times ``t = k T / n_steps``
+        (k = 0..n_steps; ``T = cfg.steps``): (alpha_bar (n+1,), sigma (n+1,)). At
+        ``n_steps = T`` these are the training buffers; other ``n_steps`` sample on a finer or
+        coarser grid of the same continuous schedule (the time embedding is continuous)."""
+        T = self.cfg.steps
+        if n_steps == T:
+            return self.alpha_bar, self.sigma
+        u = torch.arange(n_steps + 1, dtype=torch.float64) / n_steps
+        ab = torch.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+        ab0 = math.cos(0.008 / 1.008 * math.pi / 2) ** 2
+        ab = (ab / ab0).clamp(min=1e-5)
+        sig = self.cfg.sigma_min * (self.cfg.sigma_max / self.cfg.sigma_min) ** u
+        sig[0] = 0.0
+        return ab.float(), sig.float()
+
+    def _diffcsp_step(self, t_now: float, abs_: tuple[Tensor, Tensor], sigs: tuple[Tensor, Tensor], last: bool,
+                      x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
                       g: torch.Generator) -> tuple[Tensor, Tensor]:
-        """One reverse step t = i -> i - 1 of the joint process (lattice DDPM, frac VE score).
+        """One reverse step from time ``t_now`` (in training steps, may be fractional) to the
+        previous grid time of the joint process (lattice DDPM, frac VE score);
+        ``abs_`` = (alpha_bar now, before), ``sigs`` = (sigma now, before).
 
         ``sde``: ancestral lattice step, reverse-SDE frac step. ``ode``: DDIM (eta 0) and the
         probability-flow ODE. ``pc``: DiffCSP's predictor-corrector — a Langevin corrector
         on frac (step ``step_lr * (sigma_i / sigma_min)^2``), then the predictor with the
         posterior noise ``sigma_{i-1} sqrt(1 - sigma_{i-1}^2 / sigma_i^2)``."""
         B = x_l.shape[0]
-        t = torch.full((B,), i, dtype=torch.long)
-        temb = self._temb(t)
-        sig, sig_p = self.sigma[i], self.sigma[i - 1]
+        temb = self._temb(torch.full((B,), float(t_now)))
+        sig, sig_p = sigs
         s2, s2p = sig ** 2, sig_p ** 2
-        last = i == 1
         if self.cfg.sampler == "pc":
             _, out_f = self.net(x_l, f, slot, mask, temb, cond)
             eps_c = self.cfg.step_lr * (sig / self.cfg.sigma_min) ** 2
@@ -409,7 +436,7 @@ class CrystalGenerator(nn.Module):
                 f = f + (2 * eps_c).sqrt() * torch.randn(f.shape, generator=g)
             f = f % 1.0
         out_l, out_f = self.net(x_l, f, slot, mask, temb, cond)
-        ab, ab_prev = self.alpha_bar[i], self.alpha_bar[i - 1]
+        ab, ab_prev = abs_
         a = ab / ab_prev
         if self.cfg.lattice_param == "x0":
             x0 = out_l.clamp(-6, 6)
@@ -443,6 +470,7 @@ class CrystalGenerator(nn.Module):
         self.eval()
         g = torch.Generator().manual_seed(int(seed))
         answers: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
+        invalid: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
         feats_all = torch.as_tensor(self.features(descs))
         comps = self.predict_compositions(feats_all)
         order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
@@ -451,10 +479,14 @@ class CrystalGenerator(nn.Module):
                 idx = order[a:a + batch]
                 cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
                 for i, (xl, fr, sl) in zip(idx, cells):
-                    res = read_cell_to_prediction(*self.cell_of(xl, fr, sl, descs[i]), rule=self.cfg.read_rule)
-                    if res is not None:
-                        answers[i].append(res)
-        return [vote(ans) for ans in answers]
+                    lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
+                    res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
+                    if res is None:
+                        continue
+                    valid = min_pair_distance_angstrom(lat, frac) >= self.cfg.min_pair_angstrom
+                    (answers if valid else invalid)[i].append(res)
+        # the vote is over the structurally valid cells; none valid -> over all read cells
+        return [vote(ans if ans else bad) for ans, bad in zip(answers, invalid)]
 
     # --- fit -------------------------------------------------------------------------------
     @classmethod
@@ -528,6 +560,23 @@ class CrystalGenerator(nn.Module):
                 break
         model.eval()
         return model
+
+
+def min_pair_distance_angstrom(lattice_angstrom: np.ndarray, frac: np.ndarray) -> float:
+    """The shortest distance (Å) between two atoms of a periodic cell, periodic images
+    included (minimum image over the 27 neighbouring cells after wrapping); lattice (3, 3)
+    rows a, b, c; frac (n, 3). ``inf`` for a single atom in a cell whose shortest lattice
+    vector is not shorter than the images considered."""
+    lat = np.asarray(lattice_angstrom, dtype=np.float64)
+    f = np.asarray(frac, dtype=np.float64) % 1.0
+    d = f[None, :, :] - f[:, None, :]
+    d = d - np.round(d)
+    shifts = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)], dtype=np.float64)
+    cart = (d[:, :, None, :] + shifts[None, None]) @ lat                     # (n, n, 27, 3)
+    r = np.linalg.norm(cart, axis=-1)
+    n = len(f)
+    r[np.arange(n), np.arange(n), 13] = np.inf                               # an atom and itself
+    return float(r.min()) if r.size else float("inf")
 
 
 def vote(answers: Sequence[tuple[np.ndarray, int]], *, length_tol_angstrom: float = 0.25,
