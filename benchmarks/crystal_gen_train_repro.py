@@ -26,7 +26,7 @@ from c2np.models.crystal_gen import load_generator  # noqa: E402
 from train_crystal_gen import load_examples  # noqa: E402
 
 CONVERT = {"n_samples": int, "sampler": str, "step_lr": float, "read_rule": str, "min_pair_angstrom": float,
-           "repel_scaled": float}
+           "sample_steps": int}
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ from c2np.models.crystal_gen import (
     cell_example,
     learning_rate_factor,
     load_generator,
+    min_pair_distance_angstrom,
     read_cell_to_prediction,
     save_generator,
     training_pairs,
@@ -201,6 +202,52 @@ def test_generator_config_is_checked() -> None:
         GenConfig(lattice_param="v")
     with pytest.raises(C2NPInputError, match="n_samples"):
         GenConfig(n_samples=0)
+    with pytest.raises(C2NPInputError, match="sample_steps"):
+        GenConfig(sample_steps=-1)
+    with pytest.raises(C2NPInputError, match="min_pair_angstrom"):
+        GenConfig(min_pair_angstrom=-0.1)
+    with pytest.raises(C2NPInputError, match="mid_t_fraction"):
+        GenConfig(mid_t_fraction=1.5)
+
+
+def test_min_pair_distance_sees_periodic_images_and_collisions() -> None:
+    lat = np.diag([4.0, 5.0, 6.0])
+    assert min_pair_distance_angstrom(lat, np.array([[0.0, 0.0, 0.0]])) == pytest.approx(4.0)
+    two = np.array([[0.02, 0.5, 0.5], [0.98, 0.5, 0.5]])           # 0.16 Å apart across the boundary
+    assert min_pair_distance_angstrom(lat, two) == pytest.approx(0.16)
+    skew = np.array([[4.0, 0.0, 0.0], [3.9, 1.0, 0.0], [0.0, 0.0, 6.0]])   # b - a is 1.0 Å long
+    assert min_pair_distance_angstrom(skew, np.array([[0.1, 0.2, 0.3]])) == pytest.approx(np.hypot(0.1, 1.0))
+
+
+def test_fine_sampling_grid_is_the_training_schedule_refined() -> None:
+    import torch
+
+    model = CrystalGenerator(GenConfig(steps=10), 5, [(3, 1, 1)], np.zeros(5), np.ones(5), np.zeros((3, 3)), 1.0)
+    ab, sig = model.schedule(30)
+    assert len(ab) == len(sig) == 31
+    torch.testing.assert_close(ab[::3], model.alpha_bar, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(sig[::3], model.sigma, atol=1e-7, rtol=1e-5)
+    assert bool(torch.all(sig[1:] > sig[:-1])) and bool(torch.all(ab[1:] <= ab[:-1]))
+
+
+def test_validity_filter_drops_collided_cells_before_the_vote(store: DatasetStore) -> None:
+    """With an impossible minimum distance every cell is invalid, so the vote falls back to
+    all read cells (same answers as without the filter); a fine grid and the training
+    options (balanced classes, mid-noise emphasis) train and sample."""
+    import dataclasses
+
+    fwd = ForwardTask(store, "train", "full")
+    ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
+    cfg = GenConfig(hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4, sampler="pc",
+                    lattice_param="x0", n_samples=2, balance_classes=True, mid_t_fraction=0.5)
+    model = CrystalGenerator.fit(ex, cfg)
+    descs = [e.descriptor for e in ex[:3]]
+    base = model.predict_descriptors(descs, seed=3)
+    model.cfg = dataclasses.replace(cfg, min_pair_angstrom=1e6)
+    assert [x.as_tuple() if x else None for x in model.predict_descriptors(descs, seed=3)] == \
+        [x.as_tuple() if x else None for x in base]
+    model.cfg = dataclasses.replace(cfg, sample_steps=12)
+    assert len(model.predict_descriptors(descs, seed=3)) == 3
 
 
 def test_vote_takes_the_most_frequent_spacegroup_and_lattice() -> None:

@@ -80,7 +80,6 @@ class GenConfig:
     lattice_weight: float = 1.0
     read_rule: str = "plateau"
     pair_readout: bool = False
-    repel_scaled: float = 0.0
     balance_classes: bool = False
     mid_t_fraction: float = 0.0
     min_pair_angstrom: float = 0.0
@@ -93,8 +92,6 @@ class GenConfig:
             raise C2NPInputError(f"sample_steps must be >= 0 (0: the training steps), got {self.sample_steps}")
         if not self.min_pair_angstrom >= 0.0:
             raise C2NPInputError(f"min_pair_angstrom must be >= 0, got {self.min_pair_angstrom!r}")
-        if not self.repel_scaled >= 0.0:
-            raise C2NPInputError(f"repel_scaled must be >= 0, got {self.repel_scaled!r}")
         if self.sampler not in SAMPLERS:
             raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.lattice_param not in ("eps", "x0"):
@@ -366,8 +363,6 @@ class CrystalGenerator(nn.Module):
             for k in range(K, 0, -1):
                 x_l, f = self._diffcsp_step(k * T / K, (ab_k[k], ab_k[k - 1]), (sig_k[k], sig_k[k - 1]),
                                             k == 1, x_l, f, slot, mask, cond, g)
-                if self.cfg.repel_scaled > 0:
-                    f = self._repel(x_l, f, mask)
         else:
             for i in range(T, 0, -1):
                 tt = torch.full((B,), (T - i) / T)
@@ -380,22 +375,6 @@ class CrystalGenerator(nn.Module):
             out.append((x_l[b].numpy().astype(np.float64), f[b, :n].numpy().astype(np.float64),
                         slot[b, :n].numpy()))
         return out
-
-    def _repel(self, x_l: Tensor, f: Tensor, mask: Tensor) -> Tensor:
-        """Site exclusion: every pair of atoms closer than ``cfg.repel_scaled`` (minimum image,
-        lengths in units of the particle scale ``s``, the lattice read from ``x_l``) is pushed
-        apart symmetrically to that distance (one projection sweep); frac (B,N,3) -> (B,N,3)."""
-        lat = x_l * self.lat_std + self.lat_mean                          # (B,3,3) units of s
-        d = f[:, None, :, :] - f[:, :, None, :]                           # (B,N,N,3) f_j - f_i
-        d = d - torch.round(d)
-        cart = d @ lat[:, None]                                           # (B,N,N,3)
-        r = cart.norm(dim=-1)
-        n = f.shape[1]
-        pm = mask[:, :, None] & mask[:, None, :] & ~torch.eye(n, dtype=torch.bool)[None]
-        over = ((self.cfg.repel_scaled - r).clamp(min=0.0) * pm.float())   # overlap, units of s
-        push = -(over / (2 * r.clamp(min=1e-6)))[..., None] * cart        # move i away from j
-        move = push.sum(dim=2)                                            # (B,N,3) Cartesian
-        return (f + move @ torch.linalg.inv(lat)) % 1.0
 
     def schedule(self, n_steps: int) -> tuple[Tensor, Tensor]:
         """The diffusion schedule on ``n_steps + 1`` equally spaced times ``t = k T / n_steps``
