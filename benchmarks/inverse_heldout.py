@@ -53,6 +53,9 @@ def main() -> int:
     ap.add_argument("--sampler", default=None, choices=["sde", "ode", "pc"])
     ap.add_argument("--step-lr", type=float, default=None)
     ap.add_argument("--read-rule", default=None, choices=["plateau", "longest"])
+    ap.add_argument("--min-pair-angstrom", type=float, default=None,
+                    help="vote over generated cells whose atoms are at least this far apart (Å)")
+    ap.add_argument("--sample-steps", type=int, default=None, help="reverse-diffusion steps when sampling")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
     ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
     args = ap.parse_args()
@@ -70,7 +73,9 @@ def main() -> int:
     gens = {Path(g).name: load_generator(g) for g in args.generators.split(",") if g}
     for gen in gens.values():
         over = {k: v for k, v in (("n_samples", args.n_samples), ("sampler", args.sampler),
-                                  ("step_lr", args.step_lr), ("read_rule", args.read_rule))
+                                  ("step_lr", args.step_lr), ("read_rule", args.read_rule),
+                                  ("min_pair_angstrom", args.min_pair_angstrom),
+                                  ("sample_steps", args.sample_steps))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
