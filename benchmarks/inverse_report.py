@@ -52,6 +52,8 @@ def main() -> int:
                                          for s in splits) + " |")
     print()
     for variant in ("clean", "noise0.02"):
+        if not any(k[1] == variant for k in res):
+            continue
         print(f"### joint accuracy (paper) per radius, {variant}\n")
         radii = sorted(int(r) for r in res[next(k for k in res if k[1] == variant)].data["metrics"]["per_radius"])
         print("| model | " + " | ".join(str(r) for r in radii) + " | min |")
