@@ -52,8 +52,10 @@ __all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH", "RowInfo", "a
 
 #: Task-1 samples read ahead per worker (and task-2 predictions sent to a worker at a time).
 BATCH = 32
-#: Task-1 samples sent to a worker process at a time (a worker that is done takes the next).
-CHUNK = 4
+#: Task-1 samples sent to a worker process at a time (a worker that is done takes the next);
+#: 8 = one (material, R) group of the eval subset, so a group's reference summary is
+#: usually computed by one worker only.
+CHUNK = 8
 
 
 class EvalStore(Protocol):
