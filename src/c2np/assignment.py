@@ -264,7 +264,8 @@ def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray
     ``scipy.spatial.cKDTree.query`` gives (``sqrt(dx² + dy² + dz²)`` in float64). A grid
     search (rings of cells, a cell skipped when its box is farther than the best so far);
     queries far outside the points' box (when there are many) go to a k-d tree with tight
-    node boxes instead (``kdtree_nearest``), where the grid would visit too many cells. ``grid``: a :class:`PointGrid` of ``points``.
+    node boxes instead (``kdtree_nearest``), where the grid would visit too many cells.
+    ``grid``: a :class:`PointGrid` of ``points``.
     """
     q = np.ascontiguousarray(queries_angstrom, dtype=np.float64).reshape(-1, 3)
     g = grid if grid is not None else _Grid.build(points_angstrom)

@@ -16,7 +16,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -213,7 +213,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
     parallel = ex.workers > 1 or ex.kind != "local"
     bar = _progress(len(rows), "evaluate forward", progress)
 
-    def entries() -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    def entries() -> Generator[tuple[int, int, np.ndarray, np.ndarray], None, None]:
         """The evaluated samples of the source, checked by ``resolve``. Started by the
         executor after its workers exist (no fork happens while the reader thread runs):
         with workers, the file is read ahead while they score."""
