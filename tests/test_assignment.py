@@ -237,11 +237,11 @@ def test_kdtree_nearest_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: i
     from c2np import _assignment_kernels as kern
 
     rng = np.random.default_rng(seed)
-    pts = _points(rng, kind_p, n_p)
+    pts = _points(rng, kind_p, n_p)  # (a lattice has at most 343 points)
     queries = _points(rng, kind_q, n_q)
     tree = kern.kdtree_build(np.ascontiguousarray(pts), leaf)
     perm, sp, lo, hi, start, end, left = tree
-    assert sorted(perm.tolist()) == list(range(n_p)) and np.array_equal(sp, pts[perm])
+    assert sorted(perm.tolist()) == list(range(len(pts))) and np.array_equal(sp, pts[perm])
     for t in range(len(start)):  # tight boxes; children split the parent's points
         box = sp[start[t]:end[t]]
         assert np.array_equal(lo[t], box.min(axis=0)) and np.array_equal(hi[t], box.max(axis=0))
