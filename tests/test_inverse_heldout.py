@@ -4,6 +4,7 @@ results, and the crystal generators' read-out, fit, save and load."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -170,6 +171,11 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     assert [x.as_tuple() if x else None for x in a] == [x.as_tuple() if x else None for x in b]
     with pytest.raises(C2NPInputError):
         load_generator(tmp_path / "missing")
+    meta = json.loads((tmp_path / "g" / "config.json").read_text())
+    meta["config"]["no_such_field"] = 1.0
+    (tmp_path / "g" / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(C2NPInputError, match="no_such_field"):
+        load_generator(tmp_path / "g")
 
 
 @pytest.mark.parametrize("pair", [False, True])

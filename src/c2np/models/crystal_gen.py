@@ -664,7 +664,10 @@ def load_generator(folder: str | Path) -> CrystalGenerator:
         tensors = load_file(str(p / "model.safetensors"))
     except (OSError, ValueError) as exc:
         raise C2NPInputError(f"{p}: not a crystal generator folder ({exc})") from exc
-    cfg = GenConfig(**meta["config"])
+    try:
+        cfg = GenConfig(**meta["config"])
+    except TypeError as exc:          # a field this version does not know
+        raise C2NPInputError(f"{p / 'config.json'}: not a configuration of this version ({exc})") from exc
     n = int(meta["n_desc"])
     model = CrystalGenerator(cfg, n, [tuple(c) for c in meta["compositions"]], np.zeros(n), np.ones(n),
                              np.zeros((3, 3)), 1.0)
