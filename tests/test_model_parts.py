@@ -14,7 +14,11 @@ from c2np.carving import carve  # noqa: E402
 from c2np.catalog import get_cell  # noqa: E402
 from c2np.models.backbone import collate_conditions, collate_particles, lattice_site_vectors  # noqa: E402
 from c2np.models.data import species_slots  # noqa: E402
-from c2np.models.generators import confine_to_ball  # noqa: E402
+from c2np.models.generators import (  # noqa: E402
+    composition_budget,
+    confine_to_ball,
+    draw_within_budget,
+)
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 
@@ -51,3 +55,31 @@ def test_batches_move_to_a_device():
     p = collate_particles([target], [cond]).to("meta")
     assert all(v.device.type == "meta" for v in c.tensors().values())
     assert p.pos.device.type == "meta" and p.batch.device.type == "meta"
+
+
+def test_composition_budget_sums_to_the_count_by_largest_remainder():
+    S = 8
+    probs = torch.zeros(2, S)
+    probs[0, :3] = torch.tensor([0.29, 0.33, 0.38])  # x 21 = 6.09, 6.93, 7.98
+    probs[1, :2] = torch.tensor([0.5, 0.5])
+    b = composition_budget(probs, torch.tensor([21, 5]))
+    assert b[0, :3].tolist() == [6, 7, 8] and int(b[0, 3:].sum()) == 0
+    assert b.sum(-1).tolist() == [21, 5] and sorted(b[1, :2].tolist()) == [2, 3]
+
+
+def test_draw_within_budget_never_exceeds_the_budget():
+    g = torch.Generator().manual_seed(0)
+    S = 8
+    batch = torch.tensor([0] * 10 + [1] * 4)
+    probs = torch.zeros(14, S)
+    probs[:, 0] = 1.0  # every atom prefers slot 0
+    budget = torch.zeros(2, S, dtype=torch.long)
+    budget[0, :2] = torch.tensor([3, 7])
+    budget[1, :2] = torch.tensor([4, 0])
+    reveal = torch.ones(14, dtype=torch.bool)
+    reveal[13] = False
+    types = draw_within_budget(probs, reveal, batch, budget, g)
+    assert types[13] == -1
+    assert torch.bincount(types[:10], minlength=S)[:2].tolist() == [3, 7]  # budget, not preference
+    assert types[10:13].tolist() == [0, 0, 0]
+    assert budget[0].sum() == 0 and budget[1].tolist()[:2] == [1, 0]
