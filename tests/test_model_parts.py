@@ -17,7 +17,7 @@ from c2np.models.data import species_slots  # noqa: E402
 from c2np.models.generators import (  # noqa: E402
     composition_budget,
     confine_to_ball,
-    draw_within_budget,
+    reveal_confident,
 )
 from c2np.models.overfit import gate_condition  # noqa: E402
 
@@ -67,19 +67,23 @@ def test_composition_budget_sums_to_the_count_by_largest_remainder():
     assert b.sum(-1).tolist() == [21, 5] and sorted(b[1, :2].tolist()) == [2, 3]
 
 
-def test_draw_within_budget_never_exceeds_the_budget():
+def test_reveal_confident_respects_budget_count_and_confidence():
     g = torch.Generator().manual_seed(0)
     S = 8
-    batch = torch.tensor([0] * 10 + [1] * 4)
-    probs = torch.zeros(14, S)
-    probs[:, 0] = 1.0  # every atom prefers slot 0
+    batch = torch.tensor([0] * 6 + [1] * 3)
+    probs = torch.full((9, S), 1e-9)
+    probs[:, 0] = 1.0  # every atom prefers slot 0 ...
+    probs[2] = torch.zeros(S)
+    probs[2, 1] = 1.0  # ... but atom 2, certain of slot 1
+    masked = torch.ones(9, dtype=torch.bool)
+    masked[0] = False  # already revealed: never drawn again
     budget = torch.zeros(2, S, dtype=torch.long)
-    budget[0, :2] = torch.tensor([3, 7])
-    budget[1, :2] = torch.tensor([4, 0])
-    reveal = torch.ones(14, dtype=torch.bool)
-    reveal[13] = False
-    types = draw_within_budget(probs, reveal, batch, budget, g)
-    assert types[13] == -1
-    assert torch.bincount(types[:10], minlength=S)[:2].tolist() == [3, 7]  # budget, not preference
-    assert types[10:13].tolist() == [0, 0, 0]
-    assert budget[0].sum() == 0 and budget[1].tolist()[:2] == [1, 0]
+    budget[0, :2] = torch.tensor([2, 3])
+    budget[1, :2] = torch.tensor([0, 3])
+    reveal, types = reveal_confident(probs, masked, torch.tensor([4, 2]), batch, budget, g)
+    assert not reveal[0] and int(reveal[:6].sum()) == 4 and int(reveal[6:].sum()) == 2
+    assert reveal[2] and types[2] == 1  # the confident atom is revealed with its slot
+    assert torch.bincount(types[:6][reveal[:6]], minlength=S)[:2].tolist() == [2, 2]  # slot 0 budget 2
+    assert types[6:][reveal[6:]].tolist() == [1, 1]  # slot 0 has no budget in sample 1
+    assert budget[0].tolist()[:2] == [0, 1] and budget[1].tolist()[:2] == [0, 1]
+    assert torch.all(types[~reveal] == -1)

@@ -200,24 +200,6 @@ def composition_budget(probs: Tensor, counts: Tensor) -> Tensor:
     return (base + (rank < left.unsqueeze(-1)).float()).long()
 
 
-def draw_within_budget(probs: Tensor, reveal: Tensor, batch: Tensor, budget: Tensor,
-                       g: torch.Generator) -> Tensor:
-    """Types (N,) for the atoms flagged ``reveal`` drawn one at a time, in a random order, from
-    ``probs`` (N, S) restricted to the species slots with atoms left in their sample's
-    ``budget`` (B, S), which is decremented in place; unrevealed atoms get -1."""
-    out = torch.full((len(probs),), -1, dtype=torch.long, device=probs.device)
-    idx = torch.nonzero(reveal).squeeze(-1)
-    idx = idx[torch.randperm(len(idx), generator=g, device=g.device)]
-    for i in idx.tolist():
-        b = int(batch[i])
-        allowed = budget[b] > 0
-        p = (probs[i] + 1e-12) * allowed
-        s = int(torch.multinomial(p, 1, generator=g)) if bool(allowed.any()) else int(probs[i].argmax())
-        out[i] = s
-        budget[b, s] -= 1
-    return out
-
-
 def reveal_confident(probs: Tensor, masked: Tensor, n_reveal: Tensor, batch: Tensor, budget: Tensor,
                      g: torch.Generator) -> tuple[Tensor, Tensor]:
     """Reveal ``n_reveal`` (B,) masked atoms per sample, most confident first (MaskGIT-style):
@@ -292,6 +274,11 @@ class GeneratorBase(nn.Module):
         raise NotImplementedError
 
 
+def inverse_softplus(y: float) -> float:
+    """x with softplus(x) = y (> 0), stable for large y."""
+    return float(y + math.log(-math.expm1(-y)))
+
+
 DATA_STD_UNIT = math.sqrt(0.2)  # per-coordinate standard deviation of a uniform unit ball
 
 
@@ -307,7 +294,7 @@ class SiteAssignment(nn.Module):
     and the (N, 1) "no site" probability (together they sum to 1 per atom).
     """
 
-    def __init__(self, hidden: int, iters: int) -> None:
+    def __init__(self, hidden: int, iters: int, *, outside_per_angstrom: float = 10.0) -> None:
         super().__init__()
         self.iters = int(iters)
         self.h_lin = nn.Linear(hidden, hidden)
@@ -316,8 +303,9 @@ class SiteAssignment(nn.Module):
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
         self.null = MLP(hidden, hidden, 1)
-        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init 10/Å)
-        self.outside = nn.Parameter(torch.tensor(math.log(math.expm1(10.0))))
+        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init
+        # ``outside_per_angstrom``, 10/Å unless a family asks for a sharper one)
+        self.outside = nn.Parameter(torch.tensor(inverse_softplus(outside_per_angstrom)))
 
     def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
                 type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -359,7 +347,7 @@ class Denoiser(nn.Module):
     clean position (:func:`mix_target`), so the losses stay the families'.
     """
 
-    def __init__(self, cfg: ModelConfig, type_dim: int) -> None:
+    def __init__(self, cfg: ModelConfig, type_dim: int, *, sphere_prior_per_angstrom: float = 10.0) -> None:
         super().__init__()
         H = cfg.hidden
         self.H = H
@@ -376,7 +364,7 @@ class Denoiser(nn.Module):
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
                          edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
         if self.exclusion:
-            self.assign = SiteAssignment(H, cfg.exclusion_iters)
+            self.assign = SiteAssignment(H, cfg.exclusion_iters, outside_per_angstrom=sphere_prior_per_angstrom)
         self.type_out = MLP(H + (S if self.exclusion else 0), H, S)
 
     def forward(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
@@ -630,10 +618,12 @@ class DiffCSP(GeneratorBase):
 class _MaskedTypeGenerator(GeneratorBase):
     """Shared parts of the generators with a masked (absorbing-state) flow over types."""
 
+    sphere_prior_per_angstrom = 10.0  # init sharpness of the denoiser's sphere prior (1/Å)
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.mask_emb = nn.Parameter(torch.zeros(cfg.hidden))
-        self.denoiser = Denoiser(cfg, cfg.hidden)
+        self.denoiser = Denoiser(cfg, cfg.hidden, sphere_prior_per_angstrom=self.sphere_prior_per_angstrom)
 
     def _type_feat(self, types: Tensor, masked: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
         feat = self.slot_features(F.one_hot(types.clamp(min=0), S).float(), batch, c)
@@ -720,8 +710,12 @@ class MatterGen(_MaskedTypeGenerator):
         # reveals types without replacement from the predicted per-element budget
         self.comp_head = MLP(cfg.hidden, cfg.hidden, S)
 
-    reveal_by_confidence = True
-    reveal_tau = 1.0
+    # the absorbing schedule: a type is masked with probability min(1, t / type_mask_until)
+    type_mask_until = 0.2
+    # init sharpness of the sphere prior (1/Å, still learned): a site 1 mÅ outside R loses 3 nats
+    # (docs/models.md, "The overfit gate": the default 10/Å cannot resolve the gate particle's
+    # 3.3 mÅ boundary margin)
+    sphere_prior_per_angstrom = 3000.0
 
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                  c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -751,8 +745,7 @@ class MatterGen(_MaskedTypeGenerator):
         u0 = p.pos / c.radius[p.batch].unsqueeze(-1)
         eps = randn(tuple(u0.shape), g)
         ut = torch.sqrt(ab) * u0 + torch.sqrt(1 - ab) * eps
-        # absorbing: masked with probability min(1, t / tau)
-        masked = rand((len(p.types),), g) < (t[p.batch] / self.reveal_tau).clamp(max=1.0)
+        masked = rand((len(p.types),), g) < (t[p.batch] / self.type_mask_until).clamp(max=1.0)
         x0_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
@@ -789,13 +782,11 @@ class MatterGen(_MaskedTypeGenerator):
             u, _ = ddpm_posterior_step(u, e, ab_t, ab_s, g, clip=1.5)
             probs = F.softmax(_masked_logits(logits, batch, c), -1)
             tf, sf = float(t), float(s)
-            mt, ms = min(1.0, tf / self.reveal_tau), min(1.0, sf / self.reveal_tau)
+            # as many reveals per sample as the schedule draws, most confident atoms first
+            mt, ms = min(1.0, tf / self.type_mask_until), min(1.0, sf / self.type_mask_until)
             reveal = masked & (rand((len(batch),), g) < (mt - ms) / max(mt, 1e-12))
-            if self.reveal_by_confidence:
-                n_rev = torch.zeros(c.size, dtype=torch.long, device=dev).index_add_(0, batch, reveal.long())
-                reveal, drawn = reveal_confident(probs, masked, n_rev, batch, budget, g)
-            else:
-                drawn = draw_within_budget(probs, reveal, batch, budget, g)
+            n_rev = torch.zeros(c.size, dtype=torch.long, device=dev).index_add_(0, batch, reveal.long())
+            reveal, drawn = reveal_confident(probs, masked, n_rev, batch, budget, g)
             types = torch.where(reveal, drawn, types)
             masked = masked & ~reveal
         return _to_particles(u, types, counts, c)
