@@ -25,10 +25,10 @@ Families:
   ODE integration at sampling.
 * :class:`MatterGen` — DDPM over positions plus absorbing-state (D3PM) diffusion over types,
   R dropped to a null token with probability ``cfg_drop`` in training, classifier-free
-  guidance on R at sampling.
+  guidance on R at sampling; types revealed within the composition head's per-element budget.
 * :class:`ADiT` — per-atom VAE (transformer encoder/decoder) to latents of size
-  ``latent_dim`` and a diffusion transformer (adaLN) over the set of latents; trained jointly
-  with the diffusion loss on stop-gradient latent means.
+  ``latent_dim``, then (two stages) a flow-matching diffusion transformer (adaLN) over the set
+  of frozen, normalised latents that predicts the clean latent, as ADiT.
 * :class:`SiteScorer` — beyond the paper: candidate lattice sites from carving the rotated
   crystal at R + margin (cell, R and rotation only), each scored inside/outside by a network
   on invariant features (|x| / R, |x| - R, species, local environment).
@@ -702,13 +702,9 @@ class FlowMM(_MaskedTypeGenerator):
 class MatterGen(_MaskedTypeGenerator):
     """DDPM over positions + absorbing-state discrete diffusion over types, CFG on R;
     predictor-corrector sampling (Langevin corrector on positions, MatterGen's sampler);
-    optional self-conditioning."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__(cfg)
-        # composition head (species-slot fractions from the condition), as CDVAE's: the sampler
-        # reveals types without replacement from the predicted per-element budget
-        self.comp_head = MLP(cfg.hidden, cfg.hidden, S)
+    optional self-conditioning. A composition head predicts the species fractions of the
+    particle from the condition; the sampler reveals types (most confident first) within that
+    per-element budget, and the absorbing schedule masks every type for t >= ``type_mask_until``."""
 
     # the absorbing schedule: a type is masked with probability min(1, t / type_mask_until)
     type_mask_until = 0.2
@@ -716,6 +712,12 @@ class MatterGen(_MaskedTypeGenerator):
     # (docs/models.md, "The overfit gate": the default 10/Å cannot resolve the gate particle's
     # 3.3 mÅ boundary margin)
     sphere_prior_per_angstrom = 3000.0
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        # composition head (species-slot fractions from the condition), as CDVAE's: the sampler
+        # reveals types without replacement from the predicted per-element budget
+        self.comp_head = MLP(cfg.hidden, cfg.hidden, S)
 
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                  c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
