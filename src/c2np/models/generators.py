@@ -294,9 +294,11 @@ class SiteAssignment(nn.Module):
     and the (N, 1) "no site" probability (together they sum to 1 per atom).
     """
 
-    def __init__(self, hidden: int, iters: int, *, outside_per_angstrom: float = 10.0) -> None:
+    def __init__(self, hidden: int, iters: int, *, outside_per_angstrom: float = 10.0,
+                 sample_iters: int = 0) -> None:
         super().__init__()
         self.iters = int(iters)
+        self.sample_iters = int(sample_iters) or self.iters  # rounds in eval mode (sampling)
         self.h_lin = nn.Linear(hidden, hidden)
         self.c_lin = nn.Linear(3 + S, hidden)
         self.out = nn.Linear(hidden, 1)
@@ -327,7 +329,7 @@ class SiteAssignment(nn.Module):
         null = self.null(h)
         _, col = torch.unique(keys.reshape(-1), return_inverse=True)
         n_cols = int(col.max()) + 1 if col.numel() else 0
-        for _ in range(self.iters):
+        for _ in range(self.iters if self.training else self.sample_iters):
             prob = torch.softmax(torch.cat([null, logits], -1), -1)[:, 1:]
             mass = torch.zeros(n_cols, device=h.device, dtype=h.dtype).index_add_(0, col, prob.reshape(-1))
             logits = logits - torch.log(mass[col].clamp(min=1.0)).view(N, -1)
@@ -364,7 +366,8 @@ class Denoiser(nn.Module):
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
                          edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
         if self.exclusion:
-            self.assign = SiteAssignment(H, cfg.exclusion_iters, outside_per_angstrom=sphere_prior_per_angstrom)
+            self.assign = SiteAssignment(H, cfg.exclusion_iters, outside_per_angstrom=sphere_prior_per_angstrom,
+                                         sample_iters=cfg.sample_exclusion_iters)
         self.type_out = MLP(H + (S if self.exclusion else 0), H, S)
 
     def forward(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
