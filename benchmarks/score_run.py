@@ -176,6 +176,9 @@ def main() -> int:
         sdir.mkdir(parents=True, exist_ok=True)
         results: dict[str, Any] = per_store.setdefault(label, {})
         for split in splits:
+            if not np.any(store.recipes.mask(split)):
+                print(f"{label}: no {split} rows, skipped", flush=True)
+                continue
             task = ForwardTask(store, split, "eval", per_group=args.per_group)
             for name, fit in FORWARD_BASELINES.items():
                 model = fit(task)
@@ -205,22 +208,24 @@ def main() -> int:
     drops: dict[str, dict[str, Any]] = {}
     lines: list[str] = []
     for label, results in per_store.items():
-        lines += [f"### {label} (per-group {args.per_group})", "",
-                  "| model | " + " | ".join(f"{m} {s}" for s in splits for m in METRICS) + " | n / failed |",
-                  "|" + "---|" * (2 + len(splits) * len(METRICS))]
+        have = [s for s in splits if s in results[next(iter(runs))]]
+        radii = sorted({int(r) for s in have for r in results[next(iter(runs))][s]["per_radius"]})
+        lines += [f"### {label} (per-group {args.per_group}; R = {', '.join(map(str, radii))} Å)", "",
+                  "| model | " + " | ".join(f"{m} {s}" for s in have for m in METRICS) + " | n / failed |",
+                  "|" + "---|" * (2 + len(have) * len(METRICS))]
         for name in [*FORWARD_BASELINES, *runs]:
             lab = REFERENCE.get(name, f"{name} (learned generator)")
-            cells = [_cell(results[name][s], m) for s in splits for m in METRICS]
-            nf = " / ".join(f"{results[name][s]['n']}/{results[name][s]['n_failed']}" for s in splits)
+            cells = [_cell(results[name][s], m) for s in have for m in METRICS]
+            nf = " / ".join(f"{results[name][s]['n']}/{results[name][s]['n_failed']}" for s in have)
             lines.append(f"| {lab} | " + " | ".join(cells) + f" | {nf} |")
         lines.append("")
         for name in runs:
-            for s in splits:
+            for s in have:
                 r = results[name][s]
                 lines.append(f"- {name} sampling, {s}: {r['particles_per_s']:.3g} particles/s, "
                              f"{r['atoms_per_s']:.3g} atoms/s ({args.threads} thread(s), {r['steps']} steps, "
                              f"{r['seconds']:.0f} s, {r['n_atoms']} atoms)")
-        if "id" in splits and "ood" in splits:
+        if "id" in have and "ood" in have:
             lines += ["", "Relative F1@0.5 drop 1 - OOD/ID (95 % bootstrap CI):", ""]
             for name in [*FORWARD_BASELINES, *runs]:
                 d = relative_drop(np.array(results[name]["id"]["samples_f1@0.5"]),
