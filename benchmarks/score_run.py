@@ -16,9 +16,11 @@ queries.
         --steps 100 --steps-for diffcsp=50 --allow-other-store --reuse \\
         --out c2np_out/score12 --plot docs/forward_per_radius.png
 
+On a shared machine the wall-clock rate says little; the CPU seconds of the sampling
+process (one thread) give the rate of an idle thread and are reported beside it.
 ``--reuse`` keeps a predictions file already in OUT whose provenance (run, steps, rows)
-matches, so the runs can be sampled one command at a time (small pieces on a shared machine)
-and scored together at the end. Writes ``OUT/score.json`` and ``OUT/score.md``: per store a
+matches, so the runs can be sampled one command at a time (small pieces on a shared
+machine) and scored together at the end. Writes ``OUT/score.json`` and ``OUT/score.md``: per store a
 table (mean [95 % CI] per metric and split, n / failed), sampling particles/s and atoms/s of
 every run, the relative F1@0.5 drop from ID to OOD with a 95 % bootstrap interval, and
 (``--plot``) F1@0.5 and matched RMSD against R, one line per model, 95 % CI bands.
@@ -124,13 +126,14 @@ def _predict_cached(run: str, store: Any, split: str, pred: Path, *, per_group: 
     if reuse and pred.is_file() and timing.is_file():
         rec = json.loads(timing.read_text())
         if rec.get("key") == want:
-            return dict(rec["summary"], seconds=rec["seconds"])
-    t0 = time.perf_counter()
+            return dict(rec["summary"], seconds=rec["seconds"], cpu_seconds=rec.get("cpu_seconds"))
+    t0, c0 = time.perf_counter(), time.process_time()
     summ = predict(run, store, split, pred, per_group=per_group, steps=steps, progress=False,
                    allow_other_store=allow_other_store)
-    dt = time.perf_counter() - t0
-    timing.write_text(json.dumps({"key": want, "seconds": dt, "summary": summ}, indent=1, default=str))
-    return dict(summ, seconds=dt)
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    timing.write_text(json.dumps({"key": want, "seconds": dt, "cpu_seconds": cpu, "summary": summ},
+                                 indent=1, default=str))
+    return dict(summ, seconds=dt, cpu_seconds=cpu)
 
 
 def main() -> int:
@@ -197,10 +200,13 @@ def main() -> int:
                                        allow_other_store=args.allow_other_store, reuse=args.reuse)
                 res = task.evaluate(pred, model=model_name)
                 n_atoms = sum(len(z) for _, _, z, _ in iter_forward_predictions(pred))
-                dt = float(summ["seconds"])
+                dt, cpu = float(summ["seconds"]), summ.get("cpu_seconds")
                 results.setdefault(model_name, {})[split] = {
-                    **_summary(res), "seconds": dt, "steps": steps, "n_atoms": n_atoms,
+                    **_summary(res), "seconds": dt, "cpu_seconds": cpu, "steps": steps, "n_atoms": n_atoms,
+                    "n_particles": summ["n_samples"],
                     "particles_per_s": summ["n_samples"] / max(dt, 1e-9), "atoms_per_s": n_atoms / max(dt, 1e-9),
+                    "particles_per_cpu_s": summ["n_samples"] / cpu if cpu else None,
+                    "atoms_per_cpu_s": n_atoms / cpu if cpu else None,
                     "checkpoint": summ["checkpoint"], "store_check": summ["store_check"]}
                 print(f"{label} {split}: {model_name} F1@0.5 {_cell(results[model_name][split], 'f1@0.5')} "
                       f"({summ['n_samples']} particles in {dt:.0f} s)", flush=True)
@@ -222,9 +228,12 @@ def main() -> int:
         for name in runs:
             for s in have:
                 r = results[name][s]
-                lines.append(f"- {name} sampling, {s}: {r['particles_per_s']:.3g} particles/s, "
-                             f"{r['atoms_per_s']:.3g} atoms/s ({args.threads} thread(s), {r['steps']} steps, "
-                             f"{r['seconds']:.0f} s, {r['n_atoms']} atoms)")
+                cpu = (f"; per CPU-second of the process: {r['particles_per_cpu_s']:.3g} particles/s, "
+                       f"{r['atoms_per_cpu_s']:.3g} atoms/s ({r['cpu_seconds']:.0f} CPU s)"
+                       if r.get("cpu_seconds") else "; CPU time not recorded")
+                lines.append(f"- {name} sampling, {s}: {r['n_particles']} particles, {r['n_atoms']} atoms, "
+                             f"{r['steps']} steps, {args.threads} thread(s): wall {r['particles_per_s']:.3g} "
+                             f"particles/s, {r['atoms_per_s']:.3g} atoms/s ({r['seconds']:.0f} s){cpu}")
         if "id" in have and "ood" in have:
             lines += ["", "Relative F1@0.5 drop 1 - OOD/ID (95 % bootstrap CI):", ""]
             for name in [*FORWARD_BASELINES, *runs]:
