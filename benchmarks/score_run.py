@@ -98,6 +98,7 @@ def per_radius_figure(results: dict[str, dict[str, Any]], labels: dict[str, str]
         ax.set_ylabel(title)
         if metric == "matched_rmsd":
             ax.set_yscale("symlog", linthresh=1e-2)
+            ax.set_ylim(bottom=0.0)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7, loc="lower left")
     return fig
