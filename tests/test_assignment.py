@@ -225,3 +225,32 @@ def test_degenerate_prediction_reports_valid_bounds() -> None:
     res = min_sq_assignment(pred, ref)
     assert res.method == "auction" and res.rounds == 0
     _check(res, _optimum(pred, ref))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(CLOUDS), st.sampled_from(CLOUDS), st.integers(1, 400), st.integers(1, 200),
+       st.integers(1, 16), st.integers(0, 2 ** 31))
+def test_kdtree_nearest_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: int, leaf: int,
+                                      seed: int) -> None:
+    """The tight-box k-d tree of the far queries gives cKDTree's distances bit for bit and a
+    point at that distance, for any leaf size; its nodes partition the points."""
+    from c2np import _assignment_kernels as kern
+
+    rng = np.random.default_rng(seed)
+    pts = _points(rng, kind_p, n_p)  # (a lattice has at most 343 points)
+    queries = _points(rng, kind_q, n_q)
+    tree = kern.kdtree_build(np.ascontiguousarray(pts), leaf)
+    perm, sp, lo, hi, start, end, left = tree
+    assert sorted(perm.tolist()) == list(range(len(pts))) and np.array_equal(sp, pts[perm])
+    for t in range(len(start)):  # tight boxes; children split the parent's points
+        box = sp[start[t]:end[t]]
+        assert np.array_equal(lo[t], box.min(axis=0)) and np.array_equal(hi[t], box.max(axis=0))
+        if left[t] >= 0:
+            c = left[t]
+            assert start[c] == start[t] and end[c] == start[c + 1] and end[c + 1] == end[t]
+        else:
+            assert end[t] - start[t] <= leaf
+    v, j = kern.kdtree_nearest(*tree, np.ascontiguousarray(queries))
+    want, _ = cKDTree(pts).query(queries, k=1)
+    assert np.array_equal(np.sqrt(v), want)
+    assert np.allclose(np.linalg.norm(queries - pts[j], axis=1), want, rtol=1e-12, atol=1e-12)

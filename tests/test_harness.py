@@ -304,11 +304,13 @@ def test_a_tampered_store_is_refused_before_scoring(tmp_path: Path) -> None:
 def test_reading_ahead_while_workers_score(tmp_path: Path, store: DatasetStore,
                                            perfect: dict[str, Particle],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """With workers the file is read by a background thread after the first batch: the
-    results equal one process's, and an error later in the file still names its frame."""
+    """With workers the file is read by a background thread once the pool exists, while
+    the workers score chunks of samples: the results equal one process's, and an error
+    later in the file still names its frame."""
     import c2np.evaluation.harness as harness
 
-    monkeypatch.setattr(harness, "BATCH", 2)  # batches of 4 samples: the reader starts early
+    monkeypatch.setattr(harness, "BATCH", 2)  # a short read-ahead queue
+    monkeypatch.setattr(harness, "CHUNK", 2)  # chunks of 2 samples: many in flight
     path = write_forward_predictions(tmp_path / "p.extxyz", perfect)
     one = evaluate_forward(store, path, "id", n_resamples=20)
     two = evaluate_forward(store, path, "id", n_resamples=20, workers=2)

@@ -254,6 +254,24 @@ def test_require_intact_refuses_a_tampered_store(tmp_path: Path, store_path: Pat
         require_intact(DatasetStore.open(store_path))
 
 
+def test_require_intact_with_workers(tmp_path: Path, store_path: Path) -> None:
+    """The check's re-carve through two local processes gives the same verdicts."""
+    import shutil
+
+    from c2np.executor import LocalExecutor
+    from c2np.store import require_intact
+
+    copy = tmp_path / "copy.h5"
+    shutil.copyfile(store_path, copy)
+    with LocalExecutor(2) as ex:
+        require_intact(DatasetStore.open(copy), executor=ex)
+        with h5py.File(copy, "r+") as f:
+            f["base/positions"][-1, 2] -= 1e-4
+        os.utime(copy, ns=(0, 0))
+        with pytest.raises(C2NPStoreError, match="does not match its fingerprint.*positions differ"):
+            require_intact(DatasetStore.open(copy), executor=ex)
+
+
 def _raw_archive(tmp_path: Path, kmgh3, lines_r6: list[str]) -> Path:
     root = tmp_path / "raw"
     write_cif(kmgh3, root / "cifs" / "KMgH3.cif")

@@ -20,8 +20,10 @@ exactly once, by position.
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Callable, Iterator, Sequence
+import queue
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +108,21 @@ class Executor:
         """Yield the results chunk by chunk (``chunk`` items each, in order)."""
         raise NotImplementedError
 
+    def map_unordered(self, fn: Callable[[Any, Any], Any], items: Iterable[Any], *,
+                      context: Context | None = None, chunk: int = 1) -> Iterator[list[Any]]:
+        """Yield the results of ``items`` (any iterable, read lazily) chunk by chunk
+        (``chunk`` items each) in any order, as they finish: for jobs whose results carry
+        their own position. This default sends batches of ``4 x workers`` chunks through
+        :meth:`map`; the local pool overrides it with a window of chunks in flight, so that
+        no worker waits for the slowest chunk of a batch."""
+        it = iter(items)
+        size = max(int(chunk), 1)
+        while True:
+            batch = list(itertools.islice(it, size * 4 * max(self.workers, 1)))
+            if not batch:
+                return
+            yield from self.map(fn, batch, context=context, chunk=size)
+
     def close(self) -> None:
         """Release the workers (a Dask cluster started here is shut down)."""
 
@@ -177,6 +194,42 @@ class LocalExecutor(Executor):
                 yield [fn(state, item) for item in part]
             return
         yield from self._pool_for(context).imap(_run_chunk_fork, [(fn, part) for part in parts])
+
+    def map_unordered(self, fn: Callable[[Any, Any], Any], items: Iterable[Any], *,
+                      context: Context | None = None, chunk: int = 1) -> Iterator[list[Any]]:
+        """:meth:`Executor.map_unordered`: the pool is started (forked) first, then
+        ``items`` are read in this process, ``chunk`` at a time, keeping 2 chunks per
+        worker submitted, so a worker that finishes takes the next chunk at once; an error
+        of ``items`` or of a chunk is raised here (the chunks still running are dropped)."""
+        size = max(int(chunk), 1)
+        if self.workers == 1:
+            state = self._serial_state(context)
+            it = iter(items)
+            while part := list(itertools.islice(it, size)):
+                yield [fn(state, item) for item in part]
+            return
+        pool = self._pool_for(context)  # before the first item is read (no fork after)
+        done: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        it = iter(items)
+        in_flight = 0
+        exhausted = False
+        while True:
+            while not exhausted and in_flight < 2 * self.workers:
+                part = list(itertools.islice(it, size))
+                if not part:
+                    exhausted = True
+                    break
+                pool.apply_async(_run_chunk_fork, ((fn, part),),
+                                 callback=lambda r: done.put((True, r)),
+                                 error_callback=lambda e: done.put((False, e)))
+                in_flight += 1
+            if in_flight == 0:
+                return
+            ok, result = done.get()
+            in_flight -= 1
+            if not ok:
+                raise result
+            yield result
 
     def close(self) -> None:
         if self._pool is not None:

@@ -993,16 +993,17 @@ def _recomputed_fingerprint(store: DatasetStore, base: BaseParticles, problems: 
 _INTACT: set[tuple[Any, ...]] = set()
 
 
-def require_intact(store: DatasetStore) -> None:
+def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> None:
     """Refuse (:class:`C2NPStoreError`) a store that does not match its fingerprint, before it
     is used for scoring: the checks of :func:`verify_store` but the protocol rebuild (base
-    particles re-carved and compared, fingerprint recomputed). A store once found intact is not
-    re-checked in this process while its files (inode, size, modification time) are unchanged."""
+    particles re-carved, by ``executor`` when given, and compared; fingerprint recomputed). A
+    store once found intact is not re-checked in this process while its files (inode, size,
+    modification time) are unchanged."""
     key = (store.fingerprint, *((str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
                                 for f in store.files() for st in (f.stat(),)))
     if key in _INTACT:
         return
-    report = verify_opened(store, check_recipes=False)
+    report = verify_opened(store, check_recipes=False, executor=executor)
     if not report.ok:
         shown = "; ".join(report.problems[:3]) + (f"; and {len(report.problems) - 3} more"
                                                   if len(report.problems) > 3 else "")

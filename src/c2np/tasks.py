@@ -215,13 +215,14 @@ def _open_store(path: str | os.PathLike[str]) -> Any:
     return DatasetStore.open(path)
 
 
-def _require_intact(store: EvalStore) -> None:
+def _require_intact(store: EvalStore, executor: Executor | None = None) -> None:
     """A store read from a file is checked against its fingerprint before it is scored
-    (:func:`c2np.store.require_intact`); a tampered or damaged one is refused."""
+    (:func:`c2np.store.require_intact`, its base particles re-carved by ``executor``); a
+    tampered or damaged one is refused."""
     from c2np.store import DatasetStore, require_intact
 
     if isinstance(store, DatasetStore):
-        require_intact(store)
+        require_intact(store, executor=executor)
 
 
 class _Task:
@@ -230,11 +231,12 @@ class _Task:
     name = ""
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
-                 protocol: str | None = None, per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
+                 protocol: str | None = None, per_group: int = EVAL_ROTATIONS_PER_GROUP,
+                 executor: Executor | None = None) -> None:
         if protocol is not None and protocol != store.recipes.protocol:
             raise C2NPInputError(f"{getattr(store, 'path', 'store')}: store has protocol "
                                  f"{store.recipes.protocol!r}, expected {protocol!r}")
-        _require_intact(store)
+        _require_intact(store, executor)
         self._store = store
         self.split = split
         self.subset = subset
@@ -332,8 +334,9 @@ class InverseTask(_Task):
 
     def __init__(self, store: EvalStore, split: str, subset: str = "eval", *,
                  protocol: str | None = None, symprec_angstrom: float = 1e-3,
-                 per_group: int = EVAL_ROTATIONS_PER_GROUP) -> None:
-        super().__init__(store, split, subset, protocol=protocol, per_group=per_group)
+                 per_group: int = EVAL_ROTATIONS_PER_GROUP, executor: Executor | None = None) -> None:
+        super().__init__(store, split, subset, protocol=protocol, per_group=per_group,
+                         executor=executor)
         self.symprec_angstrom = float(symprec_angstrom)
         self._opaque: dict[str, int] | None = None
 
@@ -430,12 +433,14 @@ _TASKS: dict[str, type[_Task]] = {"forward": ForwardTask, "inverse": InverseTask
 
 
 def open_task(name: str, store: EvalStore, split: str, subset: str = "eval", *,
-              protocol: str | None = None) -> ForwardTask | InverseTask:
+              protocol: str | None = None, executor: Executor | None = None
+              ) -> ForwardTask | InverseTask:
     """:class:`ForwardTask` (``"forward"``) or :class:`InverseTask` (``"inverse"``) on an
-    open store."""
+    open store; ``executor`` re-carves the store's base particles for its check."""
     if name not in _TASKS:
         raise C2NPInputError(f"task must be one of {list(TASK_NAMES)}, got {name!r}")
-    return _TASKS[name](store, split, subset, protocol=protocol)  # type: ignore[return-value]
+    return _TASKS[name](store, split, subset, protocol=protocol,  # type: ignore[return-value]
+                        executor=executor)
 
 
 def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Any],
@@ -444,7 +449,7 @@ def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[st
                   executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
     benchmark); ``workers`` / ``executor`` run the scoring of either task."""
-    task = open_task(name, store, split, subset)
+    task = open_task(name, store, split, subset, executor=executor)
     if isinstance(task, ForwardTask):
         return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
                              progress=progress, workers=workers, executor=executor)

@@ -132,7 +132,7 @@ def evaluate_cmd(
         from c2np.tasks import ForwardTask
 
         with make_executor(workers, scheduler) as ex:
-            part = ForwardTask(ds, split, subset).evaluate(
+            part = ForwardTask(ds, split, subset, executor=ex).evaluate(
                 predictions, model=model, n_resamples=bootstrap, seed=seed, progress=progress,
                 workers=workers, executor=ex, shard=shard_spec)
         part.write(out)

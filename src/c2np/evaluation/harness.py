@@ -16,7 +16,7 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -50,8 +50,12 @@ from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EvalStore", "score_forward", "score_inverse", "BATCH", "RowInfo", "assemble_forward"]
 
-#: Task-1 samples sent to a worker process at a time.
+#: Task-1 samples read ahead per worker (and task-2 predictions sent to a worker at a time).
 BATCH = 32
+#: Task-1 samples sent to a worker process at a time (a worker that is done takes the next);
+#: 8 = one (material, R) group of the eval subset, so a group's reference summary is
+#: usually computed by one worker only.
+CHUNK = 8
 
 
 class EvalStore(Protocol):
@@ -207,44 +211,40 @@ def score_forward(store: EvalStore, rows: np.ndarray,
         check_limit("workers", workers, what="evaluation workers")
     ex = executor if executor is not None else LocalExecutor(workers)
     parallel = ex.workers > 1 or ex.kind != "local"
-    batch: list[tuple[int, int, np.ndarray, np.ndarray]] = []
     bar = _progress(len(rows), "evaluate forward", progress)
 
-    def run_batch() -> None:
-        size = max(1, -(-len(batch) // max(ex.workers, 1)))
-        for part in ex.map(_score_item, list(batch), context=ctx, chunk=size):
+    def entries() -> Generator[tuple[int, int, np.ndarray, np.ndarray], None, None]:
+        """The evaluated samples of the source, checked by ``resolve``. Started by the
+        executor after its workers exist (no fork happens while the reader thread runs):
+        with workers, the file is read ahead while they score."""
+        items: Iterator[tuple[str, str, Any, Any]] = iter(source)
+        if parallel:
+            items = _ReadAhead(items, depth=2 * BATCH * max(ex.workers, 1))
+        try:
+            for place, sid, numbers, positions in items:
+                k = resolve.position(place, sid)
+                if k is None or not mine[k]:
+                    continue
+                yield k, int(rows[k]), np.asarray(numbers), np.asarray(positions)
+        finally:
+            if isinstance(items, _ReadAhead):
+                items.close()
+
+    todo = entries()
+    try:
+        # small chunks, taken by whichever worker is free: no worker waits at a batch's end
+        chunk = (CHUNK if ex.kind == "local" else BATCH) if parallel else 1
+        for part in ex.map_unordered(_score_item, todo, context=ctx, chunk=chunk):
             for k, sc in part:
                 scores[k] = sc
-        bar.update(len(batch))
-        batch.clear()
-
-    items: Iterator[tuple[str, str, Any, Any]] = iter(source)
-    try:
-        while True:
-            try:
-                place, sid, numbers, positions = next(items)
-            except StopIteration:
-                break
-            k = resolve.position(place, sid)
-            if k is None or not mine[k]:
-                continue
-            batch.append((k, int(rows[k]), np.asarray(numbers), np.asarray(positions)))
-            if len(batch) >= (BATCH * max(ex.workers, 1) if parallel else 1):
-                run_batch()
-                if parallel and not isinstance(items, _ReadAhead):
-                    # from now on the file is read while the workers score (the pool
-                    # exists: no fork happens with the reader running)
-                    items = _ReadAhead(items, depth=2 * BATCH * max(ex.workers, 1))
-        if batch:
-            run_batch()
+            bar.update(len(part))
         for k, row in enumerate(rows):
             if scores[k] is None and mine[k]:
                 scores[k] = forward_failure("missing prediction", scorer.summary(int(row)),
                                             tolerances_angstrom=tol)
                 bar.update(1)
     finally:
-        if isinstance(items, _ReadAhead):
-            items.close()
+        todo.close()
         bar.close()
         if executor is None:
             ex.close()
