@@ -9,6 +9,7 @@ through ``c2np.models.overfit.overfit``) — and whether the family passes (F1@0
     python benchmarks/overfit_gate.py                       # all five families, R = 8 Å
     python benchmarks/overfit_gate.py --models diffcsp --radius 6 --steps 1500
     python benchmarks/overfit_gate.py --json results.json   # also write the rows
+    python benchmarks/overfit_gate.py --models adit --radius 4.5 --hidden 48 --steps 2000  # a CI-size row
 
 Single-threaded (``torch.set_num_threads(1)``) so the times are per core.
 """
@@ -34,6 +35,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=8, help="samples of the training condition (>= 8)")
     ap.add_argument("--sample-steps", type=int, default=None, help="sampler steps (default: the config's)")
     ap.add_argument("--config", default="small", help="config preset the gate starts from (default small)")
+    ap.add_argument("--hidden", type=int, default=None, help="hidden size (default: the preset's; the CI gate uses 48)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args()
@@ -54,7 +56,7 @@ def main() -> int:
     header = "| family | steps | train s | sample s | F1@0.5 mean | F1@0.5 std | F1@0.1 | count err | gate |"
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        cfg = gate_config(name, args.config)
+        cfg = gate_config(name, args.config, **({"hidden": args.hidden} if args.hidden else {}))
         steps = args.steps or gate_steps(name)
         r = overfit(name, cfg, cond, target, steps=steps, n_samples=args.samples,
                     sample_steps=args.sample_steps, seed=args.seed)

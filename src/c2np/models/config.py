@@ -27,7 +27,9 @@ class ModelConfig:
     that wall-clock budget is spent (None = no budget; benchmarks/gpu_train.sh).
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
-    Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin).
+    Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin);
+    ``sample_exclusion_iters`` Sinkhorn rounds of the site assignment when sampling (0 = the
+    training's ``exclusion_iters``).
     Data rows never include the held-out materials of the protocol (``strict``), and the
     radius limit applies to the training and the validation rows alike (no rows under it is
     an error, never a silent fallback).
@@ -59,6 +61,7 @@ class ModelConfig:
     site_features: bool = False
     site_k: int = 1
     exclusion_iters: int = 0
+    sample_exclusion_iters: int = 0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0

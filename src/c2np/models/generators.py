@@ -25,10 +25,10 @@ Families:
   ODE integration at sampling.
 * :class:`MatterGen` — DDPM over positions plus absorbing-state (D3PM) diffusion over types,
   R dropped to a null token with probability ``cfg_drop`` in training, classifier-free
-  guidance on R at sampling.
+  guidance on R at sampling; types revealed within the composition head's per-element budget.
 * :class:`ADiT` — per-atom VAE (transformer encoder/decoder) to latents of size
-  ``latent_dim`` and a diffusion transformer (adaLN) over the set of latents; trained jointly
-  with the diffusion loss on stop-gradient latent means.
+  ``latent_dim``, then (two stages) a flow-matching diffusion transformer (adaLN) over the set
+  of frozen, normalised latents that predicts the clean latent, as ADiT.
 * :class:`SiteScorer` — beyond the paper: candidate lattice sites from carving the rotated
   crystal at R + margin (cell, R and rotation only), each scored inside/outside by a network
   on invariant features (|x| / R, |x| - R, species, local environment).
@@ -181,6 +181,50 @@ def revealed_type_ll(types: Tensor, masked: Tensor) -> Tensor:
     return torch.where(masked.unsqueeze(-1) | onehot, 0.0, -30.0)
 
 
+def composition_fractions(p: ParticleBatch, c: ConditionBatch) -> Tensor:
+    """(B, S) species-slot fractions of the target particles (the composition heads' label)."""
+    onehot = F.one_hot(p.types, S).float()
+    comp = torch.zeros(c.size, S, device=onehot.device).index_add_(0, p.batch, onehot)
+    return comp / p.counts.unsqueeze(-1).float()
+
+
+def composition_budget(probs: Tensor, counts: Tensor) -> Tensor:
+    """(B, S) integer atoms per species slot from predicted fractions ``probs`` (B, S) and atom
+    counts (B,): floor of ``counts * probs`` plus the largest remainders, so each row sums to
+    its count (Hamilton's apportionment)."""
+    want = probs * counts.unsqueeze(-1).float()
+    base = torch.floor(want)
+    left = (counts - base.sum(-1).long()).clamp(min=0)
+    order = torch.argsort(want - base, dim=-1, descending=True)
+    rank = torch.empty_like(order).scatter_(-1, order, torch.arange(S, device=order.device).expand_as(order))
+    return (base + (rank < left.unsqueeze(-1)).float()).long()
+
+
+def reveal_confident(probs: Tensor, masked: Tensor, n_reveal: Tensor, batch: Tensor, budget: Tensor,
+                     g: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Reveal ``n_reveal`` (B,) masked atoms per sample, most confident first (MaskGIT-style):
+    every masked atom draws a type from ``probs`` (N, S) restricted to the species slots with
+    atoms left in ``budget`` (B, S); the atom whose draw has the highest probability is revealed,
+    the budget (decremented in place) and the draws are updated, and so on. Returns the
+    revealed mask (N,) and the drawn types (N,) (-1 where not revealed)."""
+    out = torch.full((len(probs),), -1, dtype=torch.long, device=probs.device)
+    for b in torch.nonzero(n_reveal > 0).squeeze(-1).tolist():
+        cand = torch.nonzero(masked & (batch == b)).squeeze(-1)
+        for _ in range(min(int(n_reveal[b]), len(cand))):
+            allowed = budget[b] > 0
+            if not bool(allowed.any()):
+                break
+            p = (probs[cand] + 1e-12) * allowed
+            p = p / p.sum(-1, keepdim=True)
+            draw = torch.multinomial(p, 1, generator=g).squeeze(-1)
+            k = int(p.gather(1, draw.unsqueeze(-1)).squeeze(-1).argmax())
+            i, s = int(cand[k]), int(draw[k])
+            out[i] = s
+            budget[b, s] -= 1
+            cand = torch.cat([cand[:k], cand[k + 1:]])
+    return out >= 0, out
+
+
 def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:
     """One Langevin corrector step on p_t for an epsilon-predicting model of a VP process:
     score = -eps_hat / sqrt(var), step size ``step * var`` (var = 1 - alpha_bar(t); DiffCSP's
@@ -230,6 +274,11 @@ class GeneratorBase(nn.Module):
         raise NotImplementedError
 
 
+def inverse_softplus(y: float) -> float:
+    """x with softplus(x) = y (> 0), stable for large y."""
+    return float(y + math.log(-math.expm1(-y)))
+
+
 DATA_STD_UNIT = math.sqrt(0.2)  # per-coordinate standard deviation of a uniform unit ball
 
 
@@ -245,17 +294,20 @@ class SiteAssignment(nn.Module):
     and the (N, 1) "no site" probability (together they sum to 1 per atom).
     """
 
-    def __init__(self, hidden: int, iters: int) -> None:
+    def __init__(self, hidden: int, iters: int, *, outside_per_angstrom: float = 10.0,
+                 sample_iters: int = 0) -> None:
         super().__init__()
         self.iters = int(iters)
+        self.sample_iters = int(sample_iters) or self.iters  # rounds in eval mode (sampling)
         self.h_lin = nn.Linear(hidden, hidden)
         self.c_lin = nn.Linear(3 + S, hidden)
         self.out = nn.Linear(hidden, 1)
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)
         self.null = MLP(hidden, hidden, 1)
-        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init 10/Å)
-        self.outside = nn.Parameter(torch.tensor(math.log(math.expm1(10.0))))
+        # sphere prior: a site d Å outside the sphere loses softplus(w) d nats (w learned, init
+        # ``outside_per_angstrom``, 10/Å unless a family asks for a sharper one)
+        self.outside = nn.Parameter(torch.tensor(inverse_softplus(outside_per_angstrom)))
 
     def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
                 type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
@@ -277,7 +329,7 @@ class SiteAssignment(nn.Module):
         null = self.null(h)
         _, col = torch.unique(keys.reshape(-1), return_inverse=True)
         n_cols = int(col.max()) + 1 if col.numel() else 0
-        for _ in range(self.iters):
+        for _ in range(self.iters if self.training else self.sample_iters):
             prob = torch.softmax(torch.cat([null, logits], -1), -1)[:, 1:]
             mass = torch.zeros(n_cols, device=h.device, dtype=h.dtype).index_add_(0, col, prob.reshape(-1))
             logits = logits - torch.log(mass[col].clamp(min=1.0)).view(N, -1)
@@ -297,7 +349,7 @@ class Denoiser(nn.Module):
     clean position (:func:`mix_target`), so the losses stay the families'.
     """
 
-    def __init__(self, cfg: ModelConfig, type_dim: int) -> None:
+    def __init__(self, cfg: ModelConfig, type_dim: int, *, sphere_prior_per_angstrom: float = 10.0) -> None:
         super().__init__()
         H = cfg.hidden
         self.H = H
@@ -314,7 +366,8 @@ class Denoiser(nn.Module):
         self.egnn = EGNN(2 * H + N_FRAME_FEATURES + extra, H, cfg.layers, knn=cfg.knn,
                          edge_dim=edge_dim, n_vectors=n_vec, global_token=cfg.global_token)
         if self.exclusion:
-            self.assign = SiteAssignment(H, cfg.exclusion_iters)
+            self.assign = SiteAssignment(H, cfg.exclusion_iters, outside_per_angstrom=sphere_prior_per_angstrom,
+                                         sample_iters=cfg.sample_exclusion_iters)
         self.type_out = MLP(H + (S if self.exclusion else 0), H, S)
 
     def forward(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
@@ -428,9 +481,7 @@ class CDVAE(GeneratorBase):
         c, p = _collate(conds, particles, self.device)
         zc, kl = self.latent(c, g)
         count_loss = self.count_head.loss(c, zc, p.counts)
-        onehot = F.one_hot(p.types, S).float()
-        comp_true = torch.zeros(c.size, S, device=self.device).index_add_(0, p.batch, onehot)
-        comp_true = comp_true / p.counts.unsqueeze(-1).float()
+        comp_true = composition_fractions(p, c)
         comp_logits = self.comp_head(zc).masked_fill(~c.slot_mask, -1e9)
         comp_loss = -(comp_true * F.log_softmax(comp_logits, -1)).sum(-1).mean()
         level = torch.randint(0, len(self.sigmas), (c.size,), generator=g, device=g.device)
@@ -570,10 +621,12 @@ class DiffCSP(GeneratorBase):
 class _MaskedTypeGenerator(GeneratorBase):
     """Shared parts of the generators with a masked (absorbing-state) flow over types."""
 
+    sphere_prior_per_angstrom = 10.0  # init sharpness of the denoiser's sphere prior (1/Å)
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.mask_emb = nn.Parameter(torch.zeros(cfg.hidden))
-        self.denoiser = Denoiser(cfg, cfg.hidden)
+        self.denoiser = Denoiser(cfg, cfg.hidden, sphere_prior_per_angstrom=self.sphere_prior_per_angstrom)
 
     def _type_feat(self, types: Tensor, masked: Tensor, batch: Tensor, c: ConditionBatch) -> Tensor:
         feat = self.slot_features(F.one_hot(types.clamp(min=0), S).float(), batch, c)
@@ -652,7 +705,22 @@ class FlowMM(_MaskedTypeGenerator):
 class MatterGen(_MaskedTypeGenerator):
     """DDPM over positions + absorbing-state discrete diffusion over types, CFG on R;
     predictor-corrector sampling (Langevin corrector on positions, MatterGen's sampler);
-    optional self-conditioning."""
+    optional self-conditioning. A composition head predicts the species fractions of the
+    particle from the condition; the sampler reveals types (most confident first) within that
+    per-element budget, and the absorbing schedule masks every type for t >= ``type_mask_until``."""
+
+    # the absorbing schedule: a type is masked with probability min(1, t / type_mask_until)
+    type_mask_until = 0.2
+    # init sharpness of the sphere prior (1/Å, still learned): a site 1 mÅ outside R loses 3 nats
+    # (docs/models.md, "The overfit gate": the default 10/Å cannot resolve the gate particle's
+    # 3.3 mÅ boundary margin)
+    sphere_prior_per_angstrom = 3000.0
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg)
+        # composition head (species-slot fractions from the condition), as CDVAE's: the sampler
+        # reveals types without replacement from the predicted per-element budget
+        self.comp_head = MLP(cfg.hidden, cfg.hidden, S)
 
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                  c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
@@ -673,13 +741,16 @@ class MatterGen(_MaskedTypeGenerator):
         c, p = _collate(conds, particles, self.device)
         drop = rand((c.size,), g) < self.cfg.cfg_drop
         cond = self.conditioner(c, drop_r=drop)
-        count_loss = self.count_head.loss(c, self.conditioner(c), p.counts)
+        full = self.conditioner(c)
+        count_loss = self.count_head.loss(c, full, p.counts)
+        comp_logits = self.comp_head(full).masked_fill(~c.slot_mask, -1e9)
+        comp_loss = -(composition_fractions(p, c) * F.log_softmax(comp_logits, -1)).sum(-1).mean()
         t = rand((c.size,), g) * (1 - 1e-3) + 1e-3
         ab = alpha_bar(t)[p.batch].unsqueeze(-1)
         u0 = p.pos / c.radius[p.batch].unsqueeze(-1)
         eps = randn(tuple(u0.shape), g)
         ut = torch.sqrt(ab) * u0 + torch.sqrt(1 - ab) * eps
-        masked = rand((len(p.types),), g) < t[p.batch]  # absorbing: masked with probability t
+        masked = rand((len(p.types),), g) < (t[p.batch] / self.type_mask_until).clamp(max=1.0)
         x0_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
@@ -688,7 +759,8 @@ class MatterGen(_MaskedTypeGenerator):
         pos_loss = F.mse_loss(eps_hat, eps)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
-        return _combined_loss(pos_loss, type_loss, count_loss)
+        loss, logs = _combined_loss(pos_loss, type_loss, count_loss)
+        return loss + comp_loss, {**logs, "comp": comp_loss.item()}
 
     @torch.no_grad()
     def sample(self, conds, g, steps=None, guidance: float | None = None):
@@ -696,6 +768,7 @@ class MatterGen(_MaskedTypeGenerator):
         c, cond, counts, batch = self._sample_setup(conds)
         dev = self.device
         uncond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool, device=dev))
+        budget = composition_budget(F.softmax(self.comp_head(cond).masked_fill(~c.slot_mask, -1e9), -1), counts)
         u = randn((len(batch), 3), g)
         types = torch.zeros(len(batch), dtype=torch.long, device=dev)
         masked = torch.ones(len(batch), dtype=torch.bool, device=dev)
@@ -713,10 +786,13 @@ class MatterGen(_MaskedTypeGenerator):
             x0 = xp if self.cfg.self_cond else None
             u, _ = ddpm_posterior_step(u, e, ab_t, ab_s, g, clip=1.5)
             probs = F.softmax(_masked_logits(logits, batch, c), -1)
-            draw = torch.multinomial(probs, 1, generator=g).squeeze(-1)
             tf, sf = float(t), float(s)
-            reveal = masked & (rand((len(batch),), g) < (tf - sf) / tf)
-            types = torch.where(reveal, draw, types)
+            # as many reveals per sample as the schedule draws, most confident atoms first
+            mt, ms = min(1.0, tf / self.type_mask_until), min(1.0, sf / self.type_mask_until)
+            reveal = masked & (rand((len(batch),), g) < (mt - ms) / max(mt, 1e-12))
+            n_rev = torch.zeros(c.size, dtype=torch.long, device=dev).index_add_(0, batch, reveal.long())
+            reveal, drawn = reveal_confident(probs, masked, n_rev, batch, budget, g)
+            types = torch.where(reveal, drawn, types)
             masked = masked & ~reveal
         return _to_particles(u, types, counts, c)
 
@@ -805,10 +881,11 @@ class ADiT(GeneratorBase):
         u = u + torch.einsum("nsk,nskd->nd", prob, vec) / R
         return u, logits + torch.log(prob.sum(-1) + 1e-4)
 
-    def velocity(self, z_t: Tensor, z_prev: Tensor, t: Tensor, batch: Tensor, counts: Tensor,
-                 cond: Tensor) -> Tensor:
-        """Latent velocity (N, L) of the DiT at normalised latents ``z_t``, times ``t`` (B,),
-        with the self-conditioning estimate ``z_prev`` (zeros when none)."""
+    def clean(self, z_t: Tensor, z_prev: Tensor, t: Tensor, batch: Tensor, counts: Tensor,
+              cond: Tensor) -> Tensor:
+        """The DiT's clean-latent estimate z1_hat (N, L) at normalised latents ``z_t``, times ``t``
+        (B,), with the self-conditioning estimate ``z_prev`` (zeros when none). As ADiT, the DiT
+        predicts the clean latent; the flow's velocity is (z1_hat - z_t) / (1 - t)."""
         xp, mask = to_padded(self.dit_in(torch.cat([z_t, z_prev], -1)), batch, counts)
         cc = cond + self.t_mlp(sinusoidal_embedding(t, self.cfg.hidden))
         return self.dit_out(from_padded(self._run(self.dit, xp, cc, mask), mask))
@@ -848,8 +925,10 @@ class ADiT(GeneratorBase):
         z_prev = torch.zeros_like(zt)
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
-                z_prev = zt + (1 - tb) * self.velocity(zt, z_prev, t, p.batch, p.counts, cond)
-        diff_loss = F.mse_loss(self.velocity(zt, z_prev, t, p.batch, p.counts, cond), z1 - z0)
+                z_prev = self.clean(zt, z_prev, t, p.batch, p.counts, cond)
+        # ADiT's loss: |z1_hat - z1|^2 / (1 - min(t, 0.9))^2, the velocity error with its weight capped
+        w = 1.0 / (1.0 - tb.clamp(max=0.9))
+        diff_loss = F.mse_loss(w * self.clean(zt, z_prev, t, p.batch, p.counts, cond), w * z1)
         return diff_loss, {"diff": diff_loss.item()}
 
     @torch.no_grad()
@@ -864,12 +943,12 @@ class ADiT(GeneratorBase):
         for i in range(n):
             t = i / n
             tt = torch.full((c.size,), t, device=self.device)
-            v = self.velocity(z, z_prev, tt, batch, counts, cond)
+            z1 = self.clean(z, z_prev, tt, batch, counts, cond)
             if w != 0:
-                v = (1 + w) * v - w * self.velocity(z, z_prev, tt, batch, counts, uncond)
+                z1 = (1 + w) * z1 - w * self.clean(z, z_prev, tt, batch, counts, uncond)
             if self.cfg.self_cond:
-                z_prev = z + (1 - t) * v
-            z = z + v / n
+                z_prev = z1
+            z = z + (z1 - z) / (n - i)  # Euler step dt = 1/n of v = (z1 - z) / (1 - t)
         mu = z * torch.sqrt(self.lat_var) + self.lat_mean
         u_hat, logits = self.decode(mu, batch, counts, ae_cond, c)
         return _to_particles(u_hat, _masked_logits(logits, batch, c).argmax(-1), counts, c)

@@ -35,8 +35,11 @@ GATE_F1 = 0.9  # F1@0.5 a family must reach on its training particle
 GATE_STEPS: dict[str, int] = {"cdvae": 3000, "diffcsp": 3000, "flowmm": 3000, "mattergen": 3000, "adit": 8000}
 
 # per-family sampler settings of the gate: CDVAE's annealed Langevin needs >= 30 steps per noise
-# level (the reference runs 100 per level); ADiT's DiT gets 6 blocks
+# level (the reference runs 100 per level); ADiT's DiT gets 6 blocks; MatterGen samples in 100
+# steps with 30 Sinkhorn rounds of the site assignment (10 in training; docs/models.md)
 GATE_FAMILY_OVERRIDES: dict[str, dict[str, object]] = {"cdvae": {"sample_steps": 600},
+                                                      "mattergen": {"sample_steps": 100,
+                                                                    "sample_exclusion_iters": 30},
                                                       "adit": {"dit_layers": 6, "ae_fraction": 0.15}}
 
 
