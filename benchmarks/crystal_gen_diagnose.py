@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -30,12 +29,10 @@ from c2np.cells import standardize  # noqa: E402
 from c2np.models.crystal_gen import (  # noqa: E402
     _composition_key,
     _wrapped_score,
-    load_generator,
     min_pair_distance_angstrom,
     read_cell_to_prediction,
 )
-from crystal_gen_train_repro import CONVERT  # noqa: E402
-from train_crystal_gen import load_examples  # noqa: E402
+from crystal_gen_train_repro import load_from_argv, repro_pairs  # noqa: E402
 
 
 def _mic(d: np.ndarray, lat: np.ndarray) -> np.ndarray:
@@ -95,15 +92,9 @@ def loss_table(model, ex) -> None:
 
 def main() -> int:
     torch.set_num_threads(1)
-    ex = load_examples(Path(sys.argv[2]))
-    model = load_generator(sys.argv[1])
-    over = dict(a.split("=", 1) for a in sys.argv[3:])
-    model.cfg = dataclasses.replace(model.cfg, **{k: CONVERT[k](v) for k, v in over.items()})
+    ex, model, over = load_from_argv(sys.argv)
     loss_table(model, ex)
-    seen: dict = {}
-    for e in ex[::3]:
-        seen.setdefault(tuple(np.round(e.lattice_angstrom.ravel(), 2)), e)
-    sub = list(seen.values())[::2][:30]
+    sub = repro_pairs(ex)
     feats = torch.as_tensor(model.features([e.descriptor for e in sub]))
     comps = model.predict_compositions(feats)
     g = torch.Generator().manual_seed(0)

@@ -29,16 +29,29 @@ CONVERT = {"n_samples": int, "sampler": str, "step_lr": float, "read_rule": str,
            "sample_steps": int}
 
 
-def main() -> int:
-    torch.set_num_threads(1)
-    ex = load_examples(Path(sys.argv[2]))
-    model = load_generator(sys.argv[1])
-    over = dict(a.split("=", 1) for a in sys.argv[3:])
+def load_from_argv(argv: list[str]) -> tuple[list, object, dict[str, str]]:
+    """Training examples (``argv[2]``), the generator (``argv[1]``) with the ``key=value``
+    config overrides of ``argv[3:]`` applied, and those overrides."""
+    ex = load_examples(Path(argv[2]))
+    model = load_generator(argv[1])
+    over = dict(a.split("=", 1) for a in argv[3:])
     model.cfg = dataclasses.replace(model.cfg, **{k: CONVERT[k](v) for k, v in over.items()})
+    return ex, model, over
+
+
+def repro_pairs(ex: list) -> list:
+    """The 30 training pairs reproduced here: one per distinct lattice among every 3rd
+    example, then every 2nd of those."""
     seen: dict = {}
     for e in ex[::3]:
         seen.setdefault(tuple(np.round(e.lattice_angstrom.ravel(), 2)), e)
-    sub = list(seen.values())[::2][:30]
+    return list(seen.values())[::2][:30]
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    ex, model, over = load_from_argv(sys.argv)
+    sub = repro_pairs(ex)
     t = time.time()
     preds = model.predict_descriptors([e.descriptor for e in sub], seed=0)
     ok = sg_ok = 0
