@@ -272,13 +272,9 @@ class CrystalGenerator(nn.Module):
         self.register_buffer("desc_std", torch.as_tensor(desc_std, dtype=torch.float32))
         self.register_buffer("lat_mean", torch.as_tensor(lat_mean, dtype=torch.float32).reshape(3, 3))
         self.register_buffer("lat_std", torch.tensor(float(lat_std), dtype=torch.float32))
-        steps = torch.arange(cfg.steps + 1, dtype=torch.float64)
-        ab = torch.cos((steps / cfg.steps + 0.008) / 1.008 * math.pi / 2) ** 2
-        ab = (ab / ab[0]).clamp(min=1e-5)
-        self.register_buffer("alpha_bar", ab.float())
-        sig = cfg.sigma_min * (cfg.sigma_max / cfg.sigma_min) ** (steps / cfg.steps)
-        sig[0] = 0.0
-        self.register_buffer("sigma", sig.float())
+        ab, sig = _schedule(cfg, cfg.steps)
+        self.register_buffer("alpha_bar", ab)
+        self.register_buffer("sigma", sig)
 
     # --- features ----------------------------------------------------------------------
     @staticmethod
@@ -381,16 +377,9 @@ class CrystalGenerator(nn.Module):
         (k = 0..n_steps; ``T = cfg.steps``): (alpha_bar (n+1,), sigma (n+1,)). At
         ``n_steps = T`` these are the training buffers; other ``n_steps`` sample on a finer or
         coarser grid of the same continuous schedule (the time embedding is continuous)."""
-        T = self.cfg.steps
-        if n_steps == T:
+        if n_steps == self.cfg.steps:
             return self.alpha_bar, self.sigma
-        u = torch.arange(n_steps + 1, dtype=torch.float64) / n_steps
-        ab = torch.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
-        ab0 = math.cos(0.008 / 1.008 * math.pi / 2) ** 2
-        ab = (ab / ab0).clamp(min=1e-5)
-        sig = self.cfg.sigma_min * (self.cfg.sigma_max / self.cfg.sigma_min) ** u
-        sig[0] = 0.0
-        return ab.float(), sig.float()
+        return _schedule(self.cfg, n_steps)
 
     def _diffcsp_step(self, t_now: float, abs_: tuple[Tensor, Tensor], sigs: tuple[Tensor, Tensor], last: bool,
                       x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
@@ -539,6 +528,17 @@ class CrystalGenerator(nn.Module):
                 break
         model.eval()
         return model
+
+
+def _schedule(cfg: GenConfig, n_steps: int) -> tuple[Tensor, Tensor]:
+    """Cosine alpha_bar and geometric sigma (float32, (n_steps + 1,) each) on the times
+    ``u = k / n_steps``, k = 0..n_steps, of the continuous schedule; sigma(0) = 0."""
+    u = torch.arange(n_steps + 1, dtype=torch.float64) / n_steps
+    ab = torch.cos((u + 0.008) / 1.008 * math.pi / 2) ** 2
+    ab = (ab / ab[0]).clamp(min=1e-5)
+    sig = cfg.sigma_min * (cfg.sigma_max / cfg.sigma_min) ** u
+    sig[0] = 0.0
+    return ab.float(), sig.float()
 
 
 def min_pair_distance_angstrom(lattice_angstrom: np.ndarray, frac: np.ndarray) -> float:
