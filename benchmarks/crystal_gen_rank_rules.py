@@ -1,0 +1,123 @@
+"""Candidate-selection rules of a crystal generator, scored through the harness from the
+candidates that ``benchmarks/inverse_heldout.py --dump-candidates`` wrote
+(docs/inverse_results.md, session 6).
+
+    OMP_NUM_THREADS=1 nice -n 10 python benchmarks/crystal_gen_rank_rules.py out/strict.h5 \
+        out/rank_a/diffcsp-inverse__clean.candidates.json --variant clean --every 2 --out out/rank_rules
+
+The rows must be the dump's (same ``--per-group`` / ``--every`` / variant). Every rule sees
+only the candidates (generated cells read by spglib, their validity, pair-profile mismatch,
+count-head log-probability and volume) and the particle's atom count and radius; the
+targets are used by the harness and by the ``oracle`` diagnostic (any candidate right; not a
+model). A candidate's sample index is its rank among the candidates of its composition (an
+unreadable cell, left out of the dump, shifts it).
+
+Rules (``-K``: the first K samples of each composition):
+* ``head-vote-K``: the count head's composition, vote (the shipped rule at K = 1).
+* ``head-profile-K``: the count head's composition, smallest mismatch.
+* ``all-profile-K``: every composition, smallest mismatch.
+* ``density-profile-K``: the composition whose candidates' median atoms per volume is
+  nearest (in log) the particle's ``n / (4/3 pi R^3)``, then smallest mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from c2np.models.crystal_gen import Candidate, choose_candidate
+from c2np.tasks import InverseTask
+
+
+def load(path: Path) -> list[dict]:
+    rows = json.loads(path.read_text())
+    for r in rows:
+        seen: Counter = Counter()
+        cands = []
+        for c in r["candidates"]:
+            comp = tuple(c["composition"])
+            cands.append((seen[comp], Candidate(comp, np.asarray(c["params"]), int(c["spacegroup"]),
+                                                float(c["min_pair_angstrom"]), float(c["mismatch"]),
+                                                float(c["composition_logprob"]), float(c["volume_angstrom3"]))))
+            seen[comp] += 1
+        r["cands"] = cands
+    return rows
+
+
+def rule(name: str, r: dict, k: int, min_pair: float):
+    cands = [c for s, c in r["cands"] if s < k]
+    if not cands:
+        return None
+    if name.startswith("head"):
+        best = max(c.composition_logprob for c in cands)
+        cands = [c for c in cands if c.composition_logprob == best]
+    if name.startswith("density"):
+        rho = r["n_atoms"] / (4.0 / 3.0 * np.pi * r["radius_angstrom"] ** 3)
+        by: dict = {}
+        for c in cands:
+            by.setdefault(c.composition, []).append(sum(c.composition) / max(c.volume_angstrom3, 1e-9))
+        comp = min(by, key=lambda cp: abs(np.log(np.median(by[cp]) / rho)))
+        cands = [c for c in cands if c.composition == comp]
+    return choose_candidate(cands, rule="vote" if name.endswith("vote") else "profile",
+                            min_pair_angstrom=min_pair)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("store")
+    ap.add_argument("dump")
+    ap.add_argument("--variant", default="clean")
+    ap.add_argument("--per-group", type=int, default=1)
+    ap.add_argument("--every", type=int, default=2)
+    ap.add_argument("--min-pair-angstrom", type=float, default=0.7)
+    ap.add_argument("--out", default="out/rank_rules")
+    args = ap.parse_args()
+    task = InverseTask.open(args.store, split="heldout", per_group=args.per_group)
+    if args.every > 1:
+        task._rows = task._rows[:: args.every]     # the dump's rows
+    rows = {r["sample_id"]: r for r in load(Path(args.dump))}
+    ids = [q.sample_id for q in task.queries()]
+    if set(ids) != set(rows):
+        print(f"{args.dump}: its sample ids are not this task's rows", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    kmax = max(s for r in rows.values() for s, _ in r["cands"]) + 1
+    # oracle (diagnostic): is any candidate within the paper tolerance of the target?
+    targets = {sid: task._target(int(row)) for sid, row in zip(ids, task._rows)}
+    hit = Counter()
+    for sid in ids:
+        t = targets[sid]
+        ok = any(c.spacegroup == t.spacegroup and np.all(np.abs(c.params[:3] - t.params[:3]) <= 0.5)
+                 and np.all(np.abs(c.params[3:] - t.params[3:]) <= 0.5) for _, c in rows[sid]["cands"])
+        hit[(t.spacegroup, ok)] += 1
+    print("oracle (any candidate right), per target space group:",
+          {sg: f"{hit[(sg, True)]}/{hit[(sg, True)] + hit[(sg, False)]}" for sg in sorted({k[0] for k in hit})})
+    summary = []
+    for k in range(1, kmax + 1):
+        for name in ("head-vote", "head-profile", "all-profile", "density-profile"):
+            preds = {}
+            for sid in ids:
+                p = rule(name, rows[sid], k, args.min_pair_angstrom)
+                if p is not None:
+                    preds[sid] = p
+            res = task.evaluate(preds, model=f"{name}-{k}")
+            res.write(out / f"{name}-{k}__{args.variant}.json")
+            o = res.overall["joint_accuracy_paper"]
+            per_sg = {sg: round(v["joint_accuracy_paper"]["mean"], 3)
+                      for sg, v in sorted(res.data["metrics"]["per_spacegroup"].items())}
+            row = {"rule": f"{name}-{k}", "variant": args.variant, "joint_paper": o["mean"], "ci95": o["ci95"],
+                   "failed": res.n_failed, "per_spacegroup": per_sg}
+            summary.append(row)
+            print(json.dumps(row), flush=True)
+    (out / f"summary__{args.variant}.json").write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
