@@ -67,6 +67,44 @@ def rule(name: str, r: dict, k: int, min_pair: float):
                             min_pair_angstrom=min_pair)
 
 
+def true_composition(task: InverseTask, row: int, desc) -> tuple[int, ...]:
+    """Atoms per species slot of the target's standardized primitive cell (what the
+    generator is trained to produce), as in crystal_gen_heldout_z.py."""
+    import spglib
+
+    rec = task._store.recipes
+    cell = task._store.cells[rec.materials[int(rec.material_index[row])]]
+    std = spglib.standardize_cell(cell.to_spglib(), to_primitive=True, symprec=1e-3)  # type: ignore[arg-type]
+    assert std is not None
+    slot_by_z = {int(z): int(s) for z, s in zip(desc.numbers, desc.slot_of)}
+    return tuple(int(sum(slot_by_z.get(int(z), 2) == k for z in std[2])) for k in range(3))
+
+
+def z_table(task: InverseTask, ids: list[str], rows: dict, min_pair: float) -> None:
+    """Is the composition (Z) each rule ends with the target's? Printed per target group."""
+    from c2np.particle_descriptor import describe
+
+    hits: Counter = Counter()
+    for q, sid, row in zip(task.queries(), ids, task._rows):
+        true = true_composition(task, int(row), describe(q.particle))
+        sg = task._target(int(row)).spacegroup
+        cands = [c for _, c in rows[sid]["cands"]]
+        head = max(cands, key=lambda c: c.composition_logprob).composition
+        valid = [c for c in cands if c.min_pair_angstrom >= min_pair] or cands
+        prof = min(valid, key=lambda c: c.mismatch).composition
+        r = rows[sid]
+        rho = r["n_atoms"] / (4.0 / 3.0 * np.pi * r["radius_angstrom"] ** 3)
+        by: dict = {}
+        for c in cands:
+            by.setdefault(c.composition, []).append(sum(c.composition) / max(c.volume_angstrom3, 1e-9))
+        dens = min(by, key=lambda cp: abs(np.log(np.median(by[cp]) / rho)))
+        for name, comp in (("head", head), ("density", dens), ("profile", prof)):
+            hits[(sg, name, comp == true)] += 1
+    for sg in sorted({k[0] for k in hits}):
+        print(f"Z right, target {sg}:", {m: f"{hits[(sg, m, True)]}/{hits[(sg, m, True)] + hits[(sg, m, False)]}"
+                                          for m in ("head", "density", "profile")})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("store")
@@ -98,6 +136,7 @@ def main() -> int:
         hit[(t.spacegroup, ok)] += 1
     print("oracle (any candidate right), per target space group:",
           {sg: f"{hit[(sg, True)]}/{hit[(sg, True)] + hit[(sg, False)]}" for sg in sorted({k[0] for k in hit})})
+    z_table(task, ids, rows, args.min_pair_angstrom)
     summary = []
     for k in range(1, kmax + 1):
         for name in ("head-vote", "head-profile", "all-profile", "density-profile"):
