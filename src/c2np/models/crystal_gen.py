@@ -633,7 +633,7 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     if np.all(np.isnan(mis)):
         raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
     best = valid[int(np.nanargmin(mis))]
-    return InversePrediction.from_values(np.asarray(best.params, dtype=np.float64), int(best.spacegroup))
+    return InversePrediction.from_values([float(x) for x in best.params], int(best.spacegroup))
 
 
 def vote(answers: Sequence[tuple[np.ndarray, int]], *, length_tol_angstrom: float = 0.25,
