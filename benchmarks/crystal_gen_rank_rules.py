@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c2np.models.crystal_gen import Candidate, choose_candidate
 from c2np.tasks import InverseTask
 
@@ -78,6 +79,31 @@ def true_composition(task: InverseTask, row: int, desc) -> tuple[int, ...]:
     assert std is not None
     slot_by_z = {int(z): int(s) for z, s in zip(desc.numbers, desc.slot_of)}
     return tuple(int(sum(slot_by_z.get(int(z), 2) == k for z in std[2])) for k in range(3))
+
+
+def true_cell_check(task: InverseTask, ids: list[str], rows: dict, variant: str, seed: int = 0) -> None:
+    """Diagnostic of the criterion itself: per target group, on how many rows the target's own
+    standardized primitive cell (the material's true crystal) has a smaller pair-profile
+    mismatch than every wrong candidate, i.e. would be chosen had it been generated."""
+    from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+    from c2np.models.crystal_gen import cell_example
+    from c2np.particle_descriptor import describe
+    from inverse_heldout import VARIANTS
+
+    rec = task._store.recipes
+    wins: Counter = Counter()
+    for q, sid, row in zip(task.perturbed_queries(seed=seed, **VARIANTS[variant]), ids, task._rows):
+        t = task._target(int(row))
+        d = describe(q.particle)
+        ex = cell_example(d, task._store.cells[rec.materials[int(rec.material_index[int(row)])]])
+        m_true = profile_mismatch(particle_pair_profile(q.particle, d),
+                                  cell_pair_profile(ex.lattice_angstrom, ex.frac, ex.slots, d.scale_angstrom))
+        wrong = [c.mismatch for _, c in rows[sid]["cands"]
+                 if not (c.spacegroup == t.spacegroup and np.all(np.abs(c.params[:3] - t.params[:3]) <= 0.5)
+                         and np.all(np.abs(c.params[3:] - t.params[3:]) <= 0.5))]
+        wins[(t.spacegroup, bool(m_true < min(wrong, default=np.inf)))] += 1
+    print("target cell beats every wrong candidate, per target group:",
+          {sg: f"{wins[(sg, True)]}/{wins[(sg, True)] + wins[(sg, False)]}" for sg in sorted({k[0] for k in wins})})
 
 
 def z_table(task: InverseTask, ids: list[str], rows: dict, min_pair: float) -> None:
@@ -137,6 +163,7 @@ def main() -> int:
     print("oracle (any candidate right), per target space group:",
           {sg: f"{hit[(sg, True)]}/{hit[(sg, True)] + hit[(sg, False)]}" for sg in sorted({k[0] for k in hit})})
     z_table(task, ids, rows, args.min_pair_angstrom)
+    true_cell_check(task, ids, rows, args.variant)
     summary = []
     for k in range(1, kmax + 1):
         for name in ("head-vote", "head-profile", "all-profile", "density-profile"):
