@@ -26,6 +26,8 @@ def main() -> int:
     folder = Path(sys.argv[1])
     res = {}
     for p in sorted(folder.glob("*__*.json")):
+        if p.name.endswith(".candidates.json"):   # --dump-candidates output, not a results file
+            continue
         model, variant = p.stem.split("__")
         res[(model, variant)] = Results.read(p)
     models = [m for m in ORDER if any(k[0] == m for k in res)] + sorted({k[0] for k in res} - set(ORDER))
@@ -51,7 +53,8 @@ def main() -> int:
             print(f"| {m} | " + " | ".join(cell(ps[s]["joint_accuracy_paper"]) if s in ps else "–"
                                          for s in splits) + " |")
     print()
-    for variant in ("clean", "noise0.02"):
+    present = [v for v in VARIANTS if any(k[1] == v for k in res)]
+    for variant in present:
         if not any(k[1] == variant for k in res):
             continue
         print(f"### joint accuracy (paper) per radius, {variant}\n")
@@ -64,27 +67,29 @@ def main() -> int:
                 vals = [pr[str(r)]["joint_accuracy_paper"]["mean"] for r in radii]
                 print(f"| {m} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {min(vals):.2f} |")
         print()
-    print("### per space group (clean): joint accuracy (paper)\n")
     sgs = sorted(next(iter(res.values())).data["metrics"]["per_spacegroup"], key=int)
-    print("| model | " + " | ".join(sgs) + " |")
-    print("|---|" + "---:|" * len(sgs))
-    for m in models:
-        if (m, "clean") in res:
-            pg = res[(m, "clean")].data["metrics"]["per_spacegroup"]
-            print(f"| {m} | " + " | ".join(cell(pg[s]["joint_accuracy_paper"]) for s in sgs) + " |")
-    print()
-    for m in models:
-        if (m, "clean") not in res or m in ("majority-class",):
-            continue
-        conf = res[(m, "clean")].data["spacegroup_confusion"]
-        cols = sorted({c for r in conf.values() for c in r},
-                      key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
-        print(f"Confusion, {m} (clean; rows true, columns predicted):\n")
-        print("| true \\ pred | " + " | ".join(cols) + " |")
-        print("|---|" + "---:|" * len(cols))
-        for t in sorted(conf, key=int):
-            print(f"| {t} | " + " | ".join(str(conf[t].get(c, 0)) for c in cols) + " |")
+    for variant in present:
+        print(f"### per space group ({variant}): joint accuracy (paper)\n")
+        print("| model | " + " | ".join(sgs) + " |")
+        print("|---|" + "---:|" * len(sgs))
+        for m in models:
+            if (m, variant) in res:
+                pg = res[(m, variant)].data["metrics"]["per_spacegroup"]
+                print(f"| {m} | " + " | ".join(cell(pg[s]["joint_accuracy_paper"]) for s in sgs) + " |")
         print()
+    for variant in present:
+        for m in models:
+            if (m, variant) not in res or m in ("majority-class",):
+                continue
+            conf = res[(m, variant)].data["spacegroup_confusion"]
+            cols = sorted({c for r in conf.values() for c in r},
+                          key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
+            print(f"Confusion, {m} ({variant}; rows true, columns predicted):\n")
+            print("| true \\ pred | " + " | ".join(cols) + " |")
+            print("|---|" + "---:|" * len(cols))
+            for t in sorted(conf, key=int):
+                print(f"| {t} | " + " | ".join(str(conf[t].get(c, 0)) for c in cols) + " |")
+            print()
     return 0
 
 
