@@ -43,17 +43,18 @@ def main() -> int:
             row = [cell(res[(m, v)].overall[metric]) if (m, v) in res else "–" for v in VARIANTS]
             print(f"| {m} | " + " | ".join(row) + " |")
         print()
-    print("### joint accuracy (paper) by radius split, clean\n")
-    splits = ["train", "val", "id", "ood"]
-    print("| model | " + " | ".join(f"{s} radii" for s in splits) + " |")
-    print("|---|" + "---:|" * len(splits))
-    for m in models:
-        if (m, "clean") in res:
-            ps = res[(m, "clean")].data["metrics"]["per_split"]
-            print(f"| {m} | " + " | ".join(cell(ps[s]["joint_accuracy_paper"]) if s in ps else "–"
-                                         for s in splits) + " |")
-    print()
     present = [v for v in VARIANTS if any(k[1] == v for k in res)]
+    splits = ["train", "val", "id", "ood"]
+    for variant in present:
+        print(f"### joint accuracy (paper) by radius split, {variant}\n")
+        print("| model | " + " | ".join(f"{s} radii" for s in splits) + " |")
+        print("|---|" + "---:|" * len(splits))
+        for m in models:
+            if (m, variant) in res:
+                ps = res[(m, variant)].data["metrics"]["per_split"]
+                print(f"| {m} | " + " | ".join(cell(ps[s]["joint_accuracy_paper"]) if s in ps else "–"
+                                             for s in splits) + " |")
+        print()
     for variant in present:
         if not any(k[1] == variant for k in res):
             continue
