@@ -100,6 +100,23 @@ def test_canonical_order_of_carved_particles(kmgh3: UnitCell) -> None:
     assert part.n_atoms >= carving._PACK_MIN_ATOMS
 
 
+@pytest.mark.parametrize("chunk", [7, 60, 400])
+def test_block_size_changes_nothing(kmgh3: UnitCell, chunk: int) -> None:
+    """Blocks of several slabs, of one slab, or of parts of one slab (``_CHUNK_IMAGES``
+    tiny) give the same particle bit for bit, margin and clip flag included."""
+    want = carve(kmgh3, 9.0, centre_frac=(0.1, 0.2, 0.3), quaternion=(0.1, 0.2, 0.3, np.sqrt(1 - 0.14)))
+    old = carving._CHUNK_IMAGES
+    carving._CHUNK_IMAGES = chunk
+    try:
+        got = carve(kmgh3, 9.0, centre_frac=(0.1, 0.2, 0.3), quaternion=(0.1, 0.2, 0.3, np.sqrt(1 - 0.14)))
+    finally:
+        carving._CHUNK_IMAGES = old
+    assert got.particle.numbers.tobytes() == want.particle.numbers.tobytes()
+    assert got.particle.positions_angstrom.tobytes() == want.particle.positions_angstrom.tobytes()
+    assert got.boundary_margin_angstrom == want.boundary_margin_angstrom
+    assert got.paper_supercell_clips == want.paper_supercell_clips
+
+
 def test_boundary_margin_and_clip_flag(kmgh3: UnitCell) -> None:
     # R = a: six Mg atoms lie exactly on the sphere -> zero margin, included.
     res = carve(kmgh3, 4.02)
