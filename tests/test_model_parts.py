@@ -87,3 +87,42 @@ def test_reveal_confident_respects_budget_count_and_confidence():
     assert types[6:][reveal[6:]].tolist() == [1, 1]  # slot 0 has no budget in sample 1
     assert budget[0].tolist()[:2] == [0, 1] and budget[1].tolist()[:2] == [0, 1]
     assert torch.all(types[~reveal] == -1)
+
+
+def test_adit_latent_corrector_runs_only_in_its_window():
+    """ADiT's latent Langevin corrector (docs/models.md, "What made MatterGen and ADiT pass")
+    evaluates the DiT once more (twice with guidance) after every Euler step that lands at a
+    time in ``ADiT.corrector_window``, and changes the sample; without corrector steps the
+    sampler is the plain ODE."""
+    from collections import Counter
+    from dataclasses import replace
+
+    from c2np.models.config import get_config
+    from c2np.models.generators import ADiT
+
+    cond, _ = gate_condition(get_cell("KMgH3"), 4.5)
+    cfg = replace(get_config("tiny"), corrector_steps=1, corrector_step=0.4, cfg_weight=1.0, self_cond=True)
+    torch.manual_seed(0)
+    model = ADiT(cfg).eval()
+    calls = []
+    clean = model.clean
+
+    def counted(*args, **kwargs):
+        calls.append(float(args[2][0]))
+        return clean(*args, **kwargs)
+
+    model.clean = counted  # type: ignore[method-assign]
+    out = model.sample([cond], torch.Generator().manual_seed(0), steps=10)
+    lo, hi = ADiT.corrector_window
+    in_window = [s / 10 for s in range(1, 11) if lo <= s / 10 <= hi]
+    # every predictor time 0, 0.1, ..., 0.9 and every corrector time in the window, each twice
+    # (conditional and unconditional evaluation of the guided DiT)
+    expected = Counter({round(i / 10, 4): 2 for i in range(10)}) + Counter({round(s, 4): 2 for s in in_window})
+    assert Counter(round(t, 4) for t in calls) == expected and len(in_window) == 8
+    assert np.all(np.isfinite(out[0].positions_angstrom))
+    plain = replace(cfg, corrector_steps=0)
+    model.cfg = plain
+    calls.clear()
+    out0 = model.sample([cond], torch.Generator().manual_seed(0), steps=10)
+    assert len(calls) == 2 * 10
+    assert out0[0].n_atoms != out[0].n_atoms or not np.allclose(out0[0].positions_angstrom, out[0].positions_angstrom)

@@ -226,9 +226,10 @@ def reveal_confident(probs: Tensor, masked: Tensor, n_reveal: Tensor, batch: Ten
 
 
 def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:
-    """One Langevin corrector step on p_t for an epsilon-predicting model of a VP process:
-    score = -eps_hat / sqrt(var), step size ``step * var`` (var = 1 - alpha_bar(t); DiffCSP's
-    step_lr (sigma_t / sigma_1)^2 rule in VP units)."""
+    """One Langevin corrector step on p_t for an epsilon-predicting model of a Gaussian
+    perturbation x = a x0 + sqrt(var) eps: score = -eps_hat / sqrt(var), step size ``step * var``
+    (VP: var = 1 - alpha_bar(t), DiffCSP's step_lr (sigma_t / sigma_1)^2 rule in VP units; ADiT's
+    linear interpolant z_t = t z1 + (1 - t) z0: var = (1 - t)^2)."""
     delta = step * var
     return x - delta * eps_hat / torch.sqrt(var) + torch.sqrt(2 * delta) * randn(tuple(x.shape), g)
 
@@ -807,6 +808,9 @@ class ADiT(GeneratorBase):
     epochs x steps_per_epoch train the autoencoder."""
 
     kl_weight = 1e-3
+    # times t of the flow at which the latent Langevin corrector runs (cfg.corrector_steps per
+    # Euler step, step cfg.corrector_step): where tokens choose their clean latents (docs/models.md)
+    corrector_window = (0.2, 0.9)
     # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
     steps_done: Tensor
     lat_mean: Tensor
@@ -939,16 +943,30 @@ class ADiT(GeneratorBase):
         w = self.cfg.cfg_weight
         z = randn((len(batch), self.cfg.latent_dim), g)
         z_prev = torch.zeros_like(z)
-        n = steps or self.cfg.sample_steps
-        for i in range(n):
-            t = i / n
+
+        def guided_clean(z: Tensor, t: float) -> Tensor:
+            nonlocal z_prev
             tt = torch.full((c.size,), t, device=self.device)
             z1 = self.clean(z, z_prev, tt, batch, counts, cond)
             if w != 0:
                 z1 = (1 + w) * z1 - w * self.clean(z, z_prev, tt, batch, counts, uncond)
             if self.cfg.self_cond:
                 z_prev = z1
+            return z1
+
+        n = steps or self.cfg.sample_steps
+        lo, hi = self.corrector_window
+        for i in range(n):
+            z1 = guided_clean(z, i / n)
             z = z + (z1 - z) / (n - i)  # Euler step dt = 1/n of v = (z1 - z) / (1 - t)
+            s = (i + 1) / n
+            if lo <= s <= hi:
+                # latent predictor-corrector: Langevin on p_s with the score implied by z1_hat,
+                # eps_hat = (z - s z1_hat) / (1 - s), var = (1 - s)^2
+                var = torch.tensor((1.0 - s) ** 2, device=self.device)
+                for _ in range(self.cfg.corrector_steps):
+                    z1 = guided_clean(z, s)
+                    z = langevin_correct(z, (z - s * z1) / (1.0 - s), var, g, step=self.cfg.corrector_step)
         mu = z * torch.sqrt(self.lat_var) + self.lat_mean
         u_hat, logits = self.decode(mu, batch, counts, ae_cond, c)
         return _to_particles(u_hat, _masked_logits(logits, batch, c).argmax(-1), counts, c)
