@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
-from c2np.models.crystal_gen import load_generator
+from c2np.models.cell_ranking import particle_pair_profile
+from c2np.models.crystal_gen import RANK_RULES, Z_CANDIDATES, choose_candidate, load_generator
 from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
@@ -56,6 +57,12 @@ def main() -> int:
     ap.add_argument("--min-pair-angstrom", type=float, default=None,
                     help="vote over generated cells whose atoms are at least this far apart (Å)")
     ap.add_argument("--sample-steps", type=int, default=None, help="reverse-diffusion steps when sampling")
+    ap.add_argument("--z-candidates", default=None, choices=list(Z_CANDIDATES),
+                    help="compositions generated: the count head's ('head') or every training one ('all')")
+    ap.add_argument("--rank", default=None, choices=list(RANK_RULES),
+                    help="answer from the candidates: vote, or the smallest pair-profile mismatch")
+    ap.add_argument("--dump-candidates", action="store_true",
+                    help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
     ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
     args = ap.parse_args()
@@ -75,7 +82,8 @@ def main() -> int:
         over = {k: v for k, v in (("n_samples", args.n_samples), ("sampler", args.sampler),
                                   ("step_lr", args.step_lr), ("read_rule", args.read_rule),
                                   ("min_pair_angstrom", args.min_pair_angstrom),
-                                  ("sample_steps", args.sample_steps))
+                                  ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
+                                  ("rank", args.rank))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
@@ -107,11 +115,24 @@ def main() -> int:
             descs.append(d)
             parts.append(q.particle)
         print(f"{variant}: queries + baselines {time.time() - t1:.0f} s", flush=True)
+        profiles = [particle_pair_profile(p, d) for p, d in zip(parts, descs)] if gens else []
         for name, gen in gens.items():
             t2 = time.time()
-            for sid, p in zip(ids, gen.predict_descriptors(descs, seed=args.seed)):
+            cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
+            for sid, c in zip(ids, cands):
+                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom)
                 if p is not None:
                     preds[name][sid] = p
+            if args.dump_candidates:
+                rows = [{"sample_id": sid, "n_atoms": len(part.numbers),
+                         "radius_angstrom": float(np.linalg.norm(part.positions_angstrom
+                                                                 - part.positions_angstrom.mean(0), axis=1).max()),
+                         "candidates": [{"composition": list(x.composition), "params": [float(v) for v in x.params],
+                                         "spacegroup": x.spacegroup, "min_pair_angstrom": x.min_pair_angstrom,
+                                         "mismatch": x.mismatch, "composition_logprob": x.composition_logprob,
+                                         "volume_angstrom3": x.volume_angstrom3} for x in c]}
+                        for sid, part, c in zip(ids, parts, cands)]
+                (out / f"{name}__{variant}.candidates.json").write_text(json.dumps(rows))
             print(f"{variant}: {name} {time.time() - t2:.0f} s", flush=True)
         if heads is not None:
             t2 = time.time()

@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.spatial.transform import Rotation
 
-from c2np.carving import carve, check_quaternion, interplanar_spacings
+import c2np.carving as carving
+from c2np.carving import canonical_order, carve, check_quaternion, interplanar_spacings
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
 
@@ -50,6 +51,70 @@ def test_canonical_order_and_determinism(kmgh3: UnitCell) -> None:
     d = np.linalg.norm(base.positions_angstrom, axis=1)
     for z in np.unique(base.numbers):
         assert np.all(np.diff(np.round(d[base.numbers == z], 6)) >= 0)
+
+
+def _five_key_order(numbers: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The canonical order's definition, straightforwardly: lexsort of the rounded values."""
+    r = np.round(x, 6)
+    return np.lexsort((r[:, 2], r[:, 1], r[:, 0], np.round(np.linalg.norm(x, axis=1), 6), numbers))
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), kind=st.sampled_from(
+    ["lattice", "uniform", "near_ties", "large", "signed_zero"]), scale=st.floats(0.1, 300.0))
+def test_canonical_order_equals_five_key_lexsort(seed: int, n: int, kind: str, scale: float) -> None:
+    """The packed-key sort (forced here for any size) gives exactly the five-key lexsort's
+    permutation: ties in every key, values within 1e-6 Å of each other, ±0, and
+    coordinates beyond its 268 Å range (where it falls back)."""
+    rng = np.random.default_rng(seed)
+    numbers = rng.choice([1, 3, 12, 19, 56, 127], size=n)
+    if kind == "lattice":  # shells of equal distance, mirror images: ties everywhere
+        x = rng.integers(-4, 5, size=(n, 3)) * (scale / 8.0)
+    elif kind == "near_ties":  # values 1e-7 apart that round together or not
+        x = rng.integers(-5, 6, size=(n, 3)) * 1.25 + rng.choice(
+            [0.0, 1e-7, -1e-7, 4.9e-7, 5.1e-7], size=(n, 3))
+    elif kind == "large":
+        x = rng.uniform(-1.0, 1.0, size=(n, 3)) * scale * 3.0
+    elif kind == "signed_zero":
+        x = rng.choice([-0.0, 0.0, 2.5, -2.5, 1e-9, -1e-9], size=(n, 3))
+    else:
+        x = rng.uniform(-scale, scale, size=(n, 3))
+    old = carving._PACK_MIN_ATOMS
+    carving._PACK_MIN_ATOMS = 0
+    try:
+        got = canonical_order(numbers, x)
+    finally:
+        carving._PACK_MIN_ATOMS = old
+    assert np.array_equal(got, _five_key_order(numbers, x))
+
+
+def test_canonical_order_of_carved_particles(kmgh3: UnitCell) -> None:
+    """Carved particles (every shell a tie in species and distance), shuffled, above and
+    below the size where the packed sort is used: the five-key sort's permutation."""
+    for radius in (6.0, 18.0):
+        part = carve(kmgh3, radius, centre_frac=(0.5, 0.5, 0.5)).particle
+        perm = np.random.default_rng(0).permutation(part.n_atoms)
+        z, x = part.numbers[perm], part.positions_angstrom[perm]
+        assert np.array_equal(canonical_order(z, x), _five_key_order(z, x))
+        assert np.array_equal(z[canonical_order(z, x)], part.numbers)
+    assert part.n_atoms >= carving._PACK_MIN_ATOMS
+
+
+@pytest.mark.parametrize("chunk", [7, 60, 400])
+def test_block_size_changes_nothing(kmgh3: UnitCell, chunk: int) -> None:
+    """Blocks of several slabs, of one slab, or of parts of one slab (``_CHUNK_IMAGES``
+    tiny) give the same particle bit for bit, margin and clip flag included."""
+    want = carve(kmgh3, 9.0, centre_frac=(0.1, 0.2, 0.3), quaternion=(0.1, 0.2, 0.3, np.sqrt(1 - 0.14)))
+    old = carving._CHUNK_IMAGES
+    carving._CHUNK_IMAGES = chunk
+    try:
+        got = carve(kmgh3, 9.0, centre_frac=(0.1, 0.2, 0.3), quaternion=(0.1, 0.2, 0.3, np.sqrt(1 - 0.14)))
+    finally:
+        carving._CHUNK_IMAGES = old
+    assert got.particle.numbers.tobytes() == want.particle.numbers.tobytes()
+    assert got.particle.positions_angstrom.tobytes() == want.particle.positions_angstrom.tobytes()
+    assert got.boundary_margin_angstrom == want.boundary_margin_angstrom
+    assert got.paper_supercell_clips == want.paper_supercell_clips
 
 
 def test_boundary_margin_and_clip_flag(kmgh3: UnitCell) -> None:

@@ -14,7 +14,6 @@ import pytest
 
 from c2np.carving import carve
 from c2np.models.crystal_gen import load_generator
-from c2np.particle_descriptor import describe
 from helpers import perovskite
 
 FOLDER = Path(__file__).resolve().parents[1] / "pretrained" / "diffcsp-inverse"
@@ -34,7 +33,7 @@ def test_pretrained_generator_predicts_a_cubic_perovskite() -> None:
     model = load_generator(FOLDER)
     model.cfg = dataclasses.replace(model.cfg, n_samples=3)
     particle = carve(perovskite(a=4.02), 10.0).particle
-    (pred,) = model.predict_descriptors([describe(particle)], seed=0)
+    (pred,) = model.predict_particles([particle], seed=0)
     assert pred is not None
     a, b, c, *_angles, sg = pred.as_tuple()
     assert sg == 221

@@ -248,7 +248,25 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     if not np.all(np.isfinite(x)):
         raise ValueError("pair_distance_counts: positions must be finite")
     r = float(r_max_angstrom)
+    xs, starts, ends, nb_start, nb_end, window = _column_layout(x, r, column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
+    hist = np.zeros((_HIST_COPIES, n_bins + 2), dtype=np.int64)
+    _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
+                         np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
+                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist,
+                         np.empty(_SWEEP_BUFFER, dtype=np.int32))
+    out = hist.sum(axis=0)
+    out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
+    return out[:n_bins].copy()
+
+
+def _column_layout(x: np.ndarray, r: float, column_angstrom: float | None
+                   ) -> tuple[np.ndarray, ...]:
+    """The candidate runs of :func:`pair_distance_counts` for ``(n, 3)`` float64 positions
+    (n >= 2) and range ``r`` (Å): ``(xs, starts, ends, nb_start, nb_end, window)``, the
+    positions sorted by (column, z), each column's span, its neighbour columns' spans per
+    offset and the largest |dz| of a pair per offset (the arguments of :func:`_pair_sweep`)."""
+    n = len(x)
     lo = x.min(axis=0)
     extent = x.max(axis=0) - lo
     # cell assignment and z windows are rounded: widen every window by a proven margin
@@ -277,14 +295,7 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     found = ucols[pos] == target
     nb_start = np.where(found, starts[pos], 0)
     nb_end = np.where(found, ends[pos], 0)
-    hist = np.zeros((_HIST_COPIES, n_bins + 2), dtype=np.int64)
-    _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
-                         np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
-                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist,
-                         np.empty(_SWEEP_BUFFER, dtype=np.int32))
-    out = hist.sum(axis=0)
-    out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
-    return out[:n_bins].copy()
+    return xs, starts, ends, nb_start, nb_end, window
 
 
 _HIST_COPIES = 8  # interleaved histogram copies (row t & 7): increments do not wait on each other

@@ -665,7 +665,7 @@ class DatasetStore:
             material_index=bcols["material_index"].astype(np.int32),
             radius_angstrom=bcols["radius"].astype(np.int32),
             offsets=bcols["offsets"].astype(np.int64), numbers=bcols["numbers"].astype(np.int64),
-            positions_angstrom=bcols["positions"].astype(np.float32),
+            positions_angstrom=bcols["positions"].astype(np.float32, copy=False),
             boundary_margin_angstrom=bcols["boundary_margin"],
             paper_supercell_clips=bcols["paper_supercell_clips"].astype(bool),
         )

@@ -42,6 +42,8 @@ from torch import Tensor, nn
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.models.backbone import MLP, sinusoidal_embedding
+from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
@@ -49,13 +51,16 @@ from c2np.tasks import ForwardTask
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
            "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
-           "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom"]
+           "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
+           "choose_candidate", "Z_CANDIDATES", "RANK_RULES"]
 
 PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 READ_RULES = ("plateau", "longest")
+Z_CANDIDATES = ("head", "all")
+RANK_RULES = ("vote", "profile")
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,14 @@ class GenConfig:
     mid_t_fraction: float = 0.0
     min_pair_angstrom: float = 0.0
     sample_steps: int = 0
+    z_candidates: str = "head"
+    rank: str = "vote"
 
     def __post_init__(self) -> None:
+        if self.z_candidates not in Z_CANDIDATES:
+            raise C2NPInputError(f"z_candidates must be one of {list(Z_CANDIDATES)}, got {self.z_candidates!r}")
+        if self.rank not in RANK_RULES:
+            raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {self.rank!r}")
         if not 0.0 <= self.mid_t_fraction <= 1.0:
             raise C2NPInputError(f"mid_t_fraction must be in [0, 1], got {self.mid_t_fraction!r}")
         if self.sample_steps < 0:
@@ -144,7 +155,6 @@ def training_pairs(task: ForwardTask, *, seed: int = 0, noisy_copies: int = 0,
     *training* data (the carve here makes inputs, never a generated answer). Seeded by
     ``numpy.random.default_rng(seed)``."""
     from c2np.carving import carve
-    from c2np.particle import Particle
 
     held = set(task.heldout_materials)
     rng = np.random.default_rng(seed)
@@ -431,30 +441,62 @@ class CrystalGenerator(nn.Module):
         numbers = np.where(numbers == 0, desc.slot_numbers[0], numbers)
         return lat, frac, numbers
 
-    def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
-                            batch: int = 256) -> list[InversePrediction | None]:
-        """Predictions for particles given by their descriptors: ``n_samples`` generated cells
-        each, read out and combined by :func:`vote`; None where no cell could be read."""
+    def candidates(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0, batch: int = 256,
+                   profiles: Sequence[np.ndarray] | None = None) -> list[list[Candidate]]:
+        """The read-out generated cells of each particle (``n_samples`` per composition; the
+        compositions: the count head's most probable one (``z_candidates="head"``) or every
+        training composition (``"all"``)), each with its structural validity and, given the
+        particles' pair profiles (:func:`c2np.models.cell_ranking.particle_pair_profile`),
+        its profile mismatch (else nan). Unreadable cells are left out."""
         self.eval()
         g = torch.Generator().manual_seed(int(seed))
-        answers: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
-        invalid: list[list[tuple[np.ndarray, int]]] = [[] for _ in descs]
+        out: list[list[Candidate]] = [[] for _ in descs]
         feats_all = torch.as_tensor(self.features(descs))
-        comps = self.predict_compositions(feats_all)
-        order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
+        with torch.no_grad():
+            logp = torch.log_softmax(self.comp_head(self._cond(feats_all)), dim=-1).numpy()
+        if self.cfg.z_candidates == "head":
+            plans = [[self.compositions[int(i)] for i in logp.argmax(-1)]]
+        else:
+            plans = [[c] * len(descs) for c in self.compositions]
         for _ in range(self.cfg.n_samples):
-            for a in range(0, len(descs), batch):
-                idx = order[a:a + batch]
-                cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
-                for i, (xl, fr, sl) in zip(idx, cells):
-                    lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
-                    res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
-                    if res is None:
-                        continue
-                    valid = min_pair_distance_angstrom(lat, frac) >= self.cfg.min_pair_angstrom
-                    (answers if valid else invalid)[i].append(res)
-        # the vote is over the structurally valid cells; none valid -> over all read cells
-        return [vote(ans if ans else bad) for ans, bad in zip(answers, invalid)]
+            for comps in plans:
+                order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
+                for a in range(0, len(descs), batch):
+                    idx = order[a:a + batch]
+                    cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
+                    for i, (xl, fr, sl) in zip(idx, cells):
+                        lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
+                        res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
+                        if res is None:
+                            continue
+                        mis = float("nan") if profiles is None else profile_mismatch(
+                            profiles[i], cell_pair_profile(lat, frac, sl, descs[i].scale_angstrom))
+                        comp = comps[i]
+                        out[i].append(Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac),
+                                                mis, float(logp[i, self.compositions.index(comp)]),
+                                                float(abs(np.linalg.det(lat)))))
+        return out
+
+    def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
+                            batch: int = 256, profiles: Sequence[np.ndarray] | None = None
+                            ) -> list[InversePrediction | None]:
+        """Predictions for particles given by their descriptors (and, for ``rank="profile"``,
+        their pair profiles): the :meth:`candidates` combined by :func:`choose_candidate`;
+        None where no cell could be read."""
+        if self.cfg.rank == "profile" and profiles is None:
+            raise C2NPInputError("rank 'profile' needs the particles' pair profiles (use predict_particles)")
+        cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
+        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom)
+                for c in cands]
+
+    def predict_particles(self, particles: Sequence[Particle], *, seed: int = 0, batch: int = 256
+                          ) -> list[InversePrediction | None]:
+        """Predictions for particles: :func:`describe` each (and its pair profile for
+        ``rank="profile"``), then :meth:`predict_descriptors`."""
+        descs = [describe(p) for p in particles]
+        profiles = ([particle_pair_profile(p, d) for p, d in zip(particles, descs)]
+                    if self.cfg.rank == "profile" else None)
+        return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles)
 
     # --- fit -------------------------------------------------------------------------------
     @classmethod
@@ -556,6 +598,42 @@ def min_pair_distance_angstrom(lattice_angstrom: np.ndarray, frac: np.ndarray) -
     n = len(f)
     r[np.arange(n), np.arange(n), 13] = np.inf                               # an atom and itself
     return float(r.min()) if r.size else float("inf")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One read-out generated cell of a particle: its composition (atoms per slot), the
+    answer read from it (params (6,) Å/deg, space group), its shortest interatomic distance
+    (Å), its pair-profile mismatch with the particle (nan when not computed), the count
+    head's log-probability of its composition and its cell volume (Å^3)."""
+
+    composition: tuple[int, ...]
+    params: np.ndarray
+    spacegroup: int
+    min_pair_angstrom: float
+    mismatch: float
+    composition_logprob: float
+    volume_angstrom3: float
+
+
+def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0
+                     ) -> InversePrediction | None:
+    """The answer of a particle from its candidates. Only the structurally valid ones
+    (shortest distance >= ``min_pair_angstrom``) count; none valid -> all of them.
+    ``vote``: :func:`vote` over their answers. ``profile``: the answer of the candidate with
+    the smallest pair-profile mismatch (ties: the earlier). None for no candidates."""
+    if rule not in RANK_RULES:
+        raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
+    valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)
+    if not valid:
+        return None
+    if rule == "vote":
+        return vote([(c.params, c.spacegroup) for c in valid])
+    mis = np.array([c.mismatch for c in valid], dtype=np.float64)
+    if np.all(np.isnan(mis)):
+        raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
+    best = valid[int(np.nanargmin(mis))]
+    return InversePrediction.from_values([float(x) for x in best.params], int(best.spacegroup))
 
 
 def vote(answers: Sequence[tuple[np.ndarray, int]], *, length_tol_angstrom: float = 0.25,

@@ -164,14 +164,28 @@ def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor
     The graph is built on ``u R``; the lattice features see ``u R / sqrt(alpha_bar)`` (the
     VE-equivalent coordinate x0 + sigma eps, sigma = R sqrt((1 - alpha_bar) / alpha_bar)),
     where the lattice phases of a noisy atom mean something; eps_hat follows from x0_hat."""
+    return vp_denoise_each(denoiser, u, type_feat, type_ll, t, batch, (cond,), c, x0_prev)[0]
+
+
+def vp_denoise_each(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
+                    batch: Tensor, conds: Sequence[Tensor], c: ConditionBatch,
+                    x0_prev: Tensor | None) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """:func:`vp_denoise` of the same state for each condition embedding in ``conds`` (e.g.
+    the conditional and unconditional passes of guidance); the state's features, graph and
+    lattice sites are computed once (:meth:`Denoiser.prepare`), so each result equals that
+    of its own :func:`vp_denoise` call."""
     ab = alpha_bar(t)  # (B,)
     R = c.radius[batch].unsqueeze(-1)
     abn = ab[batch].unsqueeze(-1)
-    out = denoiser(u * R, u * torch.rsqrt(abn) * R, c.radius * torch.sqrt((1 - ab) / ab), type_feat,
-                   type_ll, t, batch, cond, c, x0_prev)
+    inputs = denoiser.prepare(u * R, u * torch.rsqrt(abn) * R, c.radius * torch.sqrt((1 - ab) / ab), type_feat,
+                              type_ll, t, batch, c, x0_prev)
     inv = torch.rsqrt(1 - abn)
-    eps_hat, x0 = mix_target(out, u, R, inv, -torch.sqrt(abn) * inv)  # eps = (u - sqrt(ab) x0) / sqrt(1-ab)
-    return eps_hat, out.logits, x0
+    res = []
+    for cond in conds:
+        out = denoiser.run(inputs, cond)
+        eps_hat, x0 = mix_target(out, u, R, inv, -torch.sqrt(abn) * inv)  # eps = (u - sqrt(ab) x0) / sqrt(1-ab)
+        res.append((eps_hat, out.logits, x0))
+    return res
 
 
 def revealed_type_ll(types: Tensor, masked: Tensor) -> Tensor:
@@ -312,30 +326,66 @@ class SiteAssignment(nn.Module):
 
     def forward(self, h: Tensor, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
                 type_ll: Tensor | None) -> tuple[Tensor, Tensor]:
+        """(N, S, k) site probabilities and (N, 1) "no site" probability of atoms with
+        features ``h`` (N, H), their sites' distances ``dist`` (N, S, k) Å, positions relative
+        to the sphere ``site_r`` (N, S, k), keys ``keys`` (N, S, k), noise ``sigma`` (N,) Å
+        and species log-likelihood ``type_ll`` (N, S) or None."""
+        return self.assign(h, self.prepare(dist, site_r, keys, sigma, type_ll))
+
+    def prepare(self, dist: Tensor, site_r: Tensor, keys: Tensor, sigma: Tensor,
+                type_ll: Tensor | None) -> SiteInputs:
+        """The parts of :meth:`forward` that do not depend on the atom features ``h`` (computed
+        once when several feature sets, e.g. the two passes of classifier-free guidance, are
+        assigned to the same sites)."""
         S_full = dist.shape[1]
         used = max(1, int((dist < 1e3).any(-1).any(0).sum()))  # slots in use come first
         if used < S_full:
-            prob, p_none = self.forward(h, dist[:, :used], site_r[:, :used], keys[:, :used], sigma,
-                                        None if type_ll is None else type_ll[:, :used])
-            return F.pad(prob, (0, 0, 0, S_full - used)), p_none
+            dist, site_r, keys = dist[:, :used], site_r[:, :used], keys[:, :used]
+            type_ll = None if type_ll is None else type_ll[:, :used]
         N, S_, K = dist.shape
-        slot = torch.eye(S, device=h.device)[:S_].view(1, S_, 1, S).expand(N, S_, K, S)
+        slot = torch.eye(S, device=dist.device)[:S_].view(1, S_, 1, S).expand(N, S_, K, S)
         feat = torch.cat([torch.exp(-0.5 * (dist / 0.5) ** 2).unsqueeze(-1),
                           (dist / 2.0).clamp(max=3.0).unsqueeze(-1), site_r.clamp(-3, 3).unsqueeze(-1), slot], -1)
-        logits = self.out(F.silu(self.h_lin(h).view(N, 1, 1, -1) + self.c_lin(feat))).squeeze(-1)
-        logits = logits - 0.5 * (dist / sigma.view(-1, 1, 1)) ** 2 - F.softplus(self.outside) * F.relu(2.0 * site_r)
-        if type_ll is not None:
-            logits = logits + type_ll.unsqueeze(-1)
-        logits = logits.masked_fill(dist >= 1e3, -1e9).reshape(N, S_ * K)
-        null = self.null(h)
         _, col = torch.unique(keys.reshape(-1), return_inverse=True)
-        n_cols = int(col.max()) + 1 if col.numel() else 0
+        return SiteInputs(c_feat=self.c_lin(feat), noise_term=0.5 * (dist / sigma.view(-1, 1, 1)) ** 2,
+                          outside_term=F.softplus(self.outside) * F.relu(2.0 * site_r), type_ll=type_ll,
+                          invalid=dist >= 1e3, col=col, n_cols=int(col.max()) + 1 if col.numel() else 0,
+                          pad=S_full - S_)
+
+    def assign(self, h: Tensor, x: SiteInputs) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` on inputs from :meth:`prepare`."""
+        N, S_, K, _ = x.c_feat.shape
+        logits = self.out(F.silu(self.h_lin(h).view(N, 1, 1, -1) + x.c_feat)).squeeze(-1)
+        logits = logits - x.noise_term - x.outside_term
+        if x.type_ll is not None:
+            logits = logits + x.type_ll.unsqueeze(-1)
+        logits = logits.masked_fill(x.invalid, -1e9).reshape(N, S_ * K)
+        null = self.null(h)
         for _ in range(self.iters if self.training else self.sample_iters):
             prob = torch.softmax(torch.cat([null, logits], -1), -1)[:, 1:]
-            mass = torch.zeros(n_cols, device=h.device, dtype=h.dtype).index_add_(0, col, prob.reshape(-1))
-            logits = logits - torch.log(mass[col].clamp(min=1.0)).view(N, -1)
+            mass = torch.zeros(x.n_cols, device=h.device, dtype=h.dtype).index_add_(0, x.col, prob.reshape(-1))
+            logits = logits - torch.log(mass[x.col].clamp(min=1.0)).view(N, -1)
         prob = torch.softmax(torch.cat([null, logits], -1), -1)
-        return prob[:, 1:].view(N, S_, K), prob[:, :1]
+        sites = prob[:, 1:].view(N, S_, K)
+        return (F.pad(sites, (0, 0, 0, x.pad)) if x.pad else sites), prob[:, :1]
+
+
+@dataclass(frozen=True, eq=False)
+class SiteInputs:
+    """The atom-feature-independent inputs of :class:`SiteAssignment` (see its ``prepare``):
+    ``c_feat`` (N, S', k, H) the site features' projection, ``noise_term`` / ``outside_term``
+    (N, S', k) the Gaussian and sphere-prior logit terms, ``type_ll`` (N, S') or None,
+    ``invalid`` (N, S', k) absent sites, ``col`` (N S' k,) site index of every candidate and
+    ``n_cols`` their number, ``pad`` the unused slots cut off (S = S' + pad)."""
+
+    c_feat: Tensor
+    noise_term: Tensor
+    outside_term: Tensor
+    type_ll: Tensor | None
+    invalid: Tensor
+    col: Tensor
+    n_cols: int
+    pad: int
 
 
 class Denoiser(nn.Module):
@@ -380,6 +430,13 @@ class Denoiser(nn.Module):
         Å at that scale; ``type_ll`` (N, S) the log-likelihood of each species slot given the
         noisy type (None: no information); ``x0_prev`` (N, 3) Å the previous clean-position
         estimate (self-conditioning; None = none)."""
+        return self.run(self.prepare(pos, xs, sigma, type_feat, type_ll, t, batch, c, x0_prev), cond)
+
+    def prepare(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
+                t: Tensor, batch: Tensor, c: ConditionBatch, x0_prev: Tensor | None = None) -> DenoiserInputs:
+        """Everything of :meth:`forward` that does not depend on the condition embedding
+        ``cond`` (node and edge features, the graph, the lattice sites): computed once for the
+        conditional and unconditional passes of classifier-free guidance."""
         temb = self.t_mlp(sinusoidal_embedding(t, self.H))[batch]
         R = c.radius[batch].unsqueeze(-1)
         sig = sigma[batch].unsqueeze(-1)
@@ -389,6 +446,8 @@ class Denoiser(nn.Module):
         edges = knn_graph(pos, batch, self.egnn.knn, self.egnn.cutoff)
         edge_parts: list[Tensor] = []
         vec_parts: list[Tensor] = []
+        sites: Tensor | None = None
+        site_in: SiteInputs | None = None
         if self.sites:
             vec, dist, keys = lattice_site_vectors(xs, batch, c, self.site_k, with_keys=True)
             # where each candidate site lies with respect to the sphere: (|site| - R) / 2 Å
@@ -398,6 +457,9 @@ class Denoiser(nn.Module):
             edge_parts.append(site_edge_features(xs.unsqueeze(1) + vec[:, :, 0], edges))
             if not self.exclusion:
                 vec_parts.append(vec.flatten(1, 2) / R.unsqueeze(-1))
+            else:
+                sites = xs.unsqueeze(1).unsqueeze(1) + vec
+                site_in = self.assign.prepare(dist, site_r, keys, sig.squeeze(-1), type_ll)
         if self.self_cond:
             have = x0_prev is not None
             x0p = x0_prev if x0_prev is not None else xs
@@ -406,21 +468,47 @@ class Denoiser(nn.Module):
                                     x0p.norm(dim=-1, keepdim=True) / R], -1))
             edge_parts.append(site_edge_features(x0p.unsqueeze(1), edges) * float(have))
             vec_parts.append(((x0p - xs) / R).unsqueeze(1))
-        edge_attr = torch.cat(edge_parts, -1) if edge_parts else None
-        vectors = torch.cat(vec_parts, 1) if vec_parts else None
-        h, free = self.egnn(torch.cat(parts, -1), pos, batch, cond[batch], c.lattice_rot, c.radius,
-                            edges=edges, edge_attr=edge_attr, vectors=vectors)
-        if not self.exclusion:
+        return DenoiserInputs(h_in=torch.cat(parts, -1), pos=pos, batch=batch, c=c, edges=edges,
+                              edge_attr=torch.cat(edge_parts, -1) if edge_parts else None,
+                              vectors=torch.cat(vec_parts, 1) if vec_parts else None,
+                              sites=sites, site_in=site_in, type_ll=type_ll)
+
+    def run(self, x: DenoiserInputs, cond: Tensor) -> DenoiserOut:
+        """:meth:`forward` on inputs from :meth:`prepare` and the condition embedding ``cond`` (B, H)."""
+        c = x.c
+        h, free = self.egnn(x.h_in, x.pos, x.batch, cond[x.batch], c.lattice_rot, c.radius,
+                            edges=x.edges, edge_attr=x.edge_attr, vectors=x.vectors)
+        if x.site_in is None or x.sites is None:
             return DenoiserOut(free=free, site_mix=torch.zeros_like(free), p_none=torch.ones_like(free[:, :1]),
                                logits=self.type_out(h))
-        prob, p_none = self.assign(h, dist, site_r, keys, sig.squeeze(-1), type_ll)
-        site_mix = torch.einsum("nsk,nskd->nd", prob, xs.unsqueeze(1).unsqueeze(1) + vec)
+        prob, p_none = self.assign.assign(h, x.site_in)
+        site_mix = torch.einsum("nsk,nskd->nd", prob, x.sites)
         # (N, S) species marginal of the assignment: an atom on a site has that site's species
         log_species = torch.log(prob.sum(-1) + p_none / S + 1e-6)
         logits = self.type_out(torch.cat([h, log_species], -1)) + log_species
-        if type_ll is not None:
-            logits = logits + type_ll
+        if x.type_ll is not None:
+            logits = logits + x.type_ll
         return DenoiserOut(free=free, site_mix=site_mix, p_none=p_none, logits=logits)
+
+
+@dataclass(frozen=True, eq=False)
+class DenoiserInputs:
+    """The condition-independent inputs of :meth:`Denoiser.run` (from ``Denoiser.prepare``):
+    node features ``h_in`` (N, D), graph positions ``pos`` (N, 3) Å, ``batch`` (N,), the
+    conditions ``c``, ``edges`` (2, E) with ``edge_attr`` (E, F) or None, extra equivariant
+    ``vectors`` (N, V, 3) or None, and with the exclusion head the candidate ``sites``
+    (N, S, k, 3) Å, their :class:`SiteInputs` and the species log-likelihood ``type_ll``."""
+
+    h_in: Tensor
+    pos: Tensor
+    batch: Tensor
+    c: ConditionBatch
+    edges: Tensor
+    edge_attr: Tensor | None
+    vectors: Tensor | None
+    sites: Tensor | None
+    site_in: SiteInputs | None
+    type_ll: Tensor | None
 
 
 @dataclass
@@ -732,10 +820,12 @@ class MatterGen(_MaskedTypeGenerator):
                 uncond: Tensor, c: ConditionBatch, x0_prev: Tensor | None, w: float
                 ) -> tuple[Tensor, Tensor, Tensor]:
         """Classifier-free guided (eps, logits, x0): (1 + w) conditional - w unconditional."""
-        e_c, l_c, x_c = self._predict(u, types, masked, t, batch, cond, c, x0_prev)
         if w == 0:
-            return e_c, l_c, x_c
-        e_u, l_u, x_u = self._predict(u, types, masked, t, batch, uncond, c, x0_prev)
+            return self._predict(u, types, masked, t, batch, cond, c, x0_prev)
+        # one state, two condition embeddings: the state's features are computed once
+        (e_c, l_c, x_c), (e_u, l_u, x_u) = vp_denoise_each(
+            self.denoiser, u, self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked), t, batch,
+            (cond, uncond), c, x0_prev)
         return (1 + w) * e_c - w * e_u, (1 + w) * l_c - w * l_u, (1 + w) * x_c - w * x_u
 
     def loss(self, conds, particles, g):

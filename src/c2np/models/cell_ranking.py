@@ -1,0 +1,115 @@
+"""Self-consistency of a generated unit cell with the particle it was generated for
+(analysis by synthesis for the task-2 crystal generators, :mod:`c2np.models.crystal_gen`).
+
+A **pair profile** is, per unordered species-slot pair (the slots of
+:func:`c2np.particle_descriptor.describe`), the number of atom pairs per atom at distance
+``r`` for ``r`` up to :data:`PROFILE_CUTOFF_SCALED` times the particle scale ``s``, on
+:data:`PROFILE_BINS` bins, Gaussian-smoothed (:data:`PROFILE_SMOOTH_SCALED` ``s``). Its
+integral over ``r`` is set by the number density and the local structure, so it sees both a
+wrong atom count (a cell of Z formula units with the lattice of another Z) and misplaced atoms
+(two H on one site, H off their sites).
+
+* Of a particle (:func:`particle_pair_profile`): every pair of its atoms, divided by
+  ``N * gamma(r)`` with ``gamma(r) = 1 - 3r/(4R) + r^3/(16R^3)`` the set covariogram of a ball
+  of radius ``R`` (the fraction of bulk pairs at separation ``r`` with both atoms inside),
+  ``R`` the largest distance of an atom from the centroid. Reads only species and positions.
+* Of a periodic cell (:func:`cell_pair_profile`): every atom's neighbours over the lattice
+  images, per atom of the cell. Never carves.
+
+:func:`profile_mismatch` is the relative L1 distance of two profiles (0 = identical).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from c2np.particle import Particle
+from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, slot_pairs
+
+__all__ = ["PROFILE_CUTOFF_SCALED", "PROFILE_BINS", "PROFILE_SMOOTH_SCALED", "MAX_IMAGES",
+           "particle_pair_profile", "cell_pair_profile", "profile_mismatch"]
+
+PROFILE_CUTOFF_SCALED = 2.2
+PROFILE_BINS = 88
+PROFILE_SMOOTH_SCALED = 0.04
+MAX_IMAGES = 4096
+
+
+def _binned(dist_scaled: np.ndarray, pair_index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """(n_pairs, PROFILE_BINS) Gaussian-smoothed pair counts (weights) at scaled distances."""
+    centres = (np.arange(PROFILE_BINS) + 0.5) * (PROFILE_CUTOFF_SCALED / PROFILE_BINS)
+    out = np.zeros((len(slot_pairs()), PROFILE_BINS))
+    width = PROFILE_CUTOFF_SCALED / PROFILE_BINS
+    for k in range(len(slot_pairs())):
+        sel = pair_index == k
+        if not np.any(sel):
+            continue
+        z = (centres[None, :] - dist_scaled[sel][:, None]) / PROFILE_SMOOTH_SCALED
+        kern = np.exp(-0.5 * z * z) * (width / (PROFILE_SMOOTH_SCALED * np.sqrt(2 * np.pi)))
+        out[k] = (weight[sel][:, None] * kern).sum(0)
+    return out
+
+
+def _pair_index(si: np.ndarray, sj: np.ndarray) -> np.ndarray:
+    table = np.zeros((N_SLOTS, N_SLOTS), dtype=np.int64)
+    for k, (a, b) in enumerate(slot_pairs()):
+        table[a, b] = table[b, a] = k
+    return table[np.minimum(si, N_SLOTS - 1), np.minimum(sj, N_SLOTS - 1)]
+
+
+def _slots_of(numbers: np.ndarray, desc: ParticleDescriptor) -> np.ndarray:
+    slot_by_z = {int(z): int(s) for z, s in zip(desc.numbers, desc.slot_of)}
+    return np.array([slot_by_z.get(int(z), N_SLOTS - 1) for z in numbers], dtype=np.int64)
+
+
+def particle_pair_profile(particle: Particle, desc: ParticleDescriptor) -> np.ndarray:
+    """(n_pairs, PROFILE_BINS) pair profile of a particle (module docstring), pairs per atom;
+    ``desc`` is the particle's :func:`~c2np.particle_descriptor.describe` (slots and s)."""
+    pos = np.asarray(particle.positions_angstrom, dtype=np.float64)
+    s = float(desc.scale_angstrom)
+    cut = PROFILE_CUTOFF_SCALED * s
+    radius = float(np.linalg.norm(pos - pos.mean(axis=0), axis=1).max()) if len(pos) else 0.0
+    pairs = cKDTree(pos).query_pairs(cut + 4 * PROFILE_SMOOTH_SCALED * s, output_type="ndarray")
+    slots = _slots_of(np.asarray(particle.numbers), desc)
+    r = np.linalg.norm(pos[pairs[:, 0]] - pos[pairs[:, 1]], axis=1)
+    x = np.clip(r / max(radius, 1e-9), 0.0, 2.0)
+    gamma = np.maximum(1.0 - 0.75 * x + x ** 3 / 16.0, 0.05)
+    return _binned(r / s, _pair_index(slots[pairs[:, 0]], slots[pairs[:, 1]]),
+                   1.0 / (gamma * max(len(pos), 1)))
+
+
+def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,
+                      scale_angstrom: float) -> np.ndarray | None:
+    """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
+    frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
+    ``scale_angstrom``. None for a degenerate lattice or one needing more than
+    :data:`MAX_IMAGES` lattice translations within the cut-off."""
+    lat = np.asarray(lattice_angstrom, dtype=np.float64)
+    f = np.asarray(frac, dtype=np.float64) % 1.0
+    s = float(scale_angstrom)
+    cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s
+    if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-6 * s ** 3:
+        return None
+    reach = np.ceil(cut * np.linalg.norm(np.linalg.inv(lat), axis=0)).astype(np.int64) + 1
+    if int(np.prod(2 * reach + 1)) > MAX_IMAGES:
+        return None
+    shifts = np.array(list(itertools.product(*[range(-int(m), int(m) + 1) for m in reach])), dtype=np.float64)
+    d = f[None, :, None, :] - f[:, None, None, :] + shifts[None, None]       # (n, n, images, 3) j - i
+    r = np.linalg.norm(d @ lat, axis=-1)
+    n = len(f)
+    i, j, _ = np.nonzero((r <= cut) & (r > 1e-9 * s))
+    rr = r[(r <= cut) & (r > 1e-9 * s)]
+    sl = np.asarray(slots, dtype=np.int64)
+    # ordered pairs over images, each unordered pair counted twice: weight 1/2 per atom of the cell
+    return _binned(rr / s, _pair_index(sl[i], sl[j]), np.full(len(rr), 0.5 / max(n, 1)))
+
+
+def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | None) -> float:
+    """Relative L1 distance ``sum |p - c| / sum p`` of two pair profiles; inf for None."""
+    if cell_profile is None:
+        return float("inf")
+    p = np.asarray(particle_profile, dtype=np.float64)
+    return float(np.abs(p - cell_profile).sum() / max(float(p.sum()), 1e-12))

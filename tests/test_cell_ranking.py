@@ -1,0 +1,137 @@
+"""Analysis by synthesis for the task-2 crystal generators: the pair profiles of a particle
+and of a generated cell, their mismatch, and the candidate choice (c2np.models.cell_ranking,
+crystal_gen.choose_candidate / candidates)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from c2np.carving import carve
+from c2np.errors import C2NPInputError
+from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.models.crystal_gen import (
+    Candidate,
+    CrystalGenerator,
+    GenConfig,
+    cell_example,
+    choose_candidate,
+    vote,
+)
+from c2np.particle_descriptor import describe
+from c2np.store import DatasetStore, build_store
+from c2np.tasks import ForwardTask
+from helpers import perovskite
+
+
+@pytest.fixture(scope="module")
+def cubic():
+    cell = perovskite(a=4.0)
+    part = carve(cell, 14.0).particle
+    desc = describe(part)
+    return part, desc, cell_example(desc, cell)
+
+
+def test_true_cell_matches_its_particle_better_than_wrong_cells(cubic) -> None:
+    part, desc, ex = cubic
+    s = desc.scale_angstrom
+    pp = particle_pair_profile(part, desc)
+    good = profile_mismatch(pp, cell_pair_profile(ex.lattice_angstrom, ex.frac, ex.slots, s))
+    h_on_h = ex.frac.copy()
+    h_on_h[0] = h_on_h[1]                                     # two H on one site
+    stretched = ex.lattice_angstrom * np.array([[2.0], [1.0], [1.0]])   # the same atoms in twice the volume
+    off = ex.frac.copy()
+    off[ex.slots == 0] += 0.08                                # H off their sites
+    wrong = [profile_mismatch(pp, cell_pair_profile(ex.lattice_angstrom, h_on_h, ex.slots, s)),
+             profile_mismatch(pp, cell_pair_profile(stretched, ex.frac * [0.5, 1, 1], ex.slots, s)),
+             profile_mismatch(pp, cell_pair_profile(ex.lattice_angstrom, off, ex.slots, s))]
+    assert good < 0.1
+    assert min(wrong) > 2 * good
+
+
+def test_cell_profile_is_a_property_of_the_crystal_not_of_the_cell(cubic) -> None:
+    """A supercell, another basis of the same lattice and a translation give the same profile."""
+    _, desc, ex = cubic
+    s = desc.scale_angstrom
+    base = cell_pair_profile(ex.lattice_angstrom, ex.frac, ex.slots, s)
+    assert base is not None
+    sup_f = np.concatenate([(ex.frac + [k, 0, 0]) * [0.5, 1, 1] for k in (0, 1)])
+    sup = cell_pair_profile(ex.lattice_angstrom * np.array([[2.0], [1.0], [1.0]]), sup_f,
+                            np.concatenate([ex.slots, ex.slots]), s)
+    m = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float64)         # unimodular: a' = a + b
+    other = cell_pair_profile(m @ ex.lattice_angstrom, ex.frac @ np.linalg.inv(m), ex.slots, s)
+    moved = cell_pair_profile(ex.lattice_angstrom, ex.frac + [0.13, 0.4, 0.77], ex.slots, s)
+    for p in (sup, other, moved):
+        assert p is not None
+        np.testing.assert_allclose(p, base, atol=1e-9)
+    assert cell_pair_profile(np.zeros((3, 3)), ex.frac, ex.slots, s) is None
+    assert cell_pair_profile(np.diag([0.05, 0.05, 4.0]), ex.frac, ex.slots, s) is None   # too many images
+    assert profile_mismatch(base, None) == np.inf
+
+
+def test_particle_profile_is_rotation_invariant_and_converges_with_size(cubic) -> None:
+    from scipy.spatial.transform import Rotation
+
+    from c2np.particle import Particle
+
+    part, desc, ex = cubic
+    rot = Rotation.from_euler("xyz", [0.3, 1.1, -0.4]).as_matrix()
+    turned = Particle(part.numbers, part.positions_angstrom @ rot.T + 5.0)
+    np.testing.assert_allclose(particle_pair_profile(turned, describe(turned)),
+                               particle_pair_profile(part, desc), atol=1e-9)
+    bulk = cell_pair_profile(ex.lattice_angstrom, ex.frac, ex.slots, desc.scale_angstrom)
+    small = carve(perovskite(a=4.0), 7.0).particle
+    err = [profile_mismatch(particle_pair_profile(p, describe(p)), bulk) for p in (small, part)]
+    assert err[1] < err[0]
+
+
+def _cand(sg: int, a: float, mismatch: float, min_pair: float = 2.0) -> Candidate:
+    return Candidate((3, 1, 1), np.array([a, a, a, 90.0, 90.0, 90.0]), sg, min_pair, mismatch, 0.0, a ** 3)
+
+
+def test_choose_candidate_by_profile_and_by_vote() -> None:
+    cands = [_cand(221, 4.0, 0.5), _cand(221, 4.01, 0.6), _cand(62, 5.0, 0.1), _cand(1, 6.0, 0.01, min_pair=0.1)]
+    best = choose_candidate(cands, rule="profile", min_pair_angstrom=0.7)
+    assert best is not None and best.as_tuple()[6] == 62                   # the collided cell is not valid
+    worst = choose_candidate(cands, rule="profile", min_pair_angstrom=0.0)
+    assert worst is not None and worst.as_tuple()[6] == 1
+    voted = choose_candidate(cands, rule="vote", min_pair_angstrom=0.7)
+    assert voted is not None and voted.as_tuple() == vote([(c.params, c.spacegroup) for c in cands[:3]]).as_tuple()
+    only_bad = choose_candidate(cands[3:], rule="profile", min_pair_angstrom=0.7)  # none valid -> all
+    assert only_bad is not None and only_bad.as_tuple()[6] == 1
+    assert choose_candidate([], rule="profile") is None
+    with pytest.raises(C2NPInputError, match="mismatch"):
+        choose_candidate([_cand(221, 4.0, float("nan"))], rule="profile")
+    with pytest.raises(C2NPInputError, match="rank"):
+        choose_candidate(cands, rule="best")
+
+
+def test_generator_candidates_for_every_composition(tmp_path_factory: pytest.TempPathFactory) -> None:
+    cells = [perovskite(a=a, ids=f"M{i}", A=z) for i, (a, z) in enumerate(zip((3.4, 4.0, 4.6, 5.2, 5.8),
+                                                                             (19, 11, 37, 55, 3)))]
+    store = DatasetStore.open(build_store(cells, tmp_path_factory.mktemp("r") / "s.h5", "strict",
+                                          radii_angstrom=[8, 10], progress=False))
+    fwd = ForwardTask(store, "train", "full")
+    pairs = list(fwd.training_examples(rotations_per_group=1))
+    ex = [cell_example(describe(p), q.cell) for q, p in pairs]
+    cfg = GenConfig(hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4, sampler="pc",
+                    lattice_param="x0", n_samples=2, z_candidates="all", rank="profile")
+    model = CrystalGenerator.fit(ex, cfg)
+    model.compositions = [(3, 1, 1), (6, 2, 2)]                # two compositions to generate for
+    model.comp_head = type(model.comp_head)(16, 16, 2, 2)
+    parts = [p for _, p in pairs[:3]]
+    descs = [describe(p) for p in parts]
+    profiles = [particle_pair_profile(p, d) for p, d in zip(parts, descs)]
+    cands = model.candidates(descs, seed=1, profiles=profiles)
+    for c in cands:
+        assert 1 <= len(c) <= 4 and {x.composition for x in c} <= {(3, 1, 1), (6, 2, 2)}
+        assert all(np.isfinite(x.mismatch) or x.mismatch == np.inf for x in c)
+    preds = model.predict_particles(parts, seed=1)
+    expected = [choose_candidate(c, rule="profile", min_pair_angstrom=0.0) for c in cands]
+    assert [p.as_tuple() if p else None for p in preds] == [p.as_tuple() if p else None for p in expected]
+    with pytest.raises(C2NPInputError, match="profile"):
+        model.predict_descriptors(descs, seed=1)
+    with pytest.raises(C2NPInputError, match="z_candidates"):
+        GenConfig(z_candidates="density")
+    with pytest.raises(C2NPInputError, match="rank"):
+        GenConfig(rank="oracle")
