@@ -24,8 +24,9 @@ def test_a_forward_run_is_shipped():
 
 def test_the_gated_families_are_shipped():
     """Issue 12: every family that passes the overfit gate at CI size with the
-    site-assignment head (DiffCSP, CDVAE, FlowMM) ships a trained task-1 run."""
-    assert {"diffcsp-forward", "cdvae-forward", "flowmm-forward"} <= {p.name for p in RUNS}
+    site-assignment head (DiffCSP, CDVAE, FlowMM, MatterGen, ADiT) ships a trained task-1 run."""
+    assert {"diffcsp-forward", "cdvae-forward", "flowmm-forward", "mattergen-forward",
+            "adit-forward"} <= {p.name for p in RUNS}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
