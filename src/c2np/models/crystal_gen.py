@@ -342,9 +342,13 @@ class CrystalGenerator(nn.Module):
 
     # --- sampling ----------------------------------------------------------------------
     @torch.no_grad()
+    def composition_logits(self, feats: Tensor) -> Tensor:
+        """(B, n_compositions) count-head logits over ``self.compositions`` per row."""
+        return self.comp_head(self._cond(feats))
+
     def predict_compositions(self, feats: Tensor) -> list[tuple[int, ...]]:
         """The most probable cell composition (atoms per slot) of each row."""
-        return [self.compositions[i] for i in self.comp_head(self._cond(feats)).argmax(-1).tolist()]
+        return [self.compositions[i] for i in self.composition_logits(feats).argmax(-1).tolist()]
 
     @torch.no_grad()
     def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator
@@ -453,7 +457,7 @@ class CrystalGenerator(nn.Module):
         out: list[list[Candidate]] = [[] for _ in descs]
         feats_all = torch.as_tensor(self.features(descs))
         with torch.no_grad():
-            logp = torch.log_softmax(self.comp_head(self._cond(feats_all)), dim=-1).numpy()
+            logp = torch.log_softmax(self.composition_logits(feats_all), dim=-1).numpy()
         if self.cfg.z_candidates == "head":
             plans = [[self.compositions[int(i)] for i in logp.argmax(-1)]]
         else:
