@@ -158,8 +158,9 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
 def compile_metric_kernels() -> None:
     """Compile, or load from numba's cache, the machine code of the compiled kernels of
     :func:`~c2np.metrics.forward_metrics`, once per process: scores five synthetic
-    predictions (noisy, with far outliers, shifted, a random ball, collapsed) of a 12 Å
-    cubic ABH3 ball (a = 4 Å, 564 atoms; a read-only reference, as the store's). Called
+    predictions (noisy, with far outliers, shifted, a random ball, collapsed; each
+    writable and read-only) of a 12 Å cubic ABH3 ball (a = 4 Å; a read-only reference, as
+    the store's). Called
     before the workers are forked, so that they inherit the code: a cold cache is compiled
     once instead of once per worker (about 20 CPU s each), a warm one loaded once
     (docs/evaluation.md, "Fifth pass"). No result depends on it."""
@@ -180,8 +181,9 @@ def compile_metric_kernels() -> None:
     far[::10] *= 3.0  # every 10th atom far outside: rows without partners nearby
     cases = [(zg[keep], xg[keep] + rng.normal(scale=0.05, size=(int(keep.sum()), 3))),
              (zg[keep], far), (zg, xg + 1.5), (zg, ball), (zg, rng.uniform(-0.5, 0.5, size=(n, 3)))]
-    for zp, xp in cases:
+    for zp, xp in cases:  # a file's predictions are writable, a Particle's read-only
         forward_metrics(zp, xp, zg, xg, reference=summary)
+        forward_metrics(zp, Particle(zp, xp).positions_angstrom, zg, xg, reference=summary)
 
 
 def scorer_context(store: EvalStore, tolerances_angstrom: tuple[float, ...]) -> Context:
