@@ -167,8 +167,8 @@ def compile_metric_kernels() -> None:
     from c2np.carving import carve
     from c2np.cells import UnitCell
 
-    cell = UnitCell("ABH3", np.eye(3) * 4.0, [19, 12, 1, 1, 1],
-                    [[0.5, 0.5, 0.5], [0, 0, 0], [0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]])
+    cell = UnitCell("ABH3", np.eye(3) * 4.0, np.array([19, 12, 1, 1, 1]),
+                    np.array([[0.5, 0.5, 0.5], [0, 0, 0], [0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]]))
     ref = carve(cell, 12.0).particle
     zg, xg = ref.numbers, ref.positions_angstrom
     summary = ReferenceSummary.from_particle(zg, xg, radius_angstrom=12.0)
