@@ -323,3 +323,64 @@ def test_reading_ahead_while_workers_score(tmp_path: Path, store: DatasetStore,
     bad.write_text("".join(lines[:end]) + "1\nfoo=1\nH 0 0 0\n")
     with pytest.raises(C2NPInputError, match=r"late_bad\.extxyz: frame 10 \(line"):
         evaluate_forward(store, bad, "id", n_resamples=20, workers=2)
+
+
+def test_one_test_run_equals_the_id_and_ood_runs(store: DatasetStore) -> None:
+    """``--split test`` scores exactly the samples of the id and ood runs, with the same
+    per-sample values (2 workers: the compiled kernels are inherited from this process)."""
+    from c2np.baselines import random_ball
+
+    preds = {**predict(ForwardTask(store, "id"), random_ball), **predict(ForwardTask(store, "ood"), random_ball)}
+    both = evaluate_forward(store, preds, "test", n_resamples=20, workers=2).data["samples"]
+    per_split = [evaluate_forward(store, preds, s, n_resamples=20).data["samples"] for s in ("id", "ood")]
+    names = [n for n in both if n != "sample_id"]
+    by_id = {sid: [both[n][k] for n in names] for k, sid in enumerate(both["sample_id"])}
+    one = {sid: [p[n][k] for n in names] for p in per_split for k, sid in enumerate(p["sample_id"])}
+    assert len(by_id) == len(one) == 32 and by_id == one
+
+
+_KERNEL_PROBE = """
+import json, sys
+import numba
+import numpy as np
+from c2np import _assignment_kernels as K, metrics
+from c2np.baselines import analytic_carve, predict, random_ball
+from c2np.evaluation.harness import compile_metric_kernels
+from c2np.particle import Particle
+from c2np.store import DatasetStore
+from c2np.tasks import ForwardTask
+
+def signatures():
+    d = {n: getattr(K, n) for n in dir(K) if isinstance(getattr(K, n), numba.core.registry.CPUDispatcher)}
+    d["_pair_sweep"] = metrics._pair_sweep_kernel()
+    return {n: sorted(map(str, f.signatures)) for n, f in d.items()}
+
+store = DatasetStore.open(sys.argv[1])
+task = ForwardTask(store, "test", per_group=2)
+preds = [predict(task, random_ball), predict(task, analytic_carve)]
+rng = np.random.default_rng(1)
+preds.append({s: Particle(p.numbers, rng.uniform(-0.5, 0.5, size=(p.n_atoms, 3))) for s, p in preds[1].items()})
+compile_metric_kernels()
+warm = signatures()
+for p in preds:
+    task.evaluate(p, n_resamples=10)  # in this process: new code would be compiled here
+print(json.dumps({"warm": warm, "after": signatures()}))
+"""
+
+
+def test_metric_kernels_are_compiled_before_the_workers_fork(tmp_path: Path) -> None:
+    """compile_metric_kernels (called by the harness before it forks) reaches every
+    kernel specialisation that scoring random-ball, perfect and collapsed predictions
+    uses, so forked workers never compile (docs/evaluation.md, "Fifth pass")."""
+    import os
+    import subprocess
+    import sys
+
+    path = two_perovskite_store(tmp_path / "ds.h5", radii_angstrom=(6, 12))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", _KERNEL_PROBE, str(path)], capture_output=True,
+                         text=True, check=True, env=env)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["after"] == got["warm"]
+    for name in ("_pair_sweep", "auction", "grid_build", "radius_pairs", "kdtree_nearest"):
+        assert got["warm"][name], name
