@@ -18,7 +18,8 @@ The lattice sites near the sphere come from carving the condition at R + 3 Å (d
     PYTHONPATH=src python benchmarks/forward_miss_diagnosis.py --store c2np_out/fit/store_paper.h5 \\
         --split ood --per-group 1 --pred c2np_out/score_mg82/store_paper/pred_mattergen_ood.extxyz
 
-``--oracle-count RUN --out FILE`` instead samples RUN on the same rows with the *true* atom
+``--keep-sited TOL --pred IN --out OUT`` applies the sampler's final ``keep_sited`` rule to a
+predictions file. ``--oracle-count RUN --out FILE`` instead samples RUN on the same rows with the *true* atom
 count in place of its count head (everything else the run's own sampler, the seeds of
 ``c2np predict``) and writes a predictions file: how much F1 an exact count would give.
 """
@@ -281,6 +282,37 @@ def sample_oracle_count(args: argparse.Namespace) -> int:
     return 0
 
 
+def apply_keep_sited(args: argparse.Namespace) -> int:
+    """Apply the sampler's final ``keep_sited`` rule (``c2np.models.generators``, tolerance
+    ``args.keep_sited`` Å) to an existing predictions file: the same particles a sampler with
+    ``sample_site_tol_angstrom`` would have returned from the same draws (the rule runs after
+    the last step and draws no random numbers)."""
+    import torch
+
+    from c2np.models.backbone import collate_conditions
+    from c2np.models.data import condition_from_query, species_slots
+    from c2np.models.generators import keep_sited
+    from c2np.particle import Particle
+    from c2np.predictions import iter_forward_predictions, write_forward_predictions
+    from c2np.store import DatasetStore
+    from c2np.tasks import ForwardTask
+
+    store = DatasetStore.open(args.store)
+    queries = {q.sample_id: q for q in ForwardTask(store, args.split, "full").queries()}
+    out: dict[str, Particle] = {}
+    for _, sid, z, x in iter_forward_predictions(args.pred):
+        cond = condition_from_query(queries[sid])
+        types = torch.as_tensor(np.searchsorted(species_slots(cond.cell), z))
+        u = torch.as_tensor(x / cond.radius_angstrom, dtype=torch.float32)
+        ku, kt, _ = keep_sited(u, types, torch.tensor([len(z)]), collate_conditions([cond]),
+                               tol_angstrom=args.keep_sited)
+        kept = np.asarray(species_slots(cond.cell))[kt.numpy()]
+        out[sid] = Particle(kept, ku.double().numpy() * cond.radius_angstrom)
+    write_forward_predictions(args.out, out)
+    print(f"wrote {len(out)} particles to {args.out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True)
@@ -291,6 +323,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the full diagnosis (per particle too) here")
     ap.add_argument("--oracle-count", metavar="RUN", help="sample RUN with the true counts instead (needs --out)")
     ap.add_argument("--out", help="predictions file written by --oracle-count")
+    ap.add_argument("--keep-sited", type=float, metavar="TOL", help="apply keep_sited (TOL Å) to --pred, write --out")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -299,6 +332,11 @@ def main() -> int:
             print("--oracle-count needs --out", file=sys.stderr)
             return 2
         return sample_oracle_count(args)
+    if args.keep_sited:
+        if not (args.pred and args.out):
+            print("--keep-sited needs --pred and --out", file=sys.stderr)
+            return 2
+        return apply_keep_sited(args)
     if not args.pred:
         print("give --pred (or --oracle-count RUN --out FILE)", file=sys.stderr)
         return 2
