@@ -305,7 +305,7 @@ def apply_keep_sited(args: argparse.Namespace) -> int:
         types = torch.as_tensor(np.searchsorted(species_slots(cond.cell), z))
         u = torch.as_tensor(x / cond.radius_angstrom, dtype=torch.float32)
         ku, kt, _ = keep_sited(u, types, torch.tensor([len(z)]), collate_conditions([cond]),
-                               tol_angstrom=args.keep_sited)
+                               tol_angstrom=args.keep_sited, retype=args.retype)
         kept = np.asarray(species_slots(cond.cell))[kt.numpy()]
         out[sid] = Particle(kept, ku.double().numpy() * cond.radius_angstrom)
     write_forward_predictions(args.out, out)
@@ -324,6 +324,7 @@ def main() -> int:
     ap.add_argument("--oracle-count", metavar="RUN", help="sample RUN with the true counts instead (needs --out)")
     ap.add_argument("--out", help="predictions file written by --oracle-count")
     ap.add_argument("--keep-sited", type=float, metavar="TOL", help="apply keep_sited (TOL Å) to --pred, write --out")
+    ap.add_argument("--retype", action="store_true", help="with --keep-sited: type = the nearest site's species")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()

@@ -31,8 +31,9 @@ class ModelConfig:
     ``sample_exclusion_iters`` Sinkhorn rounds of the site assignment when sampling (0 = the
     training's ``exclusion_iters``). MatterGen only: ``sample_count_margin`` samples
     ``ceil((1 + margin) n)`` atoms for the count head's n, and ``sample_site_tol_angstrom``
-    (> 0) keeps at the end only atoms on a distinct lattice site of their species within that
-    distance (0 = off; docs/model_results.md, "Which atoms MatterGen misses").
+    (> 0) keeps at the end only atoms within that distance of a lattice site, one per site,
+    each typed by its site's species (0 = off; docs/model_results.md, "Which atoms MatterGen
+    misses").
     Data rows never include the held-out materials of the protocol (``strict``), and the
     radius limit applies to the training and the validation rows alike (no rows under it is
     an error, never a silent fallback).

@@ -240,17 +240,20 @@ def reveal_confident(probs: Tensor, masked: Tensor, n_reveal: Tensor, batch: Ten
 
 
 def keep_sited(u: Tensor, types: Tensor, counts: Tensor, c: ConditionBatch, *,
-               tol_angstrom: float) -> tuple[Tensor, Tensor, Tensor]:
+               tol_angstrom: float, retype: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Unit-ball positions ``u`` (N, 3), slot types (N,) and per-sample counts (B,) reduced to
     the atoms that sit on a lattice site of their own species (nearest such site of the
     condition's infinite lattice within ``tol_angstrom``), one atom per site (the nearest
-    one): an atom with no site, or the second atom on a taken site, is dropped. Returns the
-    kept (u, types, counts)."""
+    one): an atom with no site, or the second atom on a taken site, is dropped. With
+    ``retype`` an atom takes the species of its nearest site of any species instead (the
+    type read from the site, as DiffCSP's types here). Returns the kept (u, types, counts)."""
     batch = _batch_index(counts)
     if len(u) == 0:
         return u, types, counts
     _, dist, keys = lattice_site_vectors(u * c.radius[batch].unsqueeze(-1), batch, c, 1, with_keys=True)
     rows = torch.arange(len(u), device=u.device)
+    if retype:
+        types = dist[:, :, 0].argmin(-1)
     d, key = dist[rows, types, 0], keys[rows, types, 0]
     order = torch.argsort(d)
     _, inv = torch.unique(key[order], return_inverse=True)
@@ -914,7 +917,8 @@ class MatterGen(_MaskedTypeGenerator):
             types = torch.where(reveal, drawn, types)
             masked = masked & ~reveal
         if self.cfg.sample_site_tol_angstrom > 0:
-            u, types, counts = keep_sited(u, types, counts, c, tol_angstrom=self.cfg.sample_site_tol_angstrom)
+            u, types, counts = keep_sited(u, types, counts, c, tol_angstrom=self.cfg.sample_site_tol_angstrom,
+                                          retype=True)
         return _to_particles(u, types, counts, c)
 
 
