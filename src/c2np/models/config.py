@@ -29,7 +29,11 @@ class ModelConfig:
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin);
     ``sample_exclusion_iters`` Sinkhorn rounds of the site assignment when sampling (0 = the
-    training's ``exclusion_iters``).
+    training's ``exclusion_iters``). MatterGen only: ``sample_count_margin`` samples
+    ``ceil((1 + margin) n)`` atoms for the count head's n, and ``sample_site_tol_angstrom``
+    (> 0) keeps at the end only atoms within that distance of a lattice site, one per site,
+    each typed by its site's species (0 = off; docs/model_results.md, "Which atoms MatterGen
+    misses").
     Data rows never include the held-out materials of the protocol (``strict``), and the
     radius limit applies to the training and the validation rows alike (no rows under it is
     an error, never a silent fallback).
@@ -62,6 +66,8 @@ class ModelConfig:
     site_k: int = 1
     exclusion_iters: int = 0
     sample_exclusion_iters: int = 0
+    sample_count_margin: float = 0.0
+    sample_site_tol_angstrom: float = 0.0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0

@@ -239,6 +239,34 @@ def reveal_confident(probs: Tensor, masked: Tensor, n_reveal: Tensor, batch: Ten
     return out >= 0, out
 
 
+def keep_sited(u: Tensor, types: Tensor, counts: Tensor, c: ConditionBatch, *,
+               tol_angstrom: float, retype: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """Unit-ball positions ``u`` (N, 3), slot types (N,) and per-sample counts (B,) reduced to
+    the atoms that sit on a lattice site of their own species (nearest such site of the
+    condition's infinite lattice within ``tol_angstrom``), one atom per site (the nearest
+    one): an atom with no site, or the second atom on a taken site, is dropped. With
+    ``retype`` an atom takes the species of its nearest site of any species instead (the
+    type read from the site, as DiffCSP's types here). Returns the kept (u, types, counts)."""
+    batch = _batch_index(counts)
+    if len(u) == 0:
+        return u, types, counts
+    _, dist, keys = lattice_site_vectors(u * c.radius[batch].unsqueeze(-1), batch, c, 1, with_keys=True)
+    rows = torch.arange(len(u), device=u.device)
+    if retype:
+        types = dist[:, :, 0].argmin(-1)
+    d, key = dist[rows, types, 0], keys[rows, types, 0]
+    order = torch.argsort(d)
+    _, inv = torch.unique(key[order], return_inverse=True)
+    first = torch.full((int(inv.max()) + 1,), len(u), dtype=torch.long, device=u.device)
+    first = first.scatter_reduce(0, inv, torch.arange(len(u), device=u.device), reduce="amin")
+    keep_sorted = torch.zeros(len(u), dtype=torch.bool, device=u.device)
+    keep_sorted[first] = True
+    keep = torch.zeros_like(keep_sorted)
+    keep[order] = keep_sorted & (d[order] < tol_angstrom)
+    new_counts = torch.zeros_like(counts).index_add_(0, batch, keep.long())
+    return u[keep], types[keep], new_counts
+
+
 def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:
     """One Langevin corrector step on p_t for an epsilon-predicting model of a Gaussian
     perturbation x = a x0 + sqrt(var) eps: score = -eps_hat / sqrt(var), step size ``step * var``
@@ -858,6 +886,9 @@ class MatterGen(_MaskedTypeGenerator):
         w = self.cfg.cfg_weight if guidance is None else guidance
         c, cond, counts, batch = self._sample_setup(conds)
         dev = self.device
+        if self.cfg.sample_count_margin > 0:  # over-complete: the site assignment decides the count
+            counts = torch.ceil(counts * (1.0 + self.cfg.sample_count_margin)).long()
+            batch = _batch_index(counts)
         uncond = self.conditioner(c, drop_r=torch.ones(c.size, dtype=torch.bool, device=dev))
         budget = composition_budget(F.softmax(self.comp_head(cond).masked_fill(~c.slot_mask, -1e9), -1), counts)
         u = randn((len(batch), 3), g)
@@ -885,6 +916,9 @@ class MatterGen(_MaskedTypeGenerator):
             reveal, drawn = reveal_confident(probs, masked, n_rev, batch, budget, g)
             types = torch.where(reveal, drawn, types)
             masked = masked & ~reveal
+        if self.cfg.sample_site_tol_angstrom > 0:
+            u, types, counts = keep_sited(u, types, counts, c, tol_angstrom=self.cfg.sample_site_tol_angstrom,
+                                          retype=True)
         return _to_particles(u, types, counts, c)
 
 
