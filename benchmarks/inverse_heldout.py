@@ -30,7 +30,7 @@ import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import READ_RULES, RANK_RULES, Z_CANDIDATES, choose_candidate, load_generator
+from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, choose_candidate, load_generator
 from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
