@@ -56,7 +56,7 @@ def test_perturbed_cell_projects_back_to_the_group(pnma: CellTemplate) -> None:
     lat, frac = _perturbed(pnma, 0)
     assert _group(lat, frac, pnma.slots, 1e-4) != 62
     lat_p = project_lattice(lat, pnma.rotations)
-    frac_p = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm)
+    frac_p = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm, pnma.frac)
     assert _group(lat_p, frac_p, pnma.slots, 1e-5) == 62
     d = frac_p - pnma.frac
     assert np.abs(d - np.round(d)).max() < 0.05            # close to the cell it came from
@@ -65,13 +65,13 @@ def test_perturbed_cell_projects_back_to_the_group(pnma: CellTemplate) -> None:
 def test_projection_is_idempotent_and_fixes_symmetric_cells(pnma: CellTemplate) -> None:
     lat, frac = _perturbed(pnma, 1)
     lat_p = project_lattice(lat, pnma.rotations)
-    frac_p = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm)
+    frac_p = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm, pnma.frac)
     assert np.allclose(project_lattice(lat_p, pnma.rotations), lat_p, atol=1e-10)
-    again = project_frac(frac_p, pnma.rotations, pnma.translations, pnma.perm)
+    again = project_frac(frac_p, pnma.rotations, pnma.translations, pnma.perm, pnma.frac)
     d = again - frac_p
     assert np.abs(d - np.round(d)).max() < 1e-10
     assert np.allclose(project_lattice(pnma.lattice_angstrom, pnma.rotations), pnma.lattice_angstrom, atol=1e-10)
-    d0 = project_frac(pnma.frac, pnma.rotations, pnma.translations, pnma.perm) - pnma.frac
+    d0 = project_frac(pnma.frac, pnma.rotations, pnma.translations, pnma.perm, pnma.frac) - pnma.frac
     assert np.abs(d0 - np.round(d0)).max() < 1e-6
 
 
@@ -92,8 +92,8 @@ def test_projection_of_a_batch_is_per_cell(pnma: CellTemplate) -> None:
     cells = [_perturbed(pnma, s) for s in (3, 4)]
     lat = np.stack([c[0] for c in cells])
     frac = np.stack([c[1] for c in cells])
-    both = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm)
-    one = project_frac(frac[1], pnma.rotations, pnma.translations, pnma.perm)
+    both = project_frac(frac, pnma.rotations, pnma.translations, pnma.perm, pnma.frac)
+    one = project_frac(frac[1], pnma.rotations, pnma.translations, pnma.perm, pnma.frac)
     assert np.allclose(both[1], one)
     assert np.allclose(project_lattice(lat, pnma.rotations)[0], project_lattice(lat[0], pnma.rotations))
 
@@ -160,3 +160,12 @@ def test_sampling_under_a_template_gives_its_space_group(pnma: CellTemplate) -> 
         assert np.any(np.abs(d - np.round(d)).max(-1) < 1e-5)
     (cands,) = model.candidates([desc], seed=0)
     assert len(cands) <= 1 and all(c.composition == pnma.composition for c in cands)
+
+
+def test_atoms_keep_their_wyckoff_positions() -> None:
+    cell = perovskite()                                     # Pm-3m: every site fixed (1a, 1b, 3c/3d)
+    ex = cell_example(describe(carve(cell, 8.0).particle), cell)
+    t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
+    frac = np.random.default_rng(0).random((4, len(t.slots), 3))   # anywhere, e.g. B nearer 1b than 1a
+    d = project_frac(frac, t.rotations, t.translations, t.perm, t.frac) - t.frac
+    assert np.abs(d - np.round(d)).max() < 1e-9            # A and B never swap sites or collide

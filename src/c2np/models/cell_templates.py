@@ -180,21 +180,27 @@ def _orbit_average(x: np.ndarray, rotations: np.ndarray, translations: np.ndarra
     return x + _wrap(back - x[..., None, :, :]).mean(-3)
 
 
-def _site_project(p: np.ndarray, rotations: np.ndarray, translations: np.ndarray) -> np.ndarray:
-    """Positions (..., 3) moved least onto the fixed points of the site operations (k, 3, 3),
-    (k, 3): ``(W - I) p + w = n`` with the integers ``n`` nearest at ``p``."""
-    A = (rotations - np.eye(3)).reshape(-1, 3)                                       # (3k, 3)
-    r = np.einsum("kab,...b->...ka", rotations - np.eye(3), p) + translations
-    resid = (r - np.round(r)).reshape(*p.shape[:-1], -1)
-    return p - resid @ np.linalg.pinv(A).T
+def _site_project(p: np.ndarray, rotations: np.ndarray, translations: np.ndarray, ref: np.ndarray
+                  ) -> np.ndarray:
+    """Positions (..., 3) moved least onto the template's Wyckoff set of one orbit: the fixed
+    points ``(W - I) p + w = n`` of the site operations (k, 3, 3), (k, 3), with the integers
+    ``n`` of the template's own position ``ref`` (3,) carried to ``p``'s cell
+    (``n = n_ref + (W - I) round(p - ref)``), so an atom cannot jump to another Wyckoff
+    position of the same site symmetry (e.g. 1a <-> 1b of Pm-3m)."""
+    A3 = rotations - np.eye(3)                                                       # (k, 3, 3)
+    n_ref = np.round(A3 @ ref + translations)                                        # (k, 3)
+    n = n_ref + np.einsum("kab,...b->...ka", A3, np.round(p - ref))
+    r = np.einsum("kab,...b->...ka", A3, p) + translations - n
+    return p - r.reshape(*p.shape[:-1], -1) @ np.linalg.pinv(A3.reshape(-1, 3)).T
 
 
-def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarray, perm: np.ndarray
-                 ) -> np.ndarray:
+def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarray, perm: np.ndarray,
+                 reference: np.ndarray) -> np.ndarray:
     """Fractional coordinates (..., n, 3) projected onto the cells with the operations
     (rotations (m, 3, 3), translations (m, 3), perm (m, n)): the orbit average ``x_i + mean_g
-    wrap(g^-1(x_{perm[g, i]}) - x_i)``, then per orbit its first atom moved least onto its
-    site symmetry and the orbit rebuilt from it (``x_j = W_g x_r + w_g``), wrapped to [0, 1).
+    wrap(g^-1(x_{perm[g, i]}) - x_i)``, then per orbit its first atom moved least onto the
+    Wyckoff set of the same atom of ``reference`` (n, 3) (the template's cell) and the orbit
+    rebuilt from it (``x_j = W_g x_r + w_g``), wrapped to [0, 1).
     The result is exactly symmetric; the map is a projection (the linear orbit average) for
     cells within a small fraction of a cell of symmetric. It also fixes the origin to the
     template's."""
@@ -208,7 +214,7 @@ def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarr
         if members.min() < r:               # r is not the first atom of its orbit
             continue
         stab = members == r
-        p = _site_project(y[..., r, :], rot[stab], tr[stab])
+        p = _site_project(y[..., r, :], rot[stab], tr[stab], np.asarray(reference, dtype=np.float64)[r])
         for j in np.unique(members):
             g = int(np.flatnonzero(members == j)[0])
             out[..., j, :] = p @ rot[g].T + tr[g]

@@ -407,7 +407,7 @@ class CrystalGenerator(nn.Module):
         :func:`~c2np.models.cell_templates.project_frac`)."""
         mu, sd = self.lat_mean.numpy().astype(np.float64), float(self.lat_std)
         lat = project_lattice(x_l.numpy().astype(np.float64) * sd + mu, template.rotations)
-        fr = project_frac(f.numpy(), template.rotations, template.translations, template.perm)
+        fr = project_frac(f.numpy(), template.rotations, template.translations, template.perm, template.frac)
         return (torch.as_tensor((lat - mu) / sd, dtype=x_l.dtype), torch.as_tensor(fr, dtype=f.dtype))
 
     def schedule(self, n_steps: int) -> tuple[Tensor, Tensor]:
