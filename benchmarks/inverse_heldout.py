@@ -30,7 +30,7 @@ import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import RANK_RULES, Z_CANDIDATES, choose_candidate, load_generator
+from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, choose_candidate, load_generator
 from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument("--n-samples", type=int, default=None, help="generated cells per query (vote)")
     ap.add_argument("--sampler", default=None, choices=["sde", "ode", "pc"])
     ap.add_argument("--step-lr", type=float, default=None)
-    ap.add_argument("--read-rule", default=None, choices=["plateau", "longest"])
+    ap.add_argument("--read-rule", default=None, choices=list(READ_RULES))
     ap.add_argument("--min-pair-angstrom", type=float, default=None,
                     help="vote over generated cells whose atoms are at least this far apart (Å)")
     ap.add_argument("--sample-steps", type=int, default=None, help="reverse-diffusion steps when sampling")

@@ -43,6 +43,7 @@ from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.models.backbone import MLP, sinusoidal_embedding
 from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.models.cell_templates import CellTemplate, load_templates, project_frac, project_lattice
 from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
@@ -58,8 +59,8 @@ PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
-READ_RULES = ("plateau", "longest")
-Z_CANDIDATES = ("head", "all")
+READ_RULES = ("plateau", "longest", "tight")
+Z_CANDIDATES = ("head", "all", "templates")
 RANK_RULES = ("vote", "profile")
 
 
@@ -276,6 +277,7 @@ class CrystalGenerator(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.compositions = [tuple(int(x) for x in c) for c in compositions]
+        self.templates: list[CellTemplate] = []     # space-group templates (z_candidates="templates")
         self.net = Denoiser(cfg, n_desc)
         self.comp_head = MLP(cfg.hidden, cfg.hidden, len(self.compositions), 2)
         self.register_buffer("desc_mean", torch.as_tensor(desc_mean, dtype=torch.float32))
@@ -351,10 +353,12 @@ class CrystalGenerator(nn.Module):
         return [self.compositions[i] for i in self.composition_logits(feats).argmax(-1).tolist()]
 
     @torch.no_grad()
-    def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator
-               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator,
+               template: CellTemplate | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """One generated cell per row of the given compositions: (normalised lattice (3,3),
-        frac (n,3), slots (n,))."""
+        frac (n,3), slots (n,)). With a ``template`` (every row of its composition) the cell
+        is projected onto the template's symmetric subspace at the start and after every
+        reverse step (:meth:`project`)."""
         B = feats.shape[0]
         cond = self._cond(feats)
         N = max(sum(c) for c in comps)
@@ -366,6 +370,12 @@ class CrystalGenerator(nn.Module):
             mask[b, : len(s)] = True
         x_l = torch.randn(B, 3, 3, generator=g)
         f = torch.rand(B, N, 3, generator=g)
+        if template is not None:
+            if any(tuple(c) != template.composition for c in comps) or not np.array_equal(
+                    template.slots, slot[0].numpy()):
+                raise C2NPInputError("sample: a template needs every row of its composition, slots sorted")
+            for _ in range(3):              # uniform start: a few passes make the wrapped average exact
+                x_l, f = self.project(x_l, f, template)
         T = self.cfg.steps
         if self.cfg.process == "diffcsp":
             ab_k, sig_k = self.schedule(self.cfg.sample_steps or T)
@@ -373,18 +383,32 @@ class CrystalGenerator(nn.Module):
             for k in range(K, 0, -1):
                 x_l, f = self._diffcsp_step(k * T / K, (ab_k[k], ab_k[k - 1]), (sig_k[k], sig_k[k - 1]),
                                             k == 1, x_l, f, slot, mask, cond, g)
+                if template is not None:
+                    x_l, f = self.project(x_l, f, template)
         else:
             for i in range(T, 0, -1):
                 tt = torch.full((B,), (T - i) / T)
                 out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
                 x_l = x_l + out_l / T
                 f = (f + out_f / T) % 1.0
+                if template is not None:
+                    x_l, f = self.project(x_l, f, template)
         out = []
         for b in range(B):
             n = int(mask[b].sum())
             out.append((x_l[b].numpy().astype(np.float64), f[b, :n].numpy().astype(np.float64),
                         slot[b, :n].numpy()))
         return out
+
+    def project(self, x_l: Tensor, f: Tensor, template: CellTemplate) -> tuple[Tensor, Tensor]:
+        """Normalised lattices (B,3,3) and frac (B,n,3) projected onto ``template``'s symmetric
+        subspace (:func:`~c2np.models.cell_templates.project_lattice` on the lattice in units of
+        the particle scale, which the projection does not depend on, and
+        :func:`~c2np.models.cell_templates.project_frac`)."""
+        mu, sd = self.lat_mean.numpy().astype(np.float64), float(self.lat_std)
+        lat = project_lattice(x_l.numpy().astype(np.float64) * sd + mu, template.rotations)
+        fr = project_frac(f.numpy(), template.rotations, template.translations, template.perm, template.frac)
+        return (torch.as_tensor((lat - mu) / sd, dtype=x_l.dtype), torch.as_tensor(fr, dtype=f.dtype))
 
     def schedule(self, n_steps: int) -> tuple[Tensor, Tensor]:
         """The diffusion schedule on ``n_steps + 1`` equally spaced times ``t = k T / n_steps``
@@ -448,8 +472,9 @@ class CrystalGenerator(nn.Module):
     def candidates(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0, batch: int = 256,
                    profiles: Sequence[np.ndarray] | None = None) -> list[list[Candidate]]:
         """The read-out generated cells of each particle (``n_samples`` per composition; the
-        compositions: the count head's most probable one (``z_candidates="head"``) or every
-        training composition (``"all"``)), each with its structural validity and, given the
+        compositions: the count head's most probable one (``z_candidates="head"``), every
+        training composition (``"all"``) or every space-group template of :attr:`templates`,
+        sampled under the template's symmetry (``"templates"``)), each with its structural validity and, given the
         particles' pair profiles (:func:`c2np.models.cell_ranking.particle_pair_profile`),
         its profile mismatch (else nan). Unreadable cells are left out."""
         self.eval()
@@ -458,16 +483,13 @@ class CrystalGenerator(nn.Module):
         feats_all = torch.as_tensor(self.features(descs))
         with torch.no_grad():
             logp = torch.log_softmax(self.composition_logits(feats_all), dim=-1).numpy()
-        if self.cfg.z_candidates == "head":
-            plans = [[self.compositions[int(i)] for i in logp.argmax(-1)]]
-        else:
-            plans = [[c] * len(descs) for c in self.compositions]
+        plans = self._plans(len(descs), logp)
         for _ in range(self.cfg.n_samples):
-            for comps in plans:
+            for comps, template in plans:
                 order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
                 for a in range(0, len(descs), batch):
                     idx = order[a:a + batch]
-                    cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g)
+                    cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g, template)
                     for i, (xl, fr, sl) in zip(idx, cells):
                         lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
                         res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
@@ -476,10 +498,23 @@ class CrystalGenerator(nn.Module):
                         mis = float("nan") if profiles is None else profile_mismatch(
                             profiles[i], cell_pair_profile(lat, frac, sl, descs[i].scale_angstrom))
                         comp = comps[i]
+                        lp = (float(logp[i, self.compositions.index(comp)]) if comp in self.compositions
+                              else float("-inf"))
                         out[i].append(Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac),
-                                                mis, float(logp[i, self.compositions.index(comp)]),
-                                                float(abs(np.linalg.det(lat)))))
+                                                mis, lp, float(abs(np.linalg.det(lat)))))
         return out
+
+    def _plans(self, n: int, logp: np.ndarray) -> list[tuple[list[tuple[int, ...]], CellTemplate | None]]:
+        """The generation plans of :meth:`candidates` for ``n`` particles: (composition per
+        particle, template or None) per pass over the particles (``z_candidates``)."""
+        if self.cfg.z_candidates == "head":
+            return [([self.compositions[int(i)] for i in logp.argmax(-1)], None)]
+        if self.cfg.z_candidates == "all":
+            return [([c] * n, None) for c in self.compositions]
+        if not self.templates:
+            raise C2NPInputError("z_candidates 'templates': this generator has no space-group templates "
+                                 "(write them with benchmarks/build_cell_templates.py)")
+        return [([t.composition] * n, t) for t in self.templates]
 
     def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
                             batch: int = 256, profiles: Sequence[np.ndarray] | None = None
@@ -680,8 +715,9 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     tolerances (ties: the looser run), read at the run's tightest tolerance — a generated
     cell with errors of ~delta Å and a true distortion of ~Delta Å shows its group over
     (~4 delta, Delta) and P1 below (spglib needs a tolerance of ~4-5x the noise sigma).
-    None when spglib finds nothing at any tolerance or
-    the lattice is degenerate."""
+    ``tight``: the group at the tightest tolerance spglib reads (for cells that are exactly
+    symmetric by construction, :mod:`c2np.models.cell_templates`). None when spglib finds
+    nothing at any tolerance or the lattice is degenerate."""
     if rule not in READ_RULES:
         raise C2NPInputError(f"read-out rule must be one of {list(READ_RULES)}, got {rule!r}")
     if sweep_angstrom is None:
@@ -698,7 +734,7 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
             continue
     if not found:
         return None
-    pick = None
+    pick = found[0][1] if rule == "tight" else None
     if rule == "longest":
         best_len, start = 0, 0
         for k in range(len(found) + 1):
@@ -706,7 +742,7 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
                 if k - start >= best_len:      # ties: the looser run
                     best_len, pick = k - start, found[start][1]
                 start = k
-    else:
+    elif rule == "plateau":
         for (_, s1), (_, s2) in zip(found, found[1:]):
             if s1.spacegroup == s2.spacegroup:
                 pick = s1
@@ -737,7 +773,8 @@ def save_generator(model: CrystalGenerator, folder: str | Path, log_rows: Sequen
 
 
 def load_generator(folder: str | Path) -> CrystalGenerator:
-    """A generator written by :func:`save_generator`."""
+    """A generator written by :func:`save_generator` (with the folder's space-group templates,
+    :data:`c2np.models.cell_templates.TEMPLATES_FILE`, when it has them)."""
     from safetensors.torch import load_file
 
     p = Path(folder)
@@ -754,5 +791,6 @@ def load_generator(folder: str | Path) -> CrystalGenerator:
     model = CrystalGenerator(cfg, n, [tuple(c) for c in meta["compositions"]], np.zeros(n), np.ones(n),
                              np.zeros((3, 3)), 1.0)
     model.load_state_dict(tensors)
+    model.templates = load_templates(p) or []
     model.eval()
     return model

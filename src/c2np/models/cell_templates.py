@@ -1,0 +1,241 @@
+"""Space-group templates for the task-2 crystal generator (DiffCSP++-style, by projection).
+
+A :class:`CellTemplate` is a training material's standardized primitive cell in the basis the
+generator is trained on (:func:`c2np.models.crystal_gen.cell_example`): the species slot of each
+atom, the symmetry operations ``(W, w)`` of that cell in its fractional basis (spglib; column
+convention ``x' = W x + w``) and, per operation, the atom permutation ``perm[g, i] = j`` with
+``W x_i + w = x_j`` (mod 1). Sampling under a template projects the cell onto the template's
+symmetric subspace after every reverse step (:func:`project_lattice`, :func:`project_frac`),
+so the generated cell has the template's space group by construction; the atoms' coordinates
+and the lattice within that subspace are the network's.
+
+Templates come from training cells only (:func:`build_templates` on a ForwardTask's training
+examples; under protocol ``strict`` never a held-out material, checked) and are stored as JSON
+beside the generator's weights (:data:`TEMPLATES_FILE`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from c2np.errors import C2NPInputError
+
+__all__ = ["CellTemplate", "template_of", "build_templates", "project_lattice", "project_frac",
+           "save_templates", "load_templates", "TEMPLATES_FILE"]
+
+TEMPLATES_FILE = "templates.json"
+
+
+@dataclass(frozen=True, eq=False)
+class CellTemplate:
+    """A space-group template: ``spacegroup``; ``slots`` (n,) species slot per atom (sorted);
+    ``rotations`` (m, 3, 3) int and ``translations`` (m, 3) the operations in the cell's
+    fractional basis; ``perm`` (m, n) the atom each operation maps atom i onto; ``wyckoffs``
+    the Wyckoff letter per atom; ``materials`` the training materials with this template;
+    ``lattice_angstrom`` (3, 3) rows and ``frac`` (n, 3) the first such material's cell."""
+
+    spacegroup: int
+    slots: np.ndarray
+    rotations: np.ndarray
+    translations: np.ndarray
+    perm: np.ndarray
+    wyckoffs: tuple[str, ...]
+    materials: tuple[str, ...]
+    lattice_angstrom: np.ndarray
+    frac: np.ndarray
+
+    @property
+    def composition(self) -> tuple[int, ...]:
+        """Atoms per species slot (the generator's composition key)."""
+        from c2np.particle_descriptor import N_SLOTS
+
+        return tuple(int(np.sum(self.slots == k)) for k in range(N_SLOTS))
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        """What makes two templates the same: group, composition, Wyckoff letters per slot."""
+        return (self.spacegroup, self.composition,
+                tuple(sorted(zip(self.slots.tolist(), self.wyckoffs))))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        return {"spacegroup": self.spacegroup, "slots": self.slots.tolist(),
+                "rotations": self.rotations.tolist(), "translations": self.translations.tolist(),
+                "perm": self.perm.tolist(), "wyckoffs": list(self.wyckoffs),
+                "materials": list(self.materials), "lattice_angstrom": self.lattice_angstrom.tolist(),
+                "frac": self.frac.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellTemplate:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(d["spacegroup"]), np.asarray(d["slots"], dtype=np.int64),
+                   np.asarray(d["rotations"], dtype=np.int64), np.asarray(d["translations"], dtype=np.float64),
+                   np.asarray(d["perm"], dtype=np.int64), tuple(str(w) for w in d["wyckoffs"]),
+                   tuple(str(m) for m in d["materials"]), np.asarray(d["lattice_angstrom"], dtype=np.float64),
+                   np.asarray(d["frac"], dtype=np.float64))
+
+
+def _wrap(d: np.ndarray) -> np.ndarray:
+    """Fractional differences wrapped to [-0.5, 0.5)."""
+    return d - np.floor(d + 0.5)
+
+
+def _permutations(frac: np.ndarray, slots: np.ndarray, rotations: np.ndarray, translations: np.ndarray,
+                  *, tol_frac: float) -> np.ndarray:
+    """(m, n) ``perm[g, i]``: the atom of the same slot at ``W_g x_i + w_g`` (mod 1)."""
+    img = np.einsum("gab,nb->gna", rotations, frac) + translations[:, None, :]       # (m, n, 3)
+    d = np.abs(_wrap(img[:, :, None, :] - frac[None, None, :, :])).max(-1)           # (m, n, n)
+    d = np.where(slots[None, None, :] == slots[None, :, None], d, np.inf)
+    perm = d.argmin(-1)
+    if not np.all(np.take_along_axis(d, perm[..., None], -1) < tol_frac):
+        raise C2NPInputError("template: an operation maps an atom onto no atom of its species")
+    if any(len(set(p.tolist())) != len(p) for p in perm):
+        raise C2NPInputError("template: an operation is not a permutation of the atoms")
+    return perm
+
+
+def template_of(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray, material_id: str, *,
+                symprec_angstrom: float = 1e-3, tol_frac: float = 1e-3) -> CellTemplate:
+    """The template of a (standardized primitive) training cell: lattice (3, 3) rows Å, frac
+    (n, 3), slots (n,); operations by spglib at ``symprec_angstrom``."""
+    import spglib
+
+    lat, f, s = (np.asarray(lattice_angstrom, dtype=np.float64), np.asarray(frac, dtype=np.float64) % 1.0,
+                 np.asarray(slots, dtype=np.int64))
+    ds = spglib.get_symmetry_dataset((lat, f, s + 1), symprec=symprec_angstrom)  # type: ignore[arg-type]
+    if ds is None:
+        raise C2NPInputError(f"{material_id}: spglib found no symmetry for the template")
+    rot, tr = np.asarray(ds.rotations, dtype=np.int64), np.asarray(ds.translations, dtype=np.float64)
+    perm = _permutations(f, s, rot, tr, tol_frac=tol_frac)
+    return CellTemplate(int(ds.number), s, rot, tr, perm, tuple(str(w) for w in ds.wyckoffs), (material_id,),
+                        lat, f)
+
+
+def _merge(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
+    """Deduplicate by :attr:`CellTemplate.key` (the first kept, the materials joined)."""
+    out: dict[tuple[Any, ...], CellTemplate] = {}
+    for t in templates:
+        if t.key in out:
+            first = out[t.key]
+            out[t.key] = CellTemplate(first.spacegroup, first.slots, first.rotations, first.translations,
+                                      first.perm, first.wyckoffs, first.materials + t.materials,
+                                      first.lattice_angstrom, first.frac)
+        else:
+            out[t.key] = t
+    return sorted(out.values(), key=lambda t: (t.spacegroup, len(t.slots), t.key))
+
+
+def build_templates(task: Any) -> list[CellTemplate]:
+    """The distinct templates of a ForwardTask's training cells (one per training material,
+    its first training example giving the slot of each species; under protocol ``strict``
+    never a held-out material, checked)."""
+    from c2np.models.crystal_gen import cell_example
+    from c2np.particle_descriptor import describe
+
+    held = set(task.heldout_materials)
+    seen: set[str] = set()
+    found = []
+    for q, part in task.training_examples(rotations_per_group=1):
+        mid = q.cell.material_id
+        if mid in held:
+            raise C2NPInputError(f"{mid}: a held-out material among the training examples")
+        if mid in seen:
+            continue
+        seen.add(mid)
+        ex = cell_example(describe(part), q.cell)
+        found.append(template_of(ex.lattice_angstrom, ex.frac, ex.slots, mid))
+    return _merge(found)
+
+
+def project_lattice(lattice: np.ndarray, rotations: np.ndarray, *, min_eig: float = 1e-8) -> np.ndarray:
+    """Lattices (..., 3, 3) (rows a, b, c; any length unit) projected onto the metric symmetry
+    of ``rotations`` (m, 3, 3): ``G = L L^T -> G_sym = mean_g W_g^T G W_g``, then
+    ``L' = G_sym^(1/2) G^(-1/2) L`` (``L' L'^T = G_sym``, orientation kept; identity when ``G``
+    is already symmetric). Lattices with a metric eigenvalue below ``min_eig`` are returned as
+    they are."""
+    L = np.asarray(lattice, dtype=np.float64)
+    G = L @ np.swapaxes(L, -1, -2)
+    W = np.asarray(rotations, dtype=np.float64)
+    G_sym = np.einsum("gba,...bc,gcd->...ad", W, G, W) / len(W)
+    ev, V = np.linalg.eigh(G)
+    evs, Vs = np.linalg.eigh(G_sym)
+    ok = (ev.min(-1) > min_eig) & (evs.min(-1) > min_eig)
+    inv_sqrt = (V * (1.0 / np.sqrt(np.clip(ev, min_eig, None)))[..., None, :]) @ np.swapaxes(V, -1, -2)
+    sqrt_sym = (Vs * np.sqrt(np.clip(evs, min_eig, None))[..., None, :]) @ np.swapaxes(Vs, -1, -2)
+    out = sqrt_sym @ inv_sqrt @ L
+    return np.where(ok[..., None, None], out, L)
+
+
+def _orbit_average(x: np.ndarray, rotations: np.ndarray, translations: np.ndarray, perm: np.ndarray
+                   ) -> np.ndarray:
+    """``x_i + mean_g wrap(g^-1(x_{perm[g, i]}) - x_i)`` for frac (..., n, 3) (not wrapped)."""
+    W_inv = np.linalg.inv(np.asarray(rotations, dtype=np.float64))                  # (m, 3, 3)
+    back = np.einsum("gab,...gnb->...gna", W_inv, x[..., perm, :] - translations[:, None, :])
+    return x + _wrap(back - x[..., None, :, :]).mean(-3)
+
+
+def _site_project(p: np.ndarray, rotations: np.ndarray, translations: np.ndarray, ref: np.ndarray
+                  ) -> np.ndarray:
+    """Positions (..., 3) moved least onto the template's Wyckoff set of one orbit: the fixed
+    points ``(W - I) p + w = n`` of the site operations (k, 3, 3), (k, 3), with the integers
+    ``n`` of the template's own position ``ref`` (3,) carried to ``p``'s cell
+    (``n = n_ref + (W - I) round(p - ref)``), so an atom cannot jump to another Wyckoff
+    position of the same site symmetry (e.g. 1a <-> 1b of Pm-3m)."""
+    A3 = rotations - np.eye(3)                                                       # (k, 3, 3)
+    n_ref = np.round(A3 @ ref + translations)                                        # (k, 3)
+    n = n_ref + np.einsum("kab,...b->...ka", A3, np.round(p - ref))
+    r = np.einsum("kab,...b->...ka", A3, p) + translations - n
+    return p - r.reshape(*p.shape[:-1], -1) @ np.linalg.pinv(A3.reshape(-1, 3)).T
+
+
+def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarray, perm: np.ndarray,
+                 reference: np.ndarray) -> np.ndarray:
+    """Fractional coordinates (..., n, 3) projected onto the cells with the operations
+    (rotations (m, 3, 3), translations (m, 3), perm (m, n)): the orbit average ``x_i + mean_g
+    wrap(g^-1(x_{perm[g, i]}) - x_i)``, then per orbit its first atom moved least onto the
+    Wyckoff set of the same atom of ``reference`` (n, 3) (the template's cell) and the orbit
+    rebuilt from it (``x_j = W_g x_r + w_g``), wrapped to [0, 1).
+    The result is exactly symmetric; the map is a projection (the linear orbit average) for
+    cells within a small fraction of a cell of symmetric. It also fixes the origin to the
+    template's."""
+    x = np.asarray(frac, dtype=np.float64)
+    rot = np.asarray(rotations, dtype=np.float64)
+    tr = np.asarray(translations, dtype=np.float64)
+    y = _orbit_average(x, rot, tr, perm)
+    out = np.empty_like(y)
+    for r in range(perm.shape[1]):
+        members = perm[:, r]
+        if members.min() < r:               # r is not the first atom of its orbit
+            continue
+        stab = members == r
+        p = _site_project(y[..., r, :], rot[stab], tr[stab], np.asarray(reference, dtype=np.float64)[r])
+        for j in np.unique(members):
+            g = int(np.flatnonzero(members == j)[0])
+            out[..., j, :] = p @ rot[g].T + tr[g]
+    return out % 1.0
+
+
+def save_templates(templates: Sequence[CellTemplate], folder: str | Path) -> Path:
+    """Write :data:`TEMPLATES_FILE` (JSON) into a generator folder."""
+    from c2np.fileio import write_text
+
+    path = Path(folder) / TEMPLATES_FILE
+    write_text(path, json.dumps([t.to_dict() for t in templates]) + "\n")
+    return path
+
+
+def load_templates(folder: str | Path) -> list[CellTemplate] | None:
+    """The templates of a generator folder; None when it has no :data:`TEMPLATES_FILE`."""
+    path = Path(folder) / TEMPLATES_FILE
+    if not path.exists():
+        return None
+    try:
+        return [CellTemplate.from_dict(d) for d in json.loads(path.read_text())]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise C2NPInputError(f"{path}: not a templates file ({exc})") from exc
