@@ -18,7 +18,8 @@ queries.
 
 On a shared machine the wall-clock rate says little; the CPU seconds of the sampling
 process (one thread) give the rate of an idle thread and are reported beside it.
-``--reuse`` keeps a predictions file already in OUT whose provenance (run, steps, rows)
+``--reuse`` keeps a predictions file already in OUT whose provenance (run folder and the
+SHA-256 of its config and weights, steps, rows)
 matches, so the runs can be sampled one command at a time (small pieces on a shared
 machine) and scored together at the end. Writes ``OUT/score.json`` and ``OUT/score.md``: per store a
 table (mean [95 % CI] per metric and split, n / failed), sampling particles/s and atoms/s of
@@ -29,6 +30,7 @@ every run, the relative F1@0.5 drop from ID to OOD with a 95 % bootstrap interva
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -115,6 +117,17 @@ def _merge_per_radius(per_store: dict[str, dict[str, Any]]) -> dict[str, dict[st
     return out
 
 
+def _run_digest(run: str) -> str:
+    """SHA-256 over the run folder's config and weights (names and bytes): a predictions
+    file sampled with another sampler setting or other weights is never reused."""
+    h = hashlib.sha256()
+    files = [Path(run) / "config.json", *sorted((Path(run) / "best").glob("*"))]
+    for f in files:
+        if f.is_file():
+            h.update(str(f.relative_to(run)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def _predict_cached(run: str, store: Any, split: str, pred: Path, *, per_group: int, steps: int | None,
                     allow_other_store: bool, reuse: bool) -> dict[str, Any]:
     """Sample ``run`` on ``split`` into ``pred`` (or keep a matching one, ``reuse``); returns
@@ -122,8 +135,8 @@ def _predict_cached(run: str, store: Any, split: str, pred: Path, *, per_group: 
     from c2np.models.training import predict
 
     timing = pred.with_suffix(".timing.json")
-    want = {"run": str(Path(run).resolve()), "steps": steps, "per_group": per_group,
-            "fingerprint": store.fingerprint, "split": split}
+    want = {"run": str(Path(run).resolve()), "run_files": _run_digest(run), "steps": steps,
+            "per_group": per_group, "fingerprint": store.fingerprint, "split": split}
     if reuse and pred.is_file() and timing.is_file():
         rec = json.loads(timing.read_text())
         if rec.get("key") == want:
