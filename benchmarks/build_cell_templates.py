@@ -14,7 +14,8 @@ import argparse
 import sys
 
 from c2np.errors import C2NPInputError
-from c2np.models.cell_templates import build_templates, save_templates
+from c2np.models.cell_templates import save_templates
+from c2np.models.crystal_gen import build_templates
 from c2np.tasks import ForwardTask
 
 

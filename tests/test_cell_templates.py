@@ -13,14 +13,13 @@ from c2np.carving import carve
 from c2np.cells import standardize
 from c2np.models.cell_templates import (
     CellTemplate,
-    build_templates,
     load_templates,
     project_frac,
     project_lattice,
     save_templates,
     template_of,
 )
-from c2np.models.crystal_gen import CrystalGenerator, GenConfig, cell_example
+from c2np.models.crystal_gen import CrystalGenerator, GenConfig, build_templates, cell_example
 from c2np.particle_descriptor import describe
 from c2np.splits import build_recipes
 from c2np.store import DatasetStore, build_store

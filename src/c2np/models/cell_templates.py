@@ -9,7 +9,7 @@ symmetric subspace after every reverse step (:func:`project_lattice`, :func:`pro
 so the generated cell has the template's space group by construction; the atoms' coordinates
 and the lattice within that subspace are the network's.
 
-Templates come from training cells only (:func:`build_templates` on a ForwardTask's training
+Templates come from training cells only (:func:`c2np.models.crystal_gen.build_templates` on a ForwardTask's training
 examples; under protocol ``strict`` never a held-out material, checked) and are stored as JSON
 beside the generator's weights (:data:`TEMPLATES_FILE`).
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["CellTemplate", "template_of", "build_templates", "project_lattice", "project_frac",
+__all__ = ["CellTemplate", "template_of", "merge_templates", "project_lattice", "project_frac",
            "save_templates", "load_templates", "TEMPLATES_FILE"]
 
 TEMPLATES_FILE = "templates.json"
@@ -117,7 +117,7 @@ def template_of(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarra
                         lat, f)
 
 
-def _merge(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
+def merge_templates(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
     """Deduplicate by :attr:`CellTemplate.key` (the first kept, the materials joined)."""
     out: dict[tuple[Any, ...], CellTemplate] = {}
     for t in templates:
@@ -129,28 +129,6 @@ def _merge(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
         else:
             out[t.key] = t
     return sorted(out.values(), key=lambda t: (t.spacegroup, len(t.slots), t.key))
-
-
-def build_templates(task: Any) -> list[CellTemplate]:
-    """The distinct templates of a ForwardTask's training cells (one per training material,
-    its first training example giving the slot of each species; under protocol ``strict``
-    never a held-out material, checked)."""
-    from c2np.models.crystal_gen import cell_example
-    from c2np.particle_descriptor import describe
-
-    held = set(task.heldout_materials)
-    seen: set[str] = set()
-    found = []
-    for q, part in task.training_examples(rotations_per_group=1):
-        mid = q.cell.material_id
-        if mid in held:
-            raise C2NPInputError(f"{mid}: a held-out material among the training examples")
-        if mid in seen:
-            continue
-        seen.add(mid)
-        ex = cell_example(describe(part), q.cell)
-        found.append(template_of(ex.lattice_angstrom, ex.frac, ex.slots, mid))
-    return _merge(found)
 
 
 def project_lattice(lattice: np.ndarray, rotations: np.ndarray, *, min_eig: float = 1e-8) -> np.ndarray:

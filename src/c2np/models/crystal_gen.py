@@ -43,7 +43,14 @@ from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.models.backbone import MLP, sinusoidal_embedding
 from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
-from c2np.models.cell_templates import CellTemplate, load_templates, project_frac, project_lattice
+from c2np.models.cell_templates import (
+    CellTemplate,
+    load_templates,
+    merge_templates,
+    project_frac,
+    project_lattice,
+    template_of,
+)
 from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe
 from c2np.predictions import InversePrediction
@@ -53,7 +60,7 @@ __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMP
            "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
-           "choose_candidate", "Z_CANDIDATES", "RANK_RULES"]
+           "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
 
 PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
@@ -173,6 +180,25 @@ def training_pairs(task: ForwardTask, *, seed: int = 0, noisy_copies: int = 0,
                                                        size=part.positions_angstrom.shape)
             out.append(cell_example(describe(Particle(part.numbers, pos)), q.cell))
     return out
+
+
+def build_templates(task: ForwardTask) -> list[CellTemplate]:
+    """The distinct templates of a ForwardTask's training cells (one per training material,
+    its first training example giving the slot of each species; under protocol ``strict``
+    never a held-out material, checked)."""
+    held = set(task.heldout_materials)
+    seen: set[str] = set()
+    found = []
+    for q, part in task.training_examples(rotations_per_group=1):
+        mid = q.cell.material_id
+        if mid in held:
+            raise C2NPInputError(f"{mid}: a held-out material among the training examples")
+        if mid in seen:
+            continue
+        seen.add(mid)
+        ex = cell_example(describe(part), q.cell)
+        found.append(template_of(ex.lattice_angstrom, ex.frac, ex.slots, mid))
+    return merge_templates(found)
 
 
 def _composition_key(slots: np.ndarray) -> tuple[int, ...]:
