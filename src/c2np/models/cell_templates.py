@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +122,7 @@ def merge_templates(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
     out: dict[tuple[Any, ...], CellTemplate] = {}
     for t in templates:
         if t.key in out:
-            first = out[t.key]
-            out[t.key] = CellTemplate(first.spacegroup, first.slots, first.rotations, first.translations,
-                                      first.perm, first.wyckoffs, first.materials + t.materials,
-                                      first.lattice_angstrom, first.frac)
+            out[t.key] = replace(out[t.key], materials=out[t.key].materials + t.materials)
         else:
             out[t.key] = t
     return sorted(out.values(), key=lambda t: (t.spacegroup, len(t.slots), t.key))
