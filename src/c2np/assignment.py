@@ -45,7 +45,8 @@ GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop re
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
 FAR_RMSD_ANGSTROM = 1.0  # an element whose certified RMSD bound is at least this (Å) ...
-FAR_REL_GAP = 2e-3  # ... stops once its RMSD value is within this share of the bound
+FAR_REL_GAP = 1e-2  # ... stops once its RMSD value is within this share of the bound
+FAR_EARLY_EPS = 1.0 / 64.0  # far from the nearest neighbours alone: first check at this ε / ε0
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
 
@@ -196,6 +197,11 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     # coarse stage (cold): prices settle at eps_mid, and pairs outside the graph that
     # undercut it join before the fine phases, which then mostly run once
     stages = [(eps0, eps_mid, False)] + [(eps_mid, eps_final, True)] * max_rounds
+    eps_early = FAR_EARLY_EPS * eps0
+    if far_sum is not None and lb0 >= far_sum and eps_early > eps_mid:
+        # far off by the nearest neighbours alone: a first bound part-way through the
+        # coarse stage, which usually meets the far rule already
+        stages = [(eps0, eps_early, False), (eps_early, eps_mid, False)] + stages[1:]
     for eps_hi, eps_lo, final in stages:
         if budget <= 0:
             break
@@ -219,6 +225,8 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
             break  # the graph misses most of the optimum (a degenerate prediction)
+        if eps_lo > eps_mid:
+            continue  # the early far check: the coarse stage goes on, edges join after it
         if len(undercut):
             few = len(undercut) * (len(grid.cell_start) - 1) <= EXHAUSTIVE_CELL_VISITS * nl
             _, jk, _ = grid.knn(small[undercut], min(ADD_K, nl), weights=w,
@@ -358,12 +366,19 @@ class _Grid:
         return cls(x, np.ascontiguousarray(x[order]), order, start, lo, h, dims, slack,
                    np.ascontiguousarray(off[o]), np.ascontiguousarray(d2[o]))
 
-    def radius_graph(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR (by query) of the pairs closer than 0.999 × the cell side."""
+    @property
+    def radius_graph_r2(self) -> float:
+        """Squared radius (Å²) of :meth:`radius_graph`: 0.999 × the cell side, squared."""
         r = 0.999 * self.h
+        return r * r
+
+    def radius_graph(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (by query) of the pairs closer than 0.999 × the cell side: every pair whose
+        ``|q − p|²`` (computed as the kernels do) is below :attr:`radius_graph_r2`."""
         return _kernels().radius_pairs(self.sorted_points, self.order, self.cell_start, self.origin,
                                        self.h, self.dims,
-                                       np.ascontiguousarray(queries, dtype=np.float64), r * r)
+                                       np.ascontiguousarray(queries, dtype=np.float64),
+                                       self.radius_graph_r2)
 
     def knn(self, queries: np.ndarray, k: int, weights: np.ndarray | None = None,
             bound: np.ndarray | None = None, *, exhaustive: bool = True
@@ -452,14 +467,23 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
                 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
     """Lower bound of the optimum over all pairs from integer column prices (Å², module
     docstring), the shifted prices ``w = p − min p`` (Å²), each row's smallest ``c + w``
-    over the graph's edges, and over all pairs where that is smaller (else ``inf``)."""
+    over the graph's edges, and over all pairs where that is smaller (else ``inf``).
+
+    The graph holds every pair of the radius graph of ``grid`` (``|s − l|² <`` its
+    ``radius_graph_r2``, the same float arithmetic as the search), so a pair outside it
+    costs ``c + w >= r2`` (w >= 0): only rows whose graph minimum exceeds r2 can be
+    undercut, and only those are searched."""
     kern = _kernels()
     w = graph.from_scaled(prices - prices.min())
     u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
-    sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
-    v, _ = kern.grid_min_weighted(grid.sorted_points, sw, cw, grid.order, grid.cell_start,
-                                  grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
-                                  u_graph, grid.slack)  # exact: every pair below u_graph
+    v = np.full(len(small), np.inf)
+    need = np.flatnonzero(u_graph > grid.radius_graph_r2)
+    if len(need):
+        sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
+        v[need], _ = kern.grid_min_weighted(grid.sorted_points, sw, cw, grid.order,
+                                            grid.cell_start, grid.origin, grid.h, grid.dims,
+                                            np.ascontiguousarray(small[need]), u_graph[need],
+                                            grid.slack)  # exact: every pair below u_graph
     u = np.minimum(u_graph, v)
     lb = math.fsum(u) - math.fsum(w)  # with the shifted prices min w = 0
     lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
