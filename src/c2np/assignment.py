@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid"]
+__all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid",
+           "bounding_box"]
 
 DENSE_MAX_ENTRIES = 40_000  # n_s · n_l up to which the dense solver is used (break-even)
 GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
@@ -124,7 +125,7 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     else:
         d1, j1 = nearest
     ns, nl = len(small), len(large)
-    if len(np.unique(j1)) == ns:
+    if int(np.bincount(np.asarray(j1, dtype=np.int64), minlength=nl).max()) <= 1:  # all distinct
         s = float(np.sum(d1 * d1))
         return AssignmentResult(s, s, ns, True)
     if ns * nl <= DENSE_MAX_ENTRIES:
@@ -350,12 +351,12 @@ class _Grid:
         h = max((per_cell * vol / len(x)) ** (1.0 / 3.0), 1e-6)
         # the occupied fraction of the box: refine once from a first grid's occupancy
         dims = np.floor(ext / h).astype(np.int64) + 1
-        if int(np.prod(dims)) <= 8 * len(x) + 64:
+        if _cells(dims) <= 8 * len(x) + 64:
             occupied = int(kern.occupied_cells(x, lo, h, dims))
             h = max((per_cell * occupied * h ** 3 / len(x)) ** (1.0 / 3.0), 1e-6)
         h = max(h, float(ext.max()) / 1024.0, min_side)
         dims = np.floor(ext / h).astype(np.int64) + 1
-        while int(np.prod(dims)) > 8 * len(x) + 64:
+        while _cells(dims) > 8 * len(x) + 64:
             h *= 1.25
             dims = np.floor(ext / h).astype(np.int64) + 1
         slack = 1e-9 + 64.0 * float(np.spacing(float(amax) + float(ext.max())))
@@ -410,6 +411,19 @@ class _Grid:
         return max(float(np.abs(self.offsets).max()) * self.h - self.slack, 0.0) ** 2
 
 
+def _cells(dims: np.ndarray) -> int:
+    """Number of cells of a grid of ``dims`` (3,) cells (exact Python integers)."""
+    return int(dims[0]) * int(dims[1]) * int(dims[2])
+
+
+def bounding_box(points_angstrom: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(lo (3,), hi (3,), largest |coordinate|)`` of ``(n, 3)`` float64 points, n >= 1, in
+    one compiled pass (the values of ``x.min(axis=0)``, ``x.max(axis=0)`` and
+    ``abs(x).max()``, which NumPy computes slowly for an ``(n, 3)`` array)."""
+    lo, hi, amax = _kernels().bounds(np.ascontiguousarray(points_angstrom, dtype=np.float64))
+    return lo, hi, float(amax)
+
+
 @functools.cache
 def _offsets(reach: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cell offsets within ``reach`` (n, 3), their L1 norms and the norm of their gaps in
@@ -439,8 +453,9 @@ class _Graph:
     def unit_for(small: np.ndarray, large: np.ndarray) -> float:
         """Integer cost step (a power of 2, Å²) such that any pair's cost, scaled by
         n_l + 1, stays below 2^50: from the diameter of the two sets' bounding box."""
-        lo = np.minimum(small.min(axis=0), large.min(axis=0))
-        hi = np.maximum(small.max(axis=0), large.max(axis=0))
+        (lo_s, hi_s, _), (lo_l, hi_l, _) = bounding_box(small), bounding_box(large)
+        lo = np.minimum(lo_s, lo_l)
+        hi = np.maximum(hi_s, hi_l)
         wmax = float(np.sum((hi - lo) ** 2)) * (1.0 + 1e-9) + 1.0
         return 2.0 ** math.ceil(math.log2((len(large) + 1) * wmax / _SCALED_COST_MAX))
 
@@ -493,7 +508,11 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
 def _outside(points: np.ndarray, grid: _Grid, *, margin: float = 0.0) -> np.ndarray:
     """(m,) True for points outside the grid's box widened by ``margin`` (Å)."""
     hi = grid.origin + grid.dims * grid.h + margin
-    return np.any((points < grid.origin - margin) | (points >= hi), axis=1)
+    lo = grid.origin - margin
+    out = np.zeros(len(points), dtype=bool)
+    for d in range(3):  # per coordinate: NumPy's any(axis=1) over (m, 3) is slow
+        out |= (points[:, d] < lo[d]) | (points[:, d] >= hi[d])
+    return out
 
 
 PointGrid = _Grid  # public name: points in a uniform grid of cells (nearest_neighbours, close_pairs)

@@ -28,6 +28,7 @@ import numpy as np
 from c2np.assignment import (
     AssignmentResult,
     PointGrid,
+    bounding_box,
     close_pairs,
     min_sq_assignment,
     nearest_neighbours,
@@ -267,10 +268,10 @@ def _column_layout(x: np.ndarray, r: float, column_angstrom: float | None
     positions sorted by (column, z), each column's span, its neighbour columns' spans per
     offset and the largest |dz| of a pair per offset (the arguments of :func:`_pair_sweep`)."""
     n = len(x)
-    lo = x.min(axis=0)
-    extent = x.max(axis=0) - lo
+    lo, hi, amax = bounding_box(x)
+    extent = hi - lo
     # cell assignment and z windows are rounded: widen every window by a proven margin
-    margin = 64.0 * float(np.spacing(float(np.abs(x).max()) + float(extent.max()) + r)) + 1e-9
+    margin = 64.0 * float(np.spacing(amax + float(extent.max()) + r)) + 1e-9
     reach = r + EDGE_SNAP_ANGSTROM + margin
     # default: columns of half the reach, 5 x 5 neighbour columns (measured fastest)
     h = float(column_angstrom) if column_angstrom is not None else reach / 2.0
@@ -670,9 +671,9 @@ def check_forward_prediction(numbers: np.ndarray | None, positions_angstrom: np.
     if not np.all(np.isfinite(x)):
         bad = int(np.flatnonzero(~np.all(np.isfinite(x), axis=1))[0])
         return f"non-finite position (atom {bad})"
-    far = np.flatnonzero(np.any(np.abs(x) > MAX_COORDINATE_ANGSTROM, axis=1))
-    if len(far):
-        return f"position beyond {MAX_COORDINATE_ANGSTROM:g} Å (atom {int(far[0])})"
+    if float(np.abs(x).max()) > MAX_COORDINATE_ANGSTROM:
+        far = int(np.flatnonzero(np.any(np.abs(x) > MAX_COORDINATE_ANGSTROM, axis=1))[0])
+        return f"position beyond {MAX_COORDINATE_ANGSTROM:g} Å (atom {far})"
     return None
 
 
