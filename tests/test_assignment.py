@@ -213,7 +213,69 @@ def test_far_off_sets_stop_at_a_certified_gap() -> None:
     _check(exact, opt)
     assert exact.exact
     _check_far(far)
-    assert not far.exact  # the bound is certified, the value within 0.2 % in RMSD of it
+    assert not far.exact  # the bound is certified, the value within 1 % in RMSD of it
+    # far from the nearest neighbours alone: stopped by the early check, before the edges
+    # outside the graph are searched and before any fine stage
+    d1, _ = cKDTree(ref).query(ball, k=1)
+    assert float(np.sum(d1 * d1)) >= len(ball) * assignment.FAR_RMSD_ANGSTROM ** 2
+    assert far.rounds == 0
+    with pytest.MonkeyPatch.context() as mp:  # the early check changes the work, not the rule
+        mp.setattr(assignment, "FAR_EARLY_EPS", 1e-30)
+        late = min_sq_assignment(ball, ref)
+    _check(late, opt)
+    _check_far(late)
+
+
+def _dual_bound_searching_every_row(small, grid, prices, graph):
+    """The dual bound of assignment._dual_bound with every row searched over all pairs."""
+    import math
+
+    kern = assignment._kernels()
+    w = graph.from_scaled(prices - prices.min())
+    u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
+    sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
+    v, _ = kern.grid_min_weighted(grid.sorted_points, sw, cw, grid.order, grid.cell_start,
+                                  grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
+                                  u_graph, grid.slack)
+    u = np.minimum(u_graph, v)
+    lb = math.fsum(u) - math.fsum(w)
+    lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
+    return lb, w, u_graph, v
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(KINDS), st.integers(20, 200), st.floats(0.0, 200.0), st.integers(0, 2 ** 31))
+def test_dual_bound_searches_only_rows_that_can_be_undercut(kind: str, n: int, price_scale: float,
+                                                            seed: int) -> None:
+    """The dual bound, searching only rows whose graph minimum exceeds the radius graph's
+    r², equals the bound with every row searched, bit for bit, for any prices: a pair
+    outside the radius graph costs at least r² (the same float arithmetic)."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    large = rng.uniform(-6, 6, size=(n + 5, 3))
+    small = _cloud(rng, kind, n, large)
+    grid = assignment._Grid.build(large, per_cell=assignment.GRAPH_DEGREE / (4.0 * math.pi / 3.0))
+    indptr, indices = grid.radius_graph(small)
+    graph = assignment._Graph.build(small, large, indptr, indices,
+                                    assignment._Graph.unit_for(small, large))
+    extra = rng.integers(0, len(large), size=n)  # a pairing's edges, as the solver adds them
+    graph = graph.with_edges(small, large, np.arange(n), extra)
+    prices = (rng.random(len(large)) * price_scale / graph.unit * (len(large) + 1)).astype(np.int64)
+    got = assignment._dual_bound(small, grid, prices, graph)
+    want = _dual_bound_searching_every_row(small, grid, prices, graph)
+    assert got[0] == want[0]
+    for a, b in zip(got[1:], want[1:]):
+        assert np.array_equal(a, b)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(CLOUDS), st.integers(1, 300), st.integers(0, 2 ** 31))
+def test_bounding_box_equals_numpy(kind: str, n: int, seed: int) -> None:
+    pts = _points(np.random.default_rng(seed), kind, n)
+    lo, hi, amax = assignment.bounding_box(pts)
+    assert np.array_equal(lo, pts.min(axis=0)) and np.array_equal(hi, pts.max(axis=0))
+    assert amax == float(np.abs(pts).max())
 
 
 def test_degenerate_prediction_reports_valid_bounds() -> None:
