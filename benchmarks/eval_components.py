@@ -6,8 +6,8 @@ For one rotation of every k-th (material, R) group of the file's samples, the st
 time of this process): the reference particle from the store, the all-atom nearest
 neighbours both ways (Hausdorff, Chamfer), per element the grid + nearest neighbours + close
 pairs, the matched RMSD's assignment and the two F1 matchings, the hull, the pair
-histogram; then ``forward_metrics`` itself (so "other" = its time minus the steps), the
-reference summary of the group and the pickling of the sample to and from a worker. The
+histogram; then ``forward_metrics`` itself (so "other" = its time minus the steps) and the
+reference summary of the group (once per group: shown divided by 8 rotations). The
 table gives ms per sample and, weighted by the samples of each radius in the file, the
 estimated CPU seconds of the whole file.
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import pickle
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,8 +26,7 @@ from typing import Any
 import numpy as np
 
 STEPS = ("reference particle", "NN both ways", "element grid + NN + pairs", "matched RMSD",
-         "F1 matchings", "hull", "pair histogram", "other (forward_metrics)", "summary / 8",
-         "pickling")
+         "F1 matchings", "hull", "pair histogram", "other (forward_metrics)", "summary / 8")
 
 
 def _cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -68,11 +66,9 @@ def sample_steps(scorer: Any, row: int, zp: np.ndarray, xp: np.ndarray) -> dict[
         ms["F1 matchings"] += (time.process_time() - t0) * 1e3
     ms["hull"], _ = _cpu(lambda: hull_volume_angstrom3(xp))
     ms["pair histogram"], _ = _cpu(lambda: pair_distance_counts(xp))
-    total, scores = _cpu(lambda: scorer.score(row, zp, xp))
+    total, _ = _cpu(lambda: scorer.score(row, zp, xp))
     ms["other (forward_metrics)"] = total - sum(ms[k] for k in STEPS[1:7])
-    ms["pickling"], _ = _cpu(lambda: pickle.loads(pickle.dumps((0, row, zp, xp), protocol=5))
-                             and pickle.loads(pickle.dumps(scores, protocol=5)))
-    ms["total"] = total + ms["summary / 8"] + ms["pickling"]
+    ms["total"] = total + ms["summary / 8"]
     return ms
 
 
