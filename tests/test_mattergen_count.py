@@ -66,6 +66,8 @@ def test_sampler_with_site_decided_count_returns_distinct_sited_atoms():
     model, _ = load_run(Path(__file__).resolve().parents[1] / "pretrained" / "mattergen-forward")
     # the shipped sampler decides the count by the site assignment (docs/model_results.md)
     assert model.cfg.sample_count_margin == 0.2 and model.cfg.sample_site_tol_angstrom == 0.5
+    # and samples on the power time grid (docs/model_results.md, "a time grid finer near t = 0")
+    assert model.cfg.sample_time_power == 2.0 and model.cfg.sample_eps_t == 1e-3
     conds = [_site_particle("KMgH3", 5.0, 0)[0], _site_particle("RbSrH3", 6.0, 1)[0]]
     with torch.no_grad():
         head = model.count_head.sample(collate_conditions(conds)).tolist()

@@ -33,7 +33,9 @@ class ModelConfig:
     ``ceil((1 + margin) n)`` atoms for the count head's n, and ``sample_site_tol_angstrom``
     (> 0) keeps at the end only atoms within that distance of a lattice site, one per site,
     each typed by its site's species (0 = off; docs/model_results.md, "Which atoms MatterGen
-    misses").
+    misses"); ``sample_time_power`` p and ``sample_eps_t`` set the sampler's time grid t_i =
+    eps_t + (1 - eps_t) (1 - i / n)^p, i < n, then 0 (p 1, eps_t 0: the uniform grid;
+    :func:`c2np.models.generators.sample_times`).
     Data rows never include the held-out materials of the protocol (``strict``), and the
     radius limit applies to the training and the validation rows alike (no rows under it is
     an error, never a silent fallback).
@@ -68,6 +70,8 @@ class ModelConfig:
     sample_exclusion_iters: int = 0
     sample_count_margin: float = 0.0
     sample_site_tol_angstrom: float = 0.0
+    sample_time_power: float = 1.0
+    sample_eps_t: float = 0.0
     global_token: bool = False
     self_cond: bool = False
     corrector_steps: int = 0

@@ -150,9 +150,17 @@ def _collate(conds: Sequence[Condition], particles: Sequence[Particle],
     return collate_conditions(conds).to(device), collate_particles(particles, conds).to(device)
 
 
-def sample_times(n: int, g: torch.Generator) -> Tensor:
-    """(n + 1,) times from 1 to 0 of an n-step sampler (uniform grid, on ``g``'s device)."""
-    return torch.linspace(1.0, 0.0, int(n) + 1, device=g.device)
+def sample_times(n: int, g: torch.Generator, *, power: float = 1.0, eps_t: float = 0.0) -> Tensor:
+    """(n + 1,) decreasing times of an n-step sampler, on ``g``'s device: t_i = eps_t + (1 -
+    eps_t) (1 - i / n)^power for i < n, and t_n = 0 (the last step returns the clean-position
+    estimate at t_{n-1} = eps_t). ``power`` 1 with ``eps_t`` 0 is the uniform grid linspace(1, 0);
+    ``power`` > 1 puts more steps near t = 0 (spacing (1 - eps_t) power k^(power - 1) / n^power at
+    the k-th step from the end); ``eps_t`` is MatterGen's last denoising time (1e-3 there)."""
+    if int(n) < 1 or power <= 0 or not 0.0 <= eps_t < 1.0:
+        raise ValueError(f"sample_times: need n >= 1, power > 0, 0 <= eps_t < 1 (got {n}, {power}, {eps_t})")
+    ts = eps_t + (1.0 - eps_t) * torch.linspace(1.0, 0.0, int(n) + 1, device=g.device) ** power
+    ts[-1] = 0.0
+    return ts
 
 
 def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
@@ -894,7 +902,8 @@ class MatterGen(_MaskedTypeGenerator):
         u = randn((len(batch), 3), g)
         types = torch.zeros(len(batch), dtype=torch.long, device=dev)
         masked = torch.ones(len(batch), dtype=torch.bool, device=dev)
-        ts = sample_times(steps or self.cfg.sample_steps, g)
+        ts = sample_times(steps or self.cfg.sample_steps, g, power=self.cfg.sample_time_power,
+                          eps_t=self.cfg.sample_eps_t)
         x0 = None
         for i in range(len(ts) - 1):
             t, s = ts[i], ts[i + 1]
