@@ -65,6 +65,9 @@ def main() -> int:
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
     ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
+    ap.add_argument("--spacegroups", default="",
+                    help="keep only rows whose target has one of these space groups (comma-separated; a "
+                         "row subset for diagnostics, after --every)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
@@ -72,6 +75,16 @@ def main() -> int:
     task = InverseTask.open(args.store, split=args.split, per_group=args.per_group)
     if args.every > 1:
         task._rows = task._rows[:: args.every]   # a fixed subset; the harness scores these rows only
+    if args.spacegroups:
+        try:
+            keep = {int(x) for x in args.spacegroups.split(",")}
+        except ValueError:
+            print(f"--spacegroups: not a comma-separated list of integers: {args.spacegroups!r}", file=sys.stderr)
+            return 2
+        task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
+        if len(task._rows) == 0:
+            print(f"--spacegroups {args.spacegroups}: no evaluated row has one of these groups", file=sys.stderr)
+            return 2
     t0 = time.time()
     fitted = {} if args.no_baselines else {"composition-lookup": CompositionLookup.fit(task),
                                            "majority-class": MajorityClass.fit(task)}
@@ -130,7 +143,11 @@ def main() -> int:
                          "candidates": [{"composition": list(x.composition), "params": [float(v) for v in x.params],
                                          "spacegroup": x.spacegroup, "min_pair_angstrom": x.min_pair_angstrom,
                                          "mismatch": x.mismatch, "composition_logprob": x.composition_logprob,
-                                         "volume_angstrom3": x.volume_angstrom3} for x in c]}
+                                         "volume_angstrom3": x.volume_angstrom3,
+                                         "template_spacegroup": x.template_spacegroup,
+                                         **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
+                                             "slots": x.cell[2].tolist()} if x.cell is not None else {})}
+                                        for x in c]}
                         for sid, part, c in zip(ids, parts, cands)]
                 (out / f"{name}__{variant}.candidates.json").write_text(json.dumps(rows))
             print(f"{variant}: {name} {time.time() - t2:.0f} s", flush=True)

@@ -168,3 +168,28 @@ def test_atoms_keep_their_wyckoff_positions() -> None:
     frac = np.random.default_rng(0).random((4, len(t.slots), 3))   # anywhere, e.g. B nearer 1b than 1a
     d = project_frac(frac, t.rotations, t.translations, t.perm, t.frac) - t.frac
     assert np.abs(d - np.round(d)).max() < 1e-9            # A and B never swap sites or collide
+
+
+def test_template_read_rule_keeps_the_template_group_of_a_barely_distorted_cell(pnma: CellTemplate) -> None:
+    """A Pnma cell whose tilts are a few thousandths of an Å reads as a higher group at the
+    tight rule's 0.005 Å; the ``template`` rule reads the template's group on its ladder,
+    and falls back to the tight read for a cell that has no such symmetry at any rung."""
+    from c2np.models.crystal_gen import read_cell_to_prediction
+
+    ideal = np.round(pnma.frac * 4) / 4                     # the cubic aristotype in the Pnma cell
+    frac = ideal + 0.005 * _wrap_diff(pnma.frac, ideal)     # displacements ~0.002 Å
+    assert np.abs(_wrap_diff(frac, ideal) @ pnma.lattice_angstrom).max() < 0.005
+    numbers = np.array([1, 11, 12])[pnma.slots]
+    tight = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="tight")
+    tpl = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="template", template_spacegroup=62)
+    assert tight is not None and tpl is not None
+    assert tight[1] != 62 and tpl[1] == 62
+    np.testing.assert_allclose(np.sort(tpl[0][:3]), np.sort(np.linalg.norm(pnma.lattice_angstrom, axis=1)),
+                               atol=1e-3)
+    other = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="template", template_spacegroup=167)
+    assert other is not None and other[1] == tight[1]       # no R-3c at any rung: the tight read
+
+
+def _wrap_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = a - b
+    return d - np.round(d)

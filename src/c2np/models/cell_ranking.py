@@ -30,12 +30,14 @@ from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, slot_pairs
 
 __all__ = ["PROFILE_CUTOFF_SCALED", "PROFILE_BINS", "PROFILE_SMOOTH_SCALED", "MAX_IMAGES",
-           "particle_pair_profile", "cell_pair_profile", "profile_mismatch"]
+           "STRETCHES",
+           "particle_pair_profile", "cell_pair_profile", "profile_mismatch", "best_scale_mismatch"]
 
 PROFILE_CUTOFF_SCALED = 2.2
 PROFILE_BINS = 88
 PROFILE_SMOOTH_SCALED = 0.04
 MAX_IMAGES = 4096
+STRETCHES = np.round(np.arange(0.90, 1.1001, 0.005), 4)
 
 
 def _binned(dist_scaled: np.ndarray, pair_index: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -81,16 +83,15 @@ def particle_pair_profile(particle: Particle, desc: ParticleDescriptor) -> np.nd
                    1.0 / (gamma * max(len(pos), 1)))
 
 
-def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,
-                      scale_angstrom: float) -> np.ndarray | None:
-    """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
-    frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
-    ``scale_angstrom``. None for a degenerate lattice or one needing more than
-    :data:`MAX_IMAGES` lattice translations within the cut-off."""
+def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray, scale_angstrom: float,
+                *, reach_factor: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ordered neighbour pairs of a periodic cell within ``reach_factor`` times the profile
+    cut-off: (distances in units of ``scale_angstrom`` (k,), pair index (k,)); None for a
+    degenerate lattice or one needing more than :data:`MAX_IMAGES` lattice translations."""
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     f = np.asarray(frac, dtype=np.float64) % 1.0
     s = float(scale_angstrom)
-    cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s
+    cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s * reach_factor
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-6 * s ** 3:
         return None
     reach = np.ceil(cut * np.linalg.norm(np.linalg.inv(lat), axis=0)).astype(np.int64) + 1
@@ -99,12 +100,40 @@ def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.
     shifts = np.array(list(itertools.product(*[range(-int(m), int(m) + 1) for m in reach])), dtype=np.float64)
     d = f[None, :, None, :] - f[:, None, None, :] + shifts[None, None]       # (n, n, images, 3) j - i
     r = np.linalg.norm(d @ lat, axis=-1)
-    n = len(f)
-    i, j, _ = np.nonzero((r <= cut) & (r > 1e-9 * s))
-    rr = r[(r <= cut) & (r > 1e-9 * s)]
+    keep = (r <= cut) & (r > 1e-9 * s)
+    i, j, _ = np.nonzero(keep)
     sl = np.asarray(slots, dtype=np.int64)
+    return r[keep] / s, _pair_index(sl[i], sl[j])
+
+
+def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,
+                      scale_angstrom: float) -> np.ndarray | None:
+    """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
+    frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
+    ``scale_angstrom``. None for a degenerate lattice or one needing more than
+    :data:`MAX_IMAGES` lattice translations within the cut-off."""
+    pairs = _cell_pairs(lattice_angstrom, frac, slots, scale_angstrom)
+    if pairs is None:
+        return None
     # ordered pairs over images, each unordered pair counted twice: weight 1/2 per atom of the cell
-    return _binned(rr / s, _pair_index(sl[i], sl[j]), np.full(len(rr), 0.5 / max(n, 1)))
+    return _binned(pairs[0], pairs[1], np.full(len(pairs[0]), 0.5 / max(len(frac), 1)))
+
+
+def best_scale_mismatch(particle_profile: np.ndarray, lattice_angstrom: np.ndarray, frac: np.ndarray,
+                        slots: np.ndarray, scale_angstrom: float, *,
+                        stretches: np.ndarray = STRETCHES) -> tuple[float, float]:
+    """The cell's isotropic stretch that best matches the particle's pair profile:
+    (stretch factor ``lambda`` of the lattice, :func:`profile_mismatch` of the stretched cell)
+    over the grid ``stretches``; (1.0, inf) when the cell has no profile. The stretch is a
+    property of the particle (its interatomic distances), not of the target."""
+    k = np.asarray(stretches, dtype=np.float64)
+    pairs = _cell_pairs(lattice_angstrom, frac, slots, scale_angstrom, reach_factor=1.0 / float(k.min()))
+    if pairs is None:
+        return 1.0, float("inf")
+    w = np.full(len(pairs[0]), 0.5 / max(len(frac), 1))
+    mis = [profile_mismatch(particle_profile, _binned(pairs[0] * lam, pairs[1], w)) for lam in k]
+    b = int(np.argmin(mis))
+    return float(k[b]), float(mis[b])
 
 
 def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | None) -> float:

@@ -57,7 +57,7 @@ from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
 
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
-           "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
+           "SYMPREC_FINE_SWEEP_ANGSTROM", "SYMPREC_TEMPLATE_LADDER_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
            "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
@@ -66,7 +66,8 @@ PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
-READ_RULES = ("plateau", "longest", "tight")
+SYMPREC_TEMPLATE_LADDER_ANGSTROM: tuple[float, ...] = (0.005, 0.002, 1e-3, 3e-4, 1e-4)
+READ_RULES = ("plateau", "longest", "tight", "template")
 Z_CANDIDATES = ("head", "all", "templates")
 RANK_RULES = ("vote", "profile")
 
@@ -518,7 +519,9 @@ class CrystalGenerator(nn.Module):
                     cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g, template)
                     for i, (xl, fr, sl) in zip(idx, cells):
                         lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
-                        res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
+                        tsg = template.spacegroup if template is not None else 0
+                        res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule,
+                                                      template_spacegroup=tsg)
                         if res is None:
                             continue
                         mis = float("nan") if profiles is None else profile_mismatch(
@@ -527,7 +530,8 @@ class CrystalGenerator(nn.Module):
                         lp = (float(logp[i, self.compositions.index(comp)]) if comp in self.compositions
                               else float("-inf"))
                         out[i].append(Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac),
-                                                mis, lp, float(abs(np.linalg.det(lat)))))
+                                                mis, lp, float(abs(np.linalg.det(lat))), tsg,
+                                                (lat, np.asarray(frac) % 1.0, np.asarray(sl))))
         return out
 
     def _plans(self, n: int, logp: np.ndarray) -> list[tuple[list[tuple[int, ...]], CellTemplate | None]]:
@@ -670,7 +674,9 @@ class Candidate:
     """One read-out generated cell of a particle: its composition (atoms per slot), the
     answer read from it (params (6,) Å/deg, space group), its shortest interatomic distance
     (Å), its pair-profile mismatch with the particle (nan when not computed), the count
-    head's log-probability of its composition and its cell volume (Å^3)."""
+    head's log-probability of its composition, its cell volume (Å^3), the space group of
+    the template it was sampled under (0: none) and the generated cell itself (lattice (3, 3)
+    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading."""
 
     composition: tuple[int, ...]
     params: np.ndarray
@@ -679,6 +685,8 @@ class Candidate:
     mismatch: float
     composition_logprob: float
     volume_angstrom3: float
+    template_spacegroup: int = 0
+    cell: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0
@@ -730,8 +738,8 @@ def learning_rate_factor(progress: float, *, warmup: float = 0.02, floor: float 
 
 
 def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
-                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau"
-                            ) -> tuple[np.ndarray, int] | None:
+                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau",
+                            template_spacegroup: int = 0) -> tuple[np.ndarray, int] | None:
     """Space group and conventional lattice parameters of a generated cell by
     :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose; default
     :data:`SYMPREC_SWEEP_ANGSTROM`, or :data:`SYMPREC_FINE_SWEEP_ANGSTROM` for ``longest``).
@@ -742,12 +750,18 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     cell with errors of ~delta Å and a true distortion of ~Delta Å shows its group over
     (~4 delta, Delta) and P1 below (spglib needs a tolerance of ~4-5x the noise sigma).
     ``tight``: the group at the tightest tolerance spglib reads (for cells that are exactly
-    symmetric by construction, :mod:`c2np.models.cell_templates`). None when spglib finds
-    nothing at any tolerance or the lattice is degenerate."""
+    symmetric by construction, :mod:`c2np.models.cell_templates`). ``template``: for a cell
+    sampled under a template of group ``template_spacegroup``, that group at the loosest
+    tolerance of :data:`SYMPREC_TEMPLATE_LADDER_ANGSTROM` (0.005 Å down to 1e-4 Å) where spglib
+    reads it — a cell projected onto the template is exactly symmetric in it, so a read of a
+    higher group at 0.005 Å means its distortion from that group is under 0.005 Å, not that it
+    lacks the template's symmetry; not found at any (or no template) -> ``tight``. None when
+    spglib finds nothing at any tolerance or the lattice is degenerate."""
     if rule not in READ_RULES:
         raise C2NPInputError(f"read-out rule must be one of {list(READ_RULES)}, got {rule!r}")
     if sweep_angstrom is None:
-        sweep_angstrom = SYMPREC_SWEEP_ANGSTROM if rule == "plateau" else SYMPREC_FINE_SWEEP_ANGSTROM
+        sweep_angstrom = {"plateau": SYMPREC_SWEEP_ANGSTROM, "template": SYMPREC_TEMPLATE_LADDER_ANGSTROM
+                          }.get(rule, SYMPREC_FINE_SWEEP_ANGSTROM)
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-3:
         return None
@@ -760,7 +774,9 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
             continue
     if not found:
         return None
-    pick = found[0][1] if rule == "tight" else None
+    pick = found[0][1] if rule in ("tight", "template") else None
+    if rule == "template":
+        pick = next((s for _, s in found if s.spacegroup == template_spacegroup), pick)
     if rule == "longest":
         best_len, start = 0, 0
         for k in range(len(found) + 1):
