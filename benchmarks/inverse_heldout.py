@@ -61,6 +61,10 @@ def main() -> int:
                     help="compositions generated: the count head's ('head') or every training one ('all')")
     ap.add_argument("--rank", default=None, choices=list(RANK_RULES),
                     help="answer from the candidates: vote, or the smallest pair-profile mismatch")
+    ap.add_argument("--refine-top", type=int, default=None, help="rank 'refine': candidates refined per query")
+    ap.add_argument("--refine-evals", type=int, default=None, help="rank 'refine': profiles per refinement")
+    ap.add_argument("--symmetric-margin", type=float, default=None,
+                    help="prefer the more symmetric template within this profile mismatch of the best")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
@@ -96,7 +100,8 @@ def main() -> int:
                                   ("step_lr", args.step_lr), ("read_rule", args.read_rule),
                                   ("min_pair_angstrom", args.min_pair_angstrom),
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
-                                  ("rank", args.rank))
+                                  ("rank", args.rank), ("refine_top", args.refine_top),
+                                  ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
@@ -133,7 +138,8 @@ def main() -> int:
             t2 = time.time()
             cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
             for sid, c in zip(ids, cands):
-                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom)
+                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom,
+                                     symmetric_margin=gen.cfg.symmetric_margin)
                 if p is not None:
                     preds[name][sid] = p
             if args.dump_candidates:
@@ -145,6 +151,7 @@ def main() -> int:
                                          "mismatch": x.mismatch, "composition_logprob": x.composition_logprob,
                                          "volume_angstrom3": x.volume_angstrom3,
                                          "template_spacegroup": x.template_spacegroup,
+                                         "n_operations": x.n_operations,
                                          **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
                                              "slots": x.cell[2].tolist()} if x.cell is not None else {})}
                                         for x in c]}

@@ -108,6 +108,7 @@ class GenConfig:
     rank: str = "vote"
     refine_top: int = 2
     refine_evals: int = 200
+    symmetric_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if self.z_candidates not in Z_CANDIDATES:
@@ -562,7 +563,8 @@ class CrystalGenerator(nn.Module):
         if res is None:
             return None
         return Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac), mis, lp,
-                         float(abs(np.linalg.det(lat))), tsg, (lat, np.asarray(frac) % 1.0, np.asarray(sl)))
+                         float(abs(np.linalg.det(lat))), tsg, (lat, np.asarray(frac) % 1.0, np.asarray(sl)),
+                         len(template.rotations) if template is not None else 0)
 
     def _refined(self, row: list[tuple[Candidate, CellTemplate | None]], desc: ParticleDescriptor,
                  profile: np.ndarray) -> list[Candidate]:
@@ -605,8 +607,8 @@ class CrystalGenerator(nn.Module):
         if self.cfg.rank != "vote" and profiles is None:
             raise C2NPInputError("rank 'profile' needs the particles' pair profiles (use predict_particles)")
         cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
-        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom)
-                for c in cands]
+        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom,
+                                 symmetric_margin=self.cfg.symmetric_margin) for c in cands]
 
     def predict_particles(self, particles: Sequence[Particle], *, seed: int = 0, batch: int = 256
                           ) -> list[InversePrediction | None]:
@@ -725,8 +727,9 @@ class Candidate:
     answer read from it (params (6,) Å/deg, space group), its shortest interatomic distance
     (Å), its pair-profile mismatch with the particle (nan when not computed), the count
     head's log-probability of its composition, its cell volume (Å^3), the space group of
-    the template it was sampled under (0: none) and the generated cell itself (lattice (3, 3)
-    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading."""
+    the template it was sampled under (0: none), the generated cell itself (lattice (3, 3)
+    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading, and the number of
+    symmetry operations of its template's primitive cell (0: none)."""
 
     composition: tuple[int, ...]
     params: np.ndarray
@@ -737,15 +740,19 @@ class Candidate:
     volume_angstrom3: float
     template_spacegroup: int = 0
     cell: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    n_operations: int = 0
 
 
-def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0
-                     ) -> InversePrediction | None:
+def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,
+                     symmetric_margin: float = 0.0) -> InversePrediction | None:
     """The answer of a particle from its candidates. Only the structurally valid ones
     (shortest distance >= ``min_pair_angstrom``) count; none valid -> all of them.
     ``vote``: :func:`vote` over their answers. ``profile`` (and ``stretch``, ``refine``, whose
     candidates carry the stretched / refined mismatch): the answer of the candidate with the
-    smallest pair-profile mismatch (ties: the earlier). None for no candidates."""
+    smallest pair-profile mismatch (ties: the earlier); with ``symmetric_margin`` > 0, of the
+    candidates within that (absolute) mismatch of the smallest, the one whose template has the
+    most symmetry operations (ties: the smaller mismatch) — of two cells that explain the
+    particle equally well, the more symmetric. None for no candidates."""
     if rule not in RANK_RULES:
         raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
     valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)
@@ -757,6 +764,9 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     if np.all(np.isnan(mis)):
         raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
     best = valid[int(np.nanargmin(mis))]
+    if symmetric_margin > 0:
+        near = [c for c in valid if c.mismatch <= best.mismatch + symmetric_margin]
+        best = max(near, key=lambda c: (c.n_operations, -c.mismatch))
     return InversePrediction.from_values([float(x) for x in best.params], int(best.spacegroup))
 
 
