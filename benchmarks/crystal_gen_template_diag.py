@@ -60,6 +60,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-pair-angstrom", type=float, default=0.7)
     ap.add_argument("--out", default="")
+    ap.add_argument("--margins", default="",
+                    help="instead: re-choose from a rank-'refine' dump with these symmetric margins "
+                         "(crystal_gen.choose_candidate) and score each through the harness")
     args = ap.parse_args()
     task = InverseTask.open(args.store, split="heldout", per_group=args.per_group)
     if args.every > 1:
@@ -68,6 +71,8 @@ def main() -> int:
         keep = {int(x) for x in args.spacegroups.split(",")}
         task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
+    if args.margins:
+        return rechoose(task, dump, [float(m) for m in args.margins.split(",")], args.min_pair_angstrom)
     targets = {task._query(int(r)).sample_id: task._target(int(r)) for r in task._rows}
     rules = ("tight-profile", "template-profile", "template-stretch", "template-stretch-only-lengths")
     preds: dict[str, dict] = {k: {} for k in rules}
@@ -126,6 +131,33 @@ def main() -> int:
               {g: round(v["joint_accuracy_paper"]["mean"], 3) for g, v in per.items()})
     if args.out:
         Path(args.out).write_text(json.dumps(per_row, indent=0))
+    return 0
+
+
+def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: float) -> int:
+    """Score ``choose_candidate`` (rank 'refine') at each symmetric margin from the dump."""
+    from c2np.models.cell_templates import load_templates
+    from c2np.models.crystal_gen import Candidate, choose_candidate
+
+    n_ops = {t.spacegroup: len(t.rotations) for t in load_templates("pretrained/diffcsp-inverse") or []}
+    for m in margins:
+        preds = {}
+        for sid, r in dump.items():
+            cands = [Candidate(tuple(c["composition"]), np.asarray(c["params"]), int(c["spacegroup"]),
+                               float(c["min_pair_angstrom"]), float(c["mismatch"]), float(c["composition_logprob"]),
+                               float(c["volume_angstrom3"]), int(c["template_spacegroup"]), None,
+                               int(c.get("n_operations", n_ops.get(int(c["template_spacegroup"]), 0))))
+                     for c in r["candidates"]]   # dumps before session 8's n_operations: the templates' count
+            p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m)
+            if p is not None:
+                preds[sid] = p
+        res = task.evaluate(preds, model=f"margin-{m}")
+        o = res.overall["joint_accuracy_paper"]
+        per = res.data["metrics"].get("per_spacegroup", {})
+        rad = res.data["metrics"]["per_radius"]
+        print(f"margin {m}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
+              {g: round(v["joint_accuracy_paper"]["mean"], 3) for g, v in per.items()},
+              "per-radius min", round(min(v["joint_accuracy_paper"]["mean"] for v in rad.values()), 3))
     return 0
 
 

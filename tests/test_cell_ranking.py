@@ -181,3 +181,17 @@ def test_refinement_recovers_a_pnma_cell_from_its_particle() -> None:
     assert np.abs(np.linalg.norm(lat, axis=1) - true_len).max() < 0.5 * np.abs(
         np.linalg.norm(lat0, axis=1) - true_len).max()
     assert standardize((lat, frac, ex.slots + 1), symprec_angstrom=1e-4).spacegroup == 62
+
+
+def test_symmetric_margin_prefers_the_more_symmetric_of_equally_good_cells() -> None:
+    """A refined Pnma cell with zero tilts explains a cubic particle as well as the Pm-3m
+    cell does; within the margin the more symmetric template's answer is chosen, outside it
+    the better fit."""
+    def cand(sg: int, n_ops: int, mis: float, a: float) -> Candidate:
+        return Candidate((3, 1, 1), np.array([a, a, a, 90.0, 90.0, 90.0]), sg, 1.5, mis, 0.0, 64.0, sg, None, n_ops)
+
+    pnma, cubic = cand(62, 8, 0.100, 5.6), cand(221, 48, 0.102, 4.0)
+    assert choose_candidate([pnma, cubic], rule="refine").spacegroup == 62
+    assert choose_candidate([pnma, cubic], rule="refine", symmetric_margin=0.01).spacegroup == 221
+    far = cand(221, 48, 0.2, 4.0)
+    assert choose_candidate([pnma, far], rule="refine", symmetric_margin=0.01).spacegroup == 62

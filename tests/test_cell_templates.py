@@ -193,3 +193,29 @@ def test_template_read_rule_keeps_the_template_group_of_a_barely_distorted_cell(
 def _wrap_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     d = a - b
     return d - np.round(d)
+
+
+def test_refine_rank_never_worsens_the_stretched_candidate(pnma: CellTemplate) -> None:
+    """rank 'refine' starts from the same (seeded) stretched cell as rank 'stretch' and only
+    accepts the fit's result, so its mismatch is never larger; the cell keeps the group."""
+    import dataclasses
+
+    from c2np.models.cell_ranking import particle_pair_profile
+
+    cell = crystal_zoo()["orthorhombic"]
+    part = carve(cell, 9.0).particle
+    desc = describe(part)
+    cfg = GenConfig(hidden=16, layers=1, steps=10, train_steps=0, z_candidates="templates", read_rule="template",
+                    rank="stretch", refine_top=1, refine_evals=60)
+    n = len(CrystalGenerator.features([desc])[0])
+    torch.manual_seed(0)
+    model = CrystalGenerator(cfg, n, [pnma.composition], np.zeros(n), np.ones(n),
+                             pnma.lattice_angstrom / desc.scale_angstrom, 0.05)
+    model.templates = [pnma]
+    prof = [particle_pair_profile(part, desc)]
+    (stretched,) = model.candidates([desc], seed=0, profiles=prof)
+    model.cfg = dataclasses.replace(cfg, rank="refine", min_pair_angstrom=0.0)
+    (refined,) = model.candidates([desc], seed=0, profiles=prof)
+    assert len(stretched) == len(refined) == 1
+    assert refined[0].mismatch <= stretched[0].mismatch
+    assert refined[0].spacegroup == 62 and refined[0].template_spacegroup == 62 and refined[0].n_operations == 8
