@@ -60,6 +60,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-pair-angstrom", type=float, default=0.7)
     ap.add_argument("--out", default="")
+    ap.add_argument("--write", default="", help="with --margins: write each margin's results JSON here")
     ap.add_argument("--margins", default="",
                     help="instead: re-choose from a rank-'refine' dump with these symmetric margins "
                          "(crystal_gen.choose_candidate) and score each through the harness")
@@ -72,7 +73,8 @@ def main() -> int:
         task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
     if args.margins:
-        return rechoose(task, dump, [float(m) for m in args.margins.split(",")], args.min_pair_angstrom)
+        return rechoose(task, dump, [float(m) for m in args.margins.split(",")], args.min_pair_angstrom,
+                        args.write, args.variant)
     targets = {task._query(int(r)).sample_id: task._target(int(r)) for r in task._rows}
     rules = ("tight-profile", "template-profile", "template-stretch", "template-stretch-only-lengths")
     preds: dict[str, dict] = {k: {} for k in rules}
@@ -134,7 +136,8 @@ def main() -> int:
     return 0
 
 
-def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: float) -> int:
+def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: float, write: str = "",
+             variant: str = "clean") -> int:
     """Score ``choose_candidate`` (rank 'refine') at each symmetric margin from the dump."""
     from c2np.models.cell_templates import load_templates
     from c2np.models.crystal_gen import Candidate, choose_candidate
@@ -151,7 +154,10 @@ def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: floa
             p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m)
             if p is not None:
                 preds[sid] = p
-        res = task.evaluate(preds, model=f"margin-{m}")
+        res = task.evaluate(preds, model="diffcsp-inverse" if write else f"margin-{m}")
+        if write:
+            Path(write, f"margin{m}").mkdir(parents=True, exist_ok=True)
+            res.write(Path(write, f"margin{m}", f"diffcsp-inverse__{variant}.json"))
         o = res.overall["joint_accuracy_paper"]
         per = res.data["metrics"].get("per_spacegroup", {})
         rad = res.data["metrics"]["per_radius"]
