@@ -61,10 +61,17 @@ def main() -> int:
                     help="compositions generated: the count head's ('head') or every training one ('all')")
     ap.add_argument("--rank", default=None, choices=list(RANK_RULES),
                     help="answer from the candidates: vote, or the smallest pair-profile mismatch")
+    ap.add_argument("--refine-top", type=int, default=None, help="rank 'refine': candidates refined per query")
+    ap.add_argument("--refine-evals", type=int, default=None, help="rank 'refine': profiles per refinement")
+    ap.add_argument("--symmetric-margin", type=float, default=None,
+                    help="prefer the more symmetric template within this profile mismatch of the best")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
     ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
+    ap.add_argument("--spacegroups", default="",
+                    help="keep only rows whose target has one of these space groups (comma-separated; a "
+                         "row subset for diagnostics, after --every)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out = Path(args.out)
@@ -72,6 +79,16 @@ def main() -> int:
     task = InverseTask.open(args.store, split=args.split, per_group=args.per_group)
     if args.every > 1:
         task._rows = task._rows[:: args.every]   # a fixed subset; the harness scores these rows only
+    if args.spacegroups:
+        try:
+            keep = {int(x) for x in args.spacegroups.split(",")}
+        except ValueError:
+            print(f"--spacegroups: not a comma-separated list of integers: {args.spacegroups!r}", file=sys.stderr)
+            return 2
+        task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
+        if len(task._rows) == 0:
+            print(f"--spacegroups {args.spacegroups}: no evaluated row has one of these groups", file=sys.stderr)
+            return 2
     t0 = time.time()
     fitted = {} if args.no_baselines else {"composition-lookup": CompositionLookup.fit(task),
                                            "majority-class": MajorityClass.fit(task)}
@@ -83,7 +100,8 @@ def main() -> int:
                                   ("step_lr", args.step_lr), ("read_rule", args.read_rule),
                                   ("min_pair_angstrom", args.min_pair_angstrom),
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
-                                  ("rank", args.rank))
+                                  ("rank", args.rank), ("refine_top", args.refine_top),
+                                  ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
@@ -120,7 +138,8 @@ def main() -> int:
             t2 = time.time()
             cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
             for sid, c in zip(ids, cands):
-                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom)
+                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom,
+                                     symmetric_margin=gen.cfg.symmetric_margin)
                 if p is not None:
                     preds[name][sid] = p
             if args.dump_candidates:
@@ -130,7 +149,12 @@ def main() -> int:
                          "candidates": [{"composition": list(x.composition), "params": [float(v) for v in x.params],
                                          "spacegroup": x.spacegroup, "min_pair_angstrom": x.min_pair_angstrom,
                                          "mismatch": x.mismatch, "composition_logprob": x.composition_logprob,
-                                         "volume_angstrom3": x.volume_angstrom3} for x in c]}
+                                         "volume_angstrom3": x.volume_angstrom3,
+                                         "template_spacegroup": x.template_spacegroup,
+                                         "n_operations": x.n_operations,
+                                         **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
+                                             "slots": x.cell[2].tolist()} if x.cell is not None else {})}
+                                        for x in c]}
                         for sid, part, c in zip(ids, parts, cands)]
                 (out / f"{name}__{variant}.candidates.json").write_text(json.dumps(rows))
             print(f"{variant}: {name} {time.time() - t2:.0f} s", flush=True)

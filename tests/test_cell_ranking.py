@@ -135,3 +135,63 @@ def test_generator_candidates_for_every_composition(tmp_path_factory: pytest.Tem
         GenConfig(z_candidates="density")
     with pytest.raises(C2NPInputError, match="rank"):
         GenConfig(rank="oracle")
+
+
+def test_stretch_finds_the_particles_scale(cubic) -> None:
+    """A cell 5 % too large is stretched back to the particle's distances, and the stretched
+    mismatch is that of the true cell (the stretch reads the particle only)."""
+    from c2np.models.cell_ranking import best_scale_mismatch
+
+    part, desc, ex = cubic
+    s = desc.scale_angstrom
+    pp = particle_pair_profile(part, desc)
+    true = profile_mismatch(pp, cell_pair_profile(ex.lattice_angstrom, ex.frac, ex.slots, s))
+    big = ex.lattice_angstrom * 1.05
+    lam, mis = best_scale_mismatch(pp, big, ex.frac, ex.slots, s)
+    assert abs(lam - 1 / 1.05) < 0.006
+    assert mis < 0.5 * profile_mismatch(pp, cell_pair_profile(big, ex.frac, ex.slots, s))
+    assert mis < true + 0.02
+    assert best_scale_mismatch(pp, np.zeros((3, 3)), ex.frac, ex.slots, s) == (1.0, np.inf)
+
+
+def test_refinement_recovers_a_pnma_cell_from_its_particle() -> None:
+    """From a Pnma cell with its lattice 4 % off and its free coordinates moved, fitting the
+    template's free parameters to the particle's pair profile recovers the lattice and
+    keeps the cell exactly in the template's group."""
+    from c2np.cells import standardize
+    from c2np.models.cell_ranking import refine_to_profile
+    from c2np.models.cell_templates import project_frac, project_lattice, template_of
+    from helpers import crystal_zoo
+
+    cell = crystal_zoo()["orthorhombic"]
+    part = carve(cell, 12.0).particle
+    desc = describe(part)
+    ex = cell_example(desc, cell)
+    t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
+    rng = np.random.default_rng(1)
+    lat0 = project_lattice(ex.lattice_angstrom * np.array([[1.04], [0.97], [1.03]]), t.rotations)
+    frac0 = project_frac((ex.frac + rng.normal(scale=0.006, size=ex.frac.shape)) % 1.0,
+                         t.rotations, t.translations, t.perm, t.frac)
+    pp = particle_pair_profile(part, desc)
+    s = desc.scale_angstrom
+    start = profile_mismatch(pp, cell_pair_profile(lat0, frac0, ex.slots, s))
+    lat, frac, mis = refine_to_profile(pp, t, lat0, frac0, ex.slots, s, max_evals=400)
+    assert mis < 0.5 * start
+    true_len = np.linalg.norm(ex.lattice_angstrom, axis=1)
+    assert np.abs(np.linalg.norm(lat, axis=1) - true_len).max() < 0.5 * np.abs(
+        np.linalg.norm(lat0, axis=1) - true_len).max()
+    assert standardize((lat, frac, ex.slots + 1), symprec_angstrom=1e-4).spacegroup == 62
+
+
+def test_symmetric_margin_prefers_the_more_symmetric_of_equally_good_cells() -> None:
+    """A refined Pnma cell with zero tilts explains a cubic particle as well as the Pm-3m
+    cell does; within the margin the more symmetric template's answer is chosen, outside it
+    the better fit."""
+    def cand(sg: int, n_ops: int, mis: float, a: float) -> Candidate:
+        return Candidate((3, 1, 1), np.array([a, a, a, 90.0, 90.0, 90.0]), sg, 1.5, mis, 0.0, 64.0, sg, None, n_ops)
+
+    pnma, cubic = cand(62, 8, 0.100, 5.6), cand(221, 48, 0.102, 4.0)
+    assert choose_candidate([pnma, cubic], rule="refine").spacegroup == 62
+    assert choose_candidate([pnma, cubic], rule="refine", symmetric_margin=0.01).spacegroup == 221
+    far = cand(221, 48, 0.2, 4.0)
+    assert choose_candidate([pnma, far], rule="refine", symmetric_margin=0.01).spacegroup == 62

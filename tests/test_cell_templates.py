@@ -168,3 +168,54 @@ def test_atoms_keep_their_wyckoff_positions() -> None:
     frac = np.random.default_rng(0).random((4, len(t.slots), 3))   # anywhere, e.g. B nearer 1b than 1a
     d = project_frac(frac, t.rotations, t.translations, t.perm, t.frac) - t.frac
     assert np.abs(d - np.round(d)).max() < 1e-9            # A and B never swap sites or collide
+
+
+def test_template_read_rule_keeps_the_template_group_of_a_barely_distorted_cell(pnma: CellTemplate) -> None:
+    """A Pnma cell whose tilts are a few thousandths of an Å reads as a higher group at the
+    tight rule's 0.005 Å; the ``template`` rule reads the template's group on its ladder,
+    and falls back to the tight read for a cell that has no such symmetry at any rung."""
+    from c2np.models.crystal_gen import read_cell_to_prediction
+
+    ideal = np.round(pnma.frac * 4) / 4                     # the cubic aristotype in the Pnma cell
+    frac = ideal + 0.005 * _wrap_diff(pnma.frac, ideal)     # displacements ~0.002 Å
+    assert np.abs(_wrap_diff(frac, ideal) @ pnma.lattice_angstrom).max() < 0.005
+    numbers = np.array([1, 11, 12])[pnma.slots]
+    tight = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="tight")
+    tpl = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="template", template_spacegroup=62)
+    assert tight is not None and tpl is not None
+    assert tight[1] != 62 and tpl[1] == 62
+    np.testing.assert_allclose(np.sort(tpl[0][:3]), np.sort(np.linalg.norm(pnma.lattice_angstrom, axis=1)),
+                               atol=1e-3)
+    other = read_cell_to_prediction(pnma.lattice_angstrom, frac, numbers, rule="template", template_spacegroup=167)
+    assert other is not None and other[1] == tight[1]       # no R-3c at any rung: the tight read
+
+
+def _wrap_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = a - b
+    return d - np.round(d)
+
+
+def test_refine_rank_never_worsens_the_stretched_candidate(pnma: CellTemplate) -> None:
+    """rank 'refine' starts from the same (seeded) stretched cell as rank 'stretch' and only
+    accepts the fit's result, so its mismatch is never larger; the cell keeps the group."""
+    import dataclasses
+
+    from c2np.models.cell_ranking import particle_pair_profile
+
+    cell = crystal_zoo()["orthorhombic"]
+    part = carve(cell, 9.0).particle
+    desc = describe(part)
+    cfg = GenConfig(hidden=16, layers=1, steps=10, train_steps=0, z_candidates="templates", read_rule="template",
+                    rank="stretch", refine_top=1, refine_evals=60)
+    n = len(CrystalGenerator.features([desc])[0])
+    torch.manual_seed(0)
+    model = CrystalGenerator(cfg, n, [pnma.composition], np.zeros(n), np.ones(n),
+                             pnma.lattice_angstrom / desc.scale_angstrom, 0.05)
+    model.templates = [pnma]
+    prof = [particle_pair_profile(part, desc)]
+    (stretched,) = model.candidates([desc], seed=0, profiles=prof)
+    model.cfg = dataclasses.replace(cfg, rank="refine", min_pair_angstrom=0.0)
+    (refined,) = model.candidates([desc], seed=0, profiles=prof)
+    assert len(stretched) == len(refined) == 1
+    assert refined[0].mismatch <= stretched[0].mismatch
+    assert refined[0].spacegroup == 62 and refined[0].template_spacegroup == 62 and refined[0].n_operations == 8

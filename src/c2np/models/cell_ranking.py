@@ -26,16 +26,20 @@ import itertools
 import numpy as np
 from scipy.spatial import cKDTree
 
+from c2np.models.cell_templates import CellTemplate
 from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, slot_pairs
 
 __all__ = ["PROFILE_CUTOFF_SCALED", "PROFILE_BINS", "PROFILE_SMOOTH_SCALED", "MAX_IMAGES",
-           "particle_pair_profile", "cell_pair_profile", "profile_mismatch"]
+           "STRETCHES",
+           "particle_pair_profile", "cell_pair_profile", "profile_mismatch", "best_scale_mismatch",
+           "refine_to_profile"]
 
 PROFILE_CUTOFF_SCALED = 2.2
 PROFILE_BINS = 88
 PROFILE_SMOOTH_SCALED = 0.04
 MAX_IMAGES = 4096
+STRETCHES = np.round(np.arange(0.88, 1.1201, 0.01), 4)
 
 
 def _binned(dist_scaled: np.ndarray, pair_index: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -81,16 +85,15 @@ def particle_pair_profile(particle: Particle, desc: ParticleDescriptor) -> np.nd
                    1.0 / (gamma * max(len(pos), 1)))
 
 
-def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,
-                      scale_angstrom: float) -> np.ndarray | None:
-    """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
-    frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
-    ``scale_angstrom``. None for a degenerate lattice or one needing more than
-    :data:`MAX_IMAGES` lattice translations within the cut-off."""
+def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray, scale_angstrom: float,
+                *, reach_factor: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ordered neighbour pairs of a periodic cell within ``reach_factor`` times the profile
+    cut-off: (distances in units of ``scale_angstrom`` (k,), pair index (k,)); None for a
+    degenerate lattice or one needing more than :data:`MAX_IMAGES` lattice translations."""
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     f = np.asarray(frac, dtype=np.float64) % 1.0
     s = float(scale_angstrom)
-    cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s
+    cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s * reach_factor
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-6 * s ** 3:
         return None
     reach = np.ceil(cut * np.linalg.norm(np.linalg.inv(lat), axis=0)).astype(np.int64) + 1
@@ -99,12 +102,52 @@ def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.
     shifts = np.array(list(itertools.product(*[range(-int(m), int(m) + 1) for m in reach])), dtype=np.float64)
     d = f[None, :, None, :] - f[:, None, None, :] + shifts[None, None]       # (n, n, images, 3) j - i
     r = np.linalg.norm(d @ lat, axis=-1)
-    n = len(f)
-    i, j, _ = np.nonzero((r <= cut) & (r > 1e-9 * s))
-    rr = r[(r <= cut) & (r > 1e-9 * s)]
+    keep = (r <= cut) & (r > 1e-9 * s)
+    i, j, _ = np.nonzero(keep)
     sl = np.asarray(slots, dtype=np.int64)
+    return r[keep] / s, _pair_index(sl[i], sl[j])
+
+
+def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,
+                      scale_angstrom: float) -> np.ndarray | None:
+    """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
+    frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
+    ``scale_angstrom``. None for a degenerate lattice or one needing more than
+    :data:`MAX_IMAGES` lattice translations within the cut-off."""
+    pairs = _cell_pairs(lattice_angstrom, frac, slots, scale_angstrom)
+    if pairs is None:
+        return None
     # ordered pairs over images, each unordered pair counted twice: weight 1/2 per atom of the cell
-    return _binned(rr / s, _pair_index(sl[i], sl[j]), np.full(len(rr), 0.5 / max(n, 1)))
+    return _binned(pairs[0], pairs[1], np.full(len(pairs[0]), 0.5 / max(len(frac), 1)))
+
+
+def best_scale_mismatch(particle_profile: np.ndarray, lattice_angstrom: np.ndarray, frac: np.ndarray,
+                        slots: np.ndarray, scale_angstrom: float, *,
+                        stretches: np.ndarray = STRETCHES) -> tuple[float, float]:
+    """The cell's isotropic stretch that best matches the particle's pair profile:
+    (stretch factor ``lambda`` of the lattice, :func:`profile_mismatch` of the stretched cell)
+    over the grid ``stretches``, then refined (bounded Brent) within one grid step of the
+    best; (1.0, inf) when the cell has no profile. The stretch is a property of the particle
+    (its interatomic distances), not of the target."""
+    from scipy.optimize import minimize_scalar
+
+    k = np.asarray(stretches, dtype=np.float64)
+    pairs = _cell_pairs(lattice_angstrom, frac, slots, scale_angstrom, reach_factor=1.0 / float(k.min()))
+    if pairs is None:
+        return 1.0, float("inf")
+    w = np.full(len(pairs[0]), 0.5 / max(len(frac), 1))
+    def cost(lam: float) -> float:
+        return profile_mismatch(particle_profile, _binned(pairs[0] * lam, pairs[1], w))
+
+    mis = [cost(float(lam)) for lam in k]
+    b = int(np.argmin(mis))
+    step = float(np.max(np.diff(k))) if len(k) > 1 else 0.0
+    if step > 0:
+        res = minimize_scalar(cost, bounds=(float(k[b]) - step, float(k[b]) + step), method="bounded",
+                              options={"xatol": 1e-4})
+        if res.fun < mis[b]:
+            return float(res.x), float(res.fun)
+    return float(k[b]), float(mis[b])
 
 
 def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | None) -> float:
@@ -113,3 +156,86 @@ def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | No
         return float("inf")
     p = np.asarray(particle_profile, dtype=np.float64)
     return float(np.abs(p - cell_profile).sum() / max(float(p.sum()), 1e-12))
+
+
+def _metric_basis(rotations: np.ndarray) -> np.ndarray:
+    """(k, 3, 3) orthonormal basis of the symmetric metrics G with ``W^T G W = G`` for every
+    rotation W (m, 3, 3) of a template (fractional basis)."""
+    W = np.asarray(rotations, dtype=np.float64)
+    mats = []
+    for a, b in itertools.combinations_with_replacement(range(3), 2):
+        e = np.zeros((3, 3))
+        e[a, b] = e[b, a] = 1.0
+        mats.append(np.einsum("gba,bc,gcd->ad", W, e, W).ravel() / len(W))
+    u, sv, vt = np.linalg.svd(np.array(mats))
+    return vt[: int(np.sum(sv > 1e-8))].reshape(-1, 3, 3)
+
+
+def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray]]:
+    """Per orbit of the template: (its first atom r, (d, 3) basis of the directions that keep
+    r on its Wyckoff set, the null space of the stacked ``W - I`` of r's site operations)."""
+    out = []
+    for r in range(template.perm.shape[1]):
+        members = template.perm[:, r]
+        if members.min() < r:
+            continue
+        A = (np.asarray(template.rotations, dtype=np.float64)[members == r] - np.eye(3)).reshape(-1, 3)
+        _, sv, vt = np.linalg.svd(A)
+        out.append((r, vt[int(np.sum(sv > 1e-8)):]))
+    return out
+
+
+def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, lattice_angstrom: np.ndarray,
+                      frac: np.ndarray, slots: np.ndarray, scale_angstrom: float, *, max_evals: int = 300
+                      ) -> tuple[np.ndarray, np.ndarray, float]:
+    """The cell's free parameters under ``template`` (its symmetric lattice metric and the
+    Wyckoff coordinates of each orbit) fitted to the particle's pair profile, from the given
+    (template-symmetric) cell: Nelder-Mead on :func:`profile_mismatch` (at most ``max_evals``
+    profiles). Returns (lattice (3, 3) rows Å, frac (n, 3), mismatch); the cell stays exactly
+    symmetric in the template. Reads only the particle's profile and the cell."""
+    from scipy.optimize import minimize
+
+    L0 = np.asarray(lattice_angstrom, dtype=np.float64)
+    f0 = np.asarray(frac, dtype=np.float64) % 1.0
+    G0 = L0 @ L0.T
+    ev0, V0 = np.linalg.eigh(G0)
+    g0_inv_sqrt = (V0 / np.sqrt(ev0)) @ V0.T
+    basis = _metric_basis(template.rotations) * float(np.trace(G0) / 3.0)
+    sites = _site_basis(template)
+    rot = np.asarray(template.rotations, dtype=np.float64)
+    tr = np.asarray(template.translations, dtype=np.float64)
+    first = {(r, j): int(np.flatnonzero(template.perm[:, r] == j)[0]) for r, _ in sites
+             for j in np.unique(template.perm[:, r])}
+    n_lat = len(basis)
+
+    def cell(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        G = G0 + np.tensordot(x[:n_lat], basis, axes=1)
+        ev, V = np.linalg.eigh(G)
+        if ev.min() <= 1e-6 * ev0.max():
+            return None
+        L = (V * np.sqrt(ev)) @ V.T @ g0_inv_sqrt @ L0
+        f = f0.copy()
+        k = n_lat
+        for r, b in sites:
+            p = f0[r] + x[k:k + len(b)] @ b
+            k += len(b)
+            for (rr, j), g in first.items():
+                if rr == r:
+                    f[j] = rot[g] @ p + tr[g]
+        return L, f % 1.0
+
+    def cost(x: np.ndarray) -> float:
+        c = cell(x)
+        if c is None:
+            return float("inf")
+        return profile_mismatch(particle_profile, cell_pair_profile(c[0], c[1], slots, scale_angstrom))
+
+    n_par = n_lat + sum(len(b) for _, b in sites)
+    simplex = np.zeros((n_par + 1, n_par))
+    simplex[1:] = np.diag([0.04] * n_lat + [0.01] * (n_par - n_lat))
+    res = minimize(cost, np.zeros(n_par), method="Nelder-Mead",
+                   options={"maxfev": int(max_evals), "initial_simplex": simplex, "xatol": 1e-4, "fatol": 1e-5})
+    best = cell(res.x)
+    if best is None or not np.isfinite(res.fun):
+        return L0, f0, cost(np.zeros(n_par))
+    return best[0], best[1], float(res.fun)

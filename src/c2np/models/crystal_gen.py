@@ -42,7 +42,13 @@ from torch import Tensor, nn
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.models.backbone import MLP, sinusoidal_embedding
-from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.models.cell_ranking import (
+    best_scale_mismatch,
+    cell_pair_profile,
+    particle_pair_profile,
+    profile_mismatch,
+    refine_to_profile,
+)
 from c2np.models.cell_templates import (
     CellTemplate,
     load_templates,
@@ -57,7 +63,7 @@ from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
 
 __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMPREC_SWEEP_ANGSTROM",
-           "SYMPREC_FINE_SWEEP_ANGSTROM", "READ_RULES",
+           "SYMPREC_FINE_SWEEP_ANGSTROM", "SYMPREC_TEMPLATE_LADDER_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
            "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
@@ -66,9 +72,10 @@ PROCESSES = ("diffcsp", "flowmm")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
-READ_RULES = ("plateau", "longest", "tight")
+SYMPREC_TEMPLATE_LADDER_ANGSTROM: tuple[float, ...] = (0.005, 0.002, 1e-3, 3e-4, 1e-4)
+READ_RULES = ("plateau", "longest", "tight", "template")
 Z_CANDIDATES = ("head", "all", "templates")
-RANK_RULES = ("vote", "profile")
+RANK_RULES = ("vote", "profile", "stretch", "refine")
 
 
 @dataclass(frozen=True)
@@ -99,12 +106,18 @@ class GenConfig:
     sample_steps: int = 0
     z_candidates: str = "head"
     rank: str = "vote"
+    refine_top: int = 2
+    refine_evals: int = 200
+    symmetric_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if self.z_candidates not in Z_CANDIDATES:
             raise C2NPInputError(f"z_candidates must be one of {list(Z_CANDIDATES)}, got {self.z_candidates!r}")
         if self.rank not in RANK_RULES:
             raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {self.rank!r}")
+        if self.refine_top < 0 or self.refine_evals < 1:
+            raise C2NPInputError(f"refine_top must be >= 0 and refine_evals >= 1, got {self.refine_top}, "
+                                 f"{self.refine_evals}")
         if not 0.0 <= self.mid_t_fraction <= 1.0:
             raise C2NPInputError(f"mid_t_fraction must be in [0, 1], got {self.mid_t_fraction!r}")
         if self.sample_steps < 0:
@@ -505,7 +518,7 @@ class CrystalGenerator(nn.Module):
         its profile mismatch (else nan). Unreadable cells are left out."""
         self.eval()
         g = torch.Generator().manual_seed(int(seed))
-        out: list[list[Candidate]] = [[] for _ in descs]
+        out: list[list[tuple[Candidate, CellTemplate | None]]] = [[] for _ in descs]
         feats_all = torch.as_tensor(self.features(descs))
         with torch.no_grad():
             logp = torch.log_softmax(self.composition_logits(feats_all), dim=-1).numpy()
@@ -517,17 +530,60 @@ class CrystalGenerator(nn.Module):
                     idx = order[a:a + batch]
                     cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g, template)
                     for i, (xl, fr, sl) in zip(idx, cells):
-                        lat, frac, numbers = self.cell_of(xl, fr, sl, descs[i])
-                        res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule)
-                        if res is None:
-                            continue
-                        mis = float("nan") if profiles is None else profile_mismatch(
-                            profiles[i], cell_pair_profile(lat, frac, sl, descs[i].scale_angstrom))
-                        comp = comps[i]
-                        lp = (float(logp[i, self.compositions.index(comp)]) if comp in self.compositions
-                              else float("-inf"))
-                        out[i].append(Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac),
-                                                mis, lp, float(abs(np.linalg.det(lat)))))
+                        c = self._candidate(xl, fr, sl, descs[i], comps[i], logp[i], template,
+                                            None if profiles is None else profiles[i])
+                        if c is not None:
+                            out[i].append((c, template))
+        if self.cfg.rank == "refine" and profiles is not None:
+            return [self._refined(c, d, p) for c, d, p in zip(out, descs, profiles)]
+        return [[c for c, _ in row] for row in out]
+
+    def _candidate(self, xl: np.ndarray, fr: np.ndarray, sl: np.ndarray, desc: ParticleDescriptor,
+                   comp: tuple[int, ...], logp: np.ndarray, template: CellTemplate | None,
+                   profile: np.ndarray | None) -> Candidate | None:
+        """One generated cell read out (None: unreadable). With a profile its mismatch; for
+        ``rank`` ``stretch`` / ``refine`` the lattice first stretched isotropically to the
+        particle's pair distances (:func:`~c2np.models.cell_ranking.best_scale_mismatch`)."""
+        lat, frac, numbers = self.cell_of(xl, fr, sl, desc)
+        mis = float("nan")
+        if profile is not None and self.cfg.rank in ("stretch", "refine"):
+            lam, mis = best_scale_mismatch(profile, lat, frac, sl, desc.scale_angstrom)
+            lat = lat * lam
+        elif profile is not None:
+            mis = profile_mismatch(profile, cell_pair_profile(lat, frac, sl, desc.scale_angstrom))
+        lp = float(logp[self.compositions.index(comp)]) if comp in self.compositions else float("-inf")
+        return self._read(lat, frac, sl, numbers, comp, lp, template, mis)
+
+    def _read(self, lat: np.ndarray, frac: np.ndarray, sl: np.ndarray, numbers: np.ndarray,
+              comp: tuple[int, ...], lp: float, template: CellTemplate | None, mis: float
+              ) -> Candidate | None:
+        """The :class:`Candidate` of a cell in Å (None: spglib reads nothing)."""
+        tsg = template.spacegroup if template is not None else 0
+        res = read_cell_to_prediction(lat, frac, numbers, rule=self.cfg.read_rule, template_spacegroup=tsg)
+        if res is None:
+            return None
+        return Candidate(comp, res[0], res[1], min_pair_distance_angstrom(lat, frac), mis, lp,
+                         float(abs(np.linalg.det(lat))), tsg, (lat, np.asarray(frac) % 1.0, np.asarray(sl)),
+                         len(template.rotations) if template is not None else 0)
+
+    def _refined(self, row: list[tuple[Candidate, CellTemplate | None]], desc: ParticleDescriptor,
+                 profile: np.ndarray) -> list[Candidate]:
+        """A particle's candidates with the ``refine_top`` valid template-sampled ones of smallest
+        mismatch replaced by their cells refined to the particle's pair profile
+        (:func:`~c2np.models.cell_ranking.refine_to_profile`, ``refine_evals`` profiles each)."""
+        order = sorted((k for k, (c, t) in enumerate(row) if t is not None and c.cell is not None
+                        and c.min_pair_angstrom >= self.cfg.min_pair_angstrom), key=lambda k: row[k][0].mismatch)
+        out = [c for c, _ in row]
+        for k in order[: self.cfg.refine_top]:
+            c, t = row[k]
+            assert t is not None and c.cell is not None
+            lat, frac, sl = c.cell
+            lat, frac, mis = refine_to_profile(profile, t, lat, frac, sl, desc.scale_angstrom,
+                                               max_evals=self.cfg.refine_evals)
+            new = self._read(lat, frac, sl, self.cell_of(np.zeros((3, 3)), frac, sl, desc)[2], c.composition,
+                             c.composition_logprob, t, mis)
+            if new is not None and new.min_pair_angstrom >= self.cfg.min_pair_angstrom:
+                out[k] = new
         return out
 
     def _plans(self, n: int, logp: np.ndarray) -> list[tuple[list[tuple[int, ...]], CellTemplate | None]]:
@@ -548,11 +604,11 @@ class CrystalGenerator(nn.Module):
         """Predictions for particles given by their descriptors (and, for ``rank="profile"``,
         their pair profiles): the :meth:`candidates` combined by :func:`choose_candidate`;
         None where no cell could be read."""
-        if self.cfg.rank == "profile" and profiles is None:
+        if self.cfg.rank != "vote" and profiles is None:
             raise C2NPInputError("rank 'profile' needs the particles' pair profiles (use predict_particles)")
         cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
-        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom)
-                for c in cands]
+        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom,
+                                 symmetric_margin=self.cfg.symmetric_margin) for c in cands]
 
     def predict_particles(self, particles: Sequence[Particle], *, seed: int = 0, batch: int = 256
                           ) -> list[InversePrediction | None]:
@@ -560,7 +616,7 @@ class CrystalGenerator(nn.Module):
         ``rank="profile"``), then :meth:`predict_descriptors`."""
         descs = [describe(p) for p in particles]
         profiles = ([particle_pair_profile(p, d) for p, d in zip(particles, descs)]
-                    if self.cfg.rank == "profile" else None)
+                    if self.cfg.rank != "vote" else None)
         return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles)
 
     # --- fit -------------------------------------------------------------------------------
@@ -670,7 +726,10 @@ class Candidate:
     """One read-out generated cell of a particle: its composition (atoms per slot), the
     answer read from it (params (6,) Å/deg, space group), its shortest interatomic distance
     (Å), its pair-profile mismatch with the particle (nan when not computed), the count
-    head's log-probability of its composition and its cell volume (Å^3)."""
+    head's log-probability of its composition, its cell volume (Å^3), the space group of
+    the template it was sampled under (0: none), the generated cell itself (lattice (3, 3)
+    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading, and the number of
+    symmetry operations of its template's primitive cell (0: none)."""
 
     composition: tuple[int, ...]
     params: np.ndarray
@@ -679,14 +738,21 @@ class Candidate:
     mismatch: float
     composition_logprob: float
     volume_angstrom3: float
+    template_spacegroup: int = 0
+    cell: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    n_operations: int = 0
 
 
-def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0
-                     ) -> InversePrediction | None:
+def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,
+                     symmetric_margin: float = 0.0) -> InversePrediction | None:
     """The answer of a particle from its candidates. Only the structurally valid ones
     (shortest distance >= ``min_pair_angstrom``) count; none valid -> all of them.
-    ``vote``: :func:`vote` over their answers. ``profile``: the answer of the candidate with
-    the smallest pair-profile mismatch (ties: the earlier). None for no candidates."""
+    ``vote``: :func:`vote` over their answers. ``profile`` (and ``stretch``, ``refine``, whose
+    candidates carry the stretched / refined mismatch): the answer of the candidate with the
+    smallest pair-profile mismatch (ties: the earlier); with ``symmetric_margin`` > 0, of the
+    candidates within that (absolute) mismatch of the smallest, the one whose template has the
+    most symmetry operations (ties: the smaller mismatch) — of two cells that explain the
+    particle equally well, the more symmetric. None for no candidates."""
     if rule not in RANK_RULES:
         raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
     valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)
@@ -698,6 +764,9 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     if np.all(np.isnan(mis)):
         raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
     best = valid[int(np.nanargmin(mis))]
+    if symmetric_margin > 0:
+        near = [c for c in valid if c.mismatch <= best.mismatch + symmetric_margin]
+        best = max(near, key=lambda c: (c.n_operations, -c.mismatch))
     return InversePrediction.from_values([float(x) for x in best.params], int(best.spacegroup))
 
 
@@ -730,8 +799,8 @@ def learning_rate_factor(progress: float, *, warmup: float = 0.02, floor: float 
 
 
 def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
-                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau"
-                            ) -> tuple[np.ndarray, int] | None:
+                            sweep_angstrom: Iterable[float] | None = None, rule: str = "plateau",
+                            template_spacegroup: int = 0) -> tuple[np.ndarray, int] | None:
     """Space group and conventional lattice parameters of a generated cell by
     :func:`c2np.cells.standardize` under a tolerance sweep (tight to loose; default
     :data:`SYMPREC_SWEEP_ANGSTROM`, or :data:`SYMPREC_FINE_SWEEP_ANGSTROM` for ``longest``).
@@ -742,12 +811,18 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
     cell with errors of ~delta Å and a true distortion of ~Delta Å shows its group over
     (~4 delta, Delta) and P1 below (spglib needs a tolerance of ~4-5x the noise sigma).
     ``tight``: the group at the tightest tolerance spglib reads (for cells that are exactly
-    symmetric by construction, :mod:`c2np.models.cell_templates`). None when spglib finds
-    nothing at any tolerance or the lattice is degenerate."""
+    symmetric by construction, :mod:`c2np.models.cell_templates`). ``template``: for a cell
+    sampled under a template of group ``template_spacegroup``, that group at the loosest
+    tolerance of :data:`SYMPREC_TEMPLATE_LADDER_ANGSTROM` (0.005 Å down to 1e-4 Å) where spglib
+    reads it — a cell projected onto the template is exactly symmetric in it, so a read of a
+    higher group at 0.005 Å means its distortion from that group is under 0.005 Å, not that it
+    lacks the template's symmetry; not found at any (or no template) -> ``tight``. None when
+    spglib finds nothing at any tolerance or the lattice is degenerate."""
     if rule not in READ_RULES:
         raise C2NPInputError(f"read-out rule must be one of {list(READ_RULES)}, got {rule!r}")
     if sweep_angstrom is None:
-        sweep_angstrom = SYMPREC_SWEEP_ANGSTROM if rule == "plateau" else SYMPREC_FINE_SWEEP_ANGSTROM
+        sweep_angstrom = {"plateau": SYMPREC_SWEEP_ANGSTROM, "template": SYMPREC_TEMPLATE_LADDER_ANGSTROM
+                          }.get(rule, SYMPREC_FINE_SWEEP_ANGSTROM)
     lat = np.asarray(lattice_angstrom, dtype=np.float64)
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-3:
         return None
@@ -760,7 +835,9 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
             continue
     if not found:
         return None
-    pick = found[0][1] if rule == "tight" else None
+    pick = found[0][1] if rule in ("tight", "template") else None
+    if rule == "template":
+        pick = next((s for _, s in found if s.spacegroup == template_spacegroup), pick)
     if rule == "longest":
         best_len, start = 0, 0
         for k in range(len(found) + 1):
