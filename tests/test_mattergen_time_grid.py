@@ -65,3 +65,15 @@ def test_mattergen_sampler_follows_the_grid_and_is_seeded():
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     uniform = draw(1.0, 0.0, 5)
     assert len(uniform[0]) != len(a[0]) or not np.allclose(uniform[1], a[1])
+
+
+def test_config_refuses_out_of_range_sampler_settings() -> None:
+    """A run folder's config.json with a bad grid or margin is refused on load, naming the key."""
+    from c2np.errors import C2NPInputError
+    from c2np.models.config import ModelConfig
+
+    base = ModelConfig().to_dict()
+    for key, value in [("sample_time_power", 0.0), ("sample_eps_t", 1.0), ("sample_count_margin", -0.1)]:
+        with pytest.raises(C2NPInputError, match=key):
+            ModelConfig.from_dict({**base, key: value})
+    assert ModelConfig.from_dict({**base, "sample_time_power": 2.0, "sample_eps_t": 1e-3}).sample_time_power == 2.0

@@ -93,6 +93,18 @@ class ModelConfig:
     n_val: int = 4
     eval_per_group: int = 2
 
+    def __post_init__(self) -> None:
+        # the sampler settings a run folder's config.json may carry: refused here, with the key,
+        # rather than as an error deep inside sampling
+        checks = {"sample_time_power": self.sample_time_power > 0,
+                  "sample_eps_t": 0.0 <= self.sample_eps_t < 1.0,
+                  "sample_count_margin": self.sample_count_margin >= 0,
+                  "sample_site_tol_angstrom": self.sample_site_tol_angstrom >= 0}
+        bad = [k for k, ok in checks.items() if not ok]
+        if bad:
+            raise C2NPInputError(f"model config: out of range {', '.join(f'{k}={getattr(self, k)!r}' for k in bad)} "
+                                 "(need sample_time_power > 0, 0 <= sample_eps_t < 1, margins >= 0)")
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
