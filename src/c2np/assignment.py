@@ -345,7 +345,7 @@ class _Grid:
         ``reach`` cells."""
         kern = _kernels()
         x = np.ascontiguousarray(points, dtype=np.float64)
-        lo, hi, amax = kern.bounds(x)
+        lo, hi, amax = bounding_box(x)
         ext = hi - lo
         vol = float(np.prod(np.maximum(ext, 1e-3)))
         h = max((per_cell * vol / len(x)) ** (1.0 / 3.0), 1e-6)

@@ -26,7 +26,7 @@ import itertools
 import numpy as np
 from scipy.spatial import cKDTree
 
-from c2np.models.cell_templates import CellTemplate
+from c2np.models.cell_templates import CellTemplate, metric_average, orbits
 from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, slot_pairs
 
@@ -160,28 +160,26 @@ def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | No
 
 def _metric_basis(rotations: np.ndarray) -> np.ndarray:
     """(k, 3, 3) orthonormal basis of the symmetric metrics G with ``W^T G W = G`` for every
-    rotation W (m, 3, 3) of a template (fractional basis)."""
-    W = np.asarray(rotations, dtype=np.float64)
+    rotation W (m, 3, 3) of a template (fractional basis): the range of
+    :func:`~c2np.models.cell_templates.metric_average`."""
     mats = []
     for a, b in itertools.combinations_with_replacement(range(3), 2):
         e = np.zeros((3, 3))
         e[a, b] = e[b, a] = 1.0
-        mats.append(np.einsum("gba,bc,gcd->ad", W, e, W).ravel() / len(W))
+        mats.append(metric_average(e, rotations).ravel())
     u, sv, vt = np.linalg.svd(np.array(mats))
     return vt[: int(np.sum(sv > 1e-8))].reshape(-1, 3, 3)
 
 
-def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray]]:
-    """Per orbit of the template: (its first atom r, (d, 3) basis of the directions that keep
-    r on its Wyckoff set, the null space of the stacked ``W - I`` of r's site operations)."""
+def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray, list[tuple[int, int]]]]:
+    """Per orbit of the template (:func:`~c2np.models.cell_templates.orbits`): (its first atom
+    r, (d, 3) basis of the directions that keep r on its Wyckoff set, the null space of the
+    stacked ``W - I`` of r's site operations, [(member j, operation g taking r to j)])."""
+    rot = np.asarray(template.rotations, dtype=np.float64)
     out = []
-    for r in range(template.perm.shape[1]):
-        members = template.perm[:, r]
-        if members.min() < r:
-            continue
-        A = (np.asarray(template.rotations, dtype=np.float64)[members == r] - np.eye(3)).reshape(-1, 3)
-        _, sv, vt = np.linalg.svd(A)
-        out.append((r, vt[int(np.sum(sv > 1e-8)):]))
+    for r, stab, members in orbits(template.perm):
+        _, sv, vt = np.linalg.svd((rot[stab] - np.eye(3)).reshape(-1, 3))
+        out.append((r, vt[int(np.sum(sv > 1e-8)):], members))
     return out
 
 
@@ -204,8 +202,6 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
     sites = _site_basis(template)
     rot = np.asarray(template.rotations, dtype=np.float64)
     tr = np.asarray(template.translations, dtype=np.float64)
-    first = {(r, j): int(np.flatnonzero(template.perm[:, r] == j)[0]) for r, _ in sites
-             for j in np.unique(template.perm[:, r])}
     n_lat = len(basis)
 
     def cell(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -216,12 +212,11 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
         L = (V * np.sqrt(ev)) @ V.T @ g0_inv_sqrt @ L0
         f = f0.copy()
         k = n_lat
-        for r, b in sites:
+        for r, b, members in sites:
             p = f0[r] + x[k:k + len(b)] @ b
             k += len(b)
-            for (rr, j), g in first.items():
-                if rr == r:
-                    f[j] = rot[g] @ p + tr[g]
+            for j, g in members:
+                f[j] = rot[g] @ p + tr[g]
         return L, f % 1.0
 
     def cost(x: np.ndarray) -> float:
@@ -230,7 +225,7 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
             return float("inf")
         return profile_mismatch(particle_profile, cell_pair_profile(c[0], c[1], slots, scale_angstrom))
 
-    n_par = n_lat + sum(len(b) for _, b in sites)
+    n_par = n_lat + sum(len(b) for _, b, _ in sites)
     simplex = np.zeros((n_par + 1, n_par))
     simplex[1:] = np.diag([0.04] * n_lat + [0.01] * (n_par - n_lat))
     res = minimize(cost, np.zeros(n_par), method="Nelder-Mead",

@@ -27,7 +27,7 @@ import numpy as np
 from c2np.errors import C2NPInputError
 
 __all__ = ["CellTemplate", "template_of", "merge_templates", "project_lattice", "project_frac",
-           "save_templates", "load_templates", "TEMPLATES_FILE"]
+           "metric_average", "orbits", "save_templates", "load_templates", "TEMPLATES_FILE"]
 
 TEMPLATES_FILE = "templates.json"
 
@@ -128,6 +128,26 @@ def merge_templates(templates: Iterable[CellTemplate]) -> list[CellTemplate]:
     return sorted(out.values(), key=lambda t: (t.spacegroup, len(t.slots), t.key))
 
 
+def metric_average(metric: np.ndarray, rotations: np.ndarray) -> np.ndarray:
+    """Metrics (..., 3, 3) averaged over the point group ``rotations`` (m, 3, 3) of a
+    fractional basis: ``mean_g W_g^T G W_g`` (the metric's projection onto the invariant ones)."""
+    W = np.asarray(rotations, dtype=np.float64)
+    return np.einsum("gba,...bc,gcd->...ad", W, np.asarray(metric, dtype=np.float64), W) / len(W)
+
+
+def orbits(perm: np.ndarray) -> list[tuple[int, np.ndarray, list[tuple[int, int]]]]:
+    """The orbits of the atom permutation ``perm`` (m, n) of m operations (``perm[g, i]``: the
+    atom that operation g takes atom i to): per orbit (its first atom r, the mask (m,) of r's
+    site operations (``g(r) = r``), [(member j, the first operation g with ``g(r) = j``)])."""
+    out = []
+    for r in range(perm.shape[1]):
+        members = perm[:, r]
+        if members.min() < r:               # r is not the first atom of its orbit
+            continue
+        out.append((r, members == r, [(int(j), int(np.flatnonzero(members == j)[0])) for j in np.unique(members)]))
+    return out
+
+
 def project_lattice(lattice: np.ndarray, rotations: np.ndarray, *, min_eig: float = 1e-8) -> np.ndarray:
     """Lattices (..., 3, 3) (rows a, b, c; any length unit) projected onto the metric symmetry
     of ``rotations`` (m, 3, 3): ``G = L L^T -> G_sym = mean_g W_g^T G W_g``, then
@@ -136,8 +156,7 @@ def project_lattice(lattice: np.ndarray, rotations: np.ndarray, *, min_eig: floa
     they are."""
     L = np.asarray(lattice, dtype=np.float64)
     G = L @ np.swapaxes(L, -1, -2)
-    W = np.asarray(rotations, dtype=np.float64)
-    G_sym = np.einsum("gba,...bc,gcd->...ad", W, G, W) / len(W)
+    G_sym = metric_average(G, rotations)
     ev, V = np.linalg.eigh(G)
     evs, Vs = np.linalg.eigh(G_sym)
     ok = (ev.min(-1) > min_eig) & (evs.min(-1) > min_eig)
@@ -184,14 +203,9 @@ def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarr
     tr = np.asarray(translations, dtype=np.float64)
     y = _orbit_average(x, rot, tr, perm)
     out = np.empty_like(y)
-    for r in range(perm.shape[1]):
-        members = perm[:, r]
-        if members.min() < r:               # r is not the first atom of its orbit
-            continue
-        stab = members == r
+    for r, stab, members in orbits(perm):
         p = _site_project(y[..., r, :], rot[stab], tr[stab], np.asarray(reference, dtype=np.float64)[r])
-        for j in np.unique(members):
-            g = int(np.flatnonzero(members == j)[0])
+        for j, g in members:
             out[..., j, :] = p @ rot[g].T + tr[g]
     return out % 1.0
 
