@@ -39,6 +39,8 @@ from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from c2np.metrics import tolerance_matching  # noqa: E402
+
 CATEGORIES = ("double", "outside-site", "wrong-species", "off-site")
 DEPTH_EDGES_ANGSTROM = (0.0, 0.5, 1.0, 2.0, 3.0, np.inf)
 
@@ -78,25 +80,20 @@ def diagnose(pred_z: np.ndarray, pred_x_angstrom: np.ndarray, ref_z: np.ndarray,
              site_z: np.ndarray, site_x_angstrom: np.ndarray, radius_angstrom: float, *,
              tol_angstrom: float = 0.5) -> ParticleMisses:
     """Match predicted to reference atoms (same species, within ``tol_angstrom``, one to one:
-    the closest predicted atom of each reference atom; exact when same-species sites are more
-    than 2 tol apart) and classify the unmatched atoms of both (module docstring). ``site_*``:
+    :func:`c2np.metrics.tolerance_matching`, the harness's F1 matching) and classify the
+    unmatched atoms of both (module docstring). ``site_*``:
     the crystal's sites near the sphere (inside and just outside R), positions (n, 3) Å."""
     pz, px = np.asarray(pred_z), np.asarray(pred_x_angstrom, dtype=float).reshape(-1, 3)
     rz, rx = np.asarray(ref_z), np.asarray(ref_x_angstrom, dtype=float).reshape(-1, 3)
     R = float(radius_angstrom)
+    partner = tolerance_matching(pz, px, rz, rx, tolerance_angstrom=tol_angstrom)  # the harness's F1 matching
+    matched = partner >= 0
     taken = np.zeros(len(rz), dtype=bool)
-    matched = np.zeros(len(pz), dtype=bool)
-    near_ref = np.zeros(len(pz), dtype=bool)
+    taken[partner[matched]] = True
+    near_ref = np.zeros(len(pz), dtype=bool)  # within the tolerance of a same-species reference atom
     for z in np.intersect1d(np.unique(pz), np.unique(rz)):
         ip, ig = np.flatnonzero(pz == z), np.flatnonzero(rz == z)
-        d, j = cKDTree(rx[ig]).query(px[ip])
-        for k in np.argsort(d):
-            if d[k] >= tol_angstrom:
-                break
-            near_ref[ip[k]] = True
-            if not taken[ig[j[k]]]:
-                taken[ig[j[k]]] = True
-                matched[ip[k]] = True
+        near_ref[ip] = cKDTree(rx[ig]).query(px[ip])[0] < tol_angstrom
     ds, js = cKDTree(np.asarray(site_x_angstrom, dtype=float).reshape(-1, 3)).query(px) if len(px) else (
         np.zeros(0), np.zeros(0, dtype=int))
     site_r = np.linalg.norm(np.asarray(site_x_angstrom, dtype=float).reshape(-1, 3), axis=1)
