@@ -399,13 +399,14 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     shifts = _image_shifts(pos.device, pos.dtype)  # (27, 3)
     cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
     disp = torch.einsum("nmik,nkd->nmid", cand, lat).flatten(1, 2)  # (N, m*27, 3)
-    d = disp.norm(dim=-1)  # (N, m*27)
-    valid = bmask[batch].repeat_interleave(27, dim=1)
-    slot_of = bslot_p[batch].squeeze(-1).repeat_interleave(27, dim=1)
-    onehot = (slot_of.unsqueeze(-1) == torch.arange(S_, device=pos.device)) & valid.unsqueeze(-1)  # (N, M, S)
-    d_slot = torch.where(onehot, d.unsqueeze(-1), torch.full_like(d, 1e3).unsqueeze(-1)).transpose(1, 2)
+    d = disp.norm(dim=-1)  # (N, M), M = m*27 candidates: basis atom j, image i at column 27 j + i
+    # which candidates belong to slot s is a property of the sample: (B, S', M), looked up per atom
+    member = ((bslot_p.squeeze(-1).repeat_interleave(27, dim=1).unsqueeze(1)
+               == torch.arange(S_, device=pos.device).view(1, -1, 1))
+              & bmask.repeat_interleave(27, dim=1).unsqueeze(1))
+    d_slot = torch.where(member[batch], d.unsqueeze(1), 1e3)  # (N, S', M), 1e3 = not of slot s
     kk = min(int(k), d_slot.shape[-1])
-    dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S, k)
+    dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S', k)
     vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
     vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
     pad = S_full - S_
@@ -414,11 +415,13 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
         dmin = F.pad(dmin, (0, 0, 0, pad), value=1e3)
     if not with_keys:
         return vec, dmin
+    # keys of the chosen candidates only: basis atom j = idx // 27, translation shifts[idx % 27] - rounded_j
     m = bfrac.shape[1]
-    trans = (shifts.unsqueeze(0).unsqueeze(0) - rounded.unsqueeze(2)).long() + 2048  # (N, m, 27, 3)
-    base = batch.view(-1, 1, 1) * m + torch.arange(m, device=pos.device).view(1, -1, 1)  # (N, m, 1)
-    key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]  # (N, m, 27)
-    key = torch.gather(key.flatten(1).unsqueeze(1).expand(-1, S_, -1), 2, idx)
+    atom = idx // 27
+    rows = torch.arange(len(pos), device=pos.device).view(-1, 1, 1)
+    trans = (shifts[idx % 27] - rounded[rows, atom]).long() + 2048  # (N, S', k, 3)
+    base = batch.view(-1, 1, 1) * m + atom
+    key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]
     if pad:
         key = F.pad(key, (0, 0, 0, pad), value=-1)
     return vec, dmin, key

@@ -182,11 +182,30 @@ def vp_denoise_each(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: T
     the conditional and unconditional passes of guidance); the state's features, graph and
     lattice sites are computed once (:meth:`Denoiser.prepare`), so each result equals that
     of its own :func:`vp_denoise` call."""
+    return vp_run(denoiser, u, vp_features(denoiser, u, type_feat, type_ll, t, batch, c), t, batch, conds, c,
+                  x0_prev)
+
+
+def vp_features(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,
+                batch: Tensor, c: ConditionBatch) -> DenoiserFeatures:
+    """The denoiser's :meth:`~Denoiser.features` of the VP state ``u`` (N, 3) at times ``t``
+    (B,): the graph on ``u R``, the lattice features on ``u R / sqrt(alpha_bar)`` (see
+    :func:`vp_denoise`)."""
     ab = alpha_bar(t)  # (B,)
     R = c.radius[batch].unsqueeze(-1)
     abn = ab[batch].unsqueeze(-1)
-    inputs = denoiser.prepare(u * R, u * torch.rsqrt(abn) * R, c.radius * torch.sqrt((1 - ab) / ab), type_feat,
-                              type_ll, t, batch, c, x0_prev)
+    return denoiser.features(u * R, u * torch.rsqrt(abn) * R, c.radius * torch.sqrt((1 - ab) / ab), type_feat,
+                             type_ll, t, batch, c)
+
+
+def vp_run(denoiser: Denoiser, u: Tensor, feats: DenoiserFeatures, t: Tensor, batch: Tensor,
+           conds: Sequence[Tensor], c: ConditionBatch, x0_prev: Tensor | None) -> list[tuple[Tensor, Tensor, Tensor]]:
+    """:func:`vp_denoise_each` on the state's :func:`vp_features` ``feats`` (computed once
+    when several evaluations see the same state, e.g. the self-conditioning estimate's pass
+    and the main pass of a training step)."""
+    abn = alpha_bar(t)[batch].unsqueeze(-1)
+    R = c.radius[batch].unsqueeze(-1)
+    inputs = denoiser.self_conditioned(feats, x0_prev)
     inv = torch.rsqrt(1 - abn)
     res = []
     for cond in conds:
@@ -473,6 +492,13 @@ class Denoiser(nn.Module):
         """Everything of :meth:`forward` that does not depend on the condition embedding
         ``cond`` (node and edge features, the graph, the lattice sites): computed once for the
         conditional and unconditional passes of classifier-free guidance."""
+        return self.self_conditioned(self.features(pos, xs, sigma, type_feat, type_ll, t, batch, c), x0_prev)
+
+    def features(self, pos: Tensor, xs: Tensor, sigma: Tensor, type_feat: Tensor, type_ll: Tensor | None,
+                 t: Tensor, batch: Tensor, c: ConditionBatch) -> DenoiserFeatures:
+        """The part of :meth:`prepare` that depends neither on ``cond`` nor on the
+        self-conditioning estimate: computed once per training step for the estimate's pass
+        and the main pass, which see the same state (:meth:`self_conditioned` adds the rest)."""
         temb = self.t_mlp(sinusoidal_embedding(t, self.H))[batch]
         R = c.radius[batch].unsqueeze(-1)
         sig = sigma[batch].unsqueeze(-1)
@@ -496,18 +522,27 @@ class Denoiser(nn.Module):
             else:
                 sites = xs.unsqueeze(1).unsqueeze(1) + vec
                 site_in = self.assign.prepare(dist, site_r, keys, sig.squeeze(-1), type_ll)
+        return DenoiserFeatures(parts=tuple(parts), edge_parts=tuple(edge_parts), vec_parts=tuple(vec_parts),
+                                pos=pos, xs=xs, R=R, batch=batch, c=c, edges=edges, sites=sites, site_in=site_in,
+                                type_ll=type_ll)
+
+    def self_conditioned(self, f: DenoiserFeatures, x0_prev: Tensor | None) -> DenoiserInputs:
+        """The inputs of :meth:`run` from the state's :meth:`features` and the self-conditioning
+        estimate ``x0_prev`` (N, 3) Å (None = none), as :meth:`prepare` builds them."""
+        parts, edge_parts, vec_parts = list(f.parts), list(f.edge_parts), list(f.vec_parts)
         if self.self_cond:
+            xs, R = f.xs, f.R
             have = x0_prev is not None
             x0p = x0_prev if x0_prev is not None else xs
             flag = torch.full_like(x0p[:, :1], float(have))
             parts.append(torch.cat([flag, ((x0p - xs).norm(dim=-1, keepdim=True) / 2.0).clamp(max=3.0),
                                     x0p.norm(dim=-1, keepdim=True) / R], -1))
-            edge_parts.append(site_edge_features(x0p.unsqueeze(1), edges) * float(have))
+            edge_parts.append(site_edge_features(x0p.unsqueeze(1), f.edges) * float(have))
             vec_parts.append(((x0p - xs) / R).unsqueeze(1))
-        return DenoiserInputs(h_in=torch.cat(parts, -1), pos=pos, batch=batch, c=c, edges=edges,
+        return DenoiserInputs(h_in=torch.cat(parts, -1), pos=f.pos, batch=f.batch, c=f.c, edges=f.edges,
                               edge_attr=torch.cat(edge_parts, -1) if edge_parts else None,
                               vectors=torch.cat(vec_parts, 1) if vec_parts else None,
-                              sites=sites, site_in=site_in, type_ll=type_ll)
+                              sites=f.sites, site_in=f.site_in, type_ll=f.type_ll)
 
     def run(self, x: DenoiserInputs, cond: Tensor) -> DenoiserOut:
         """:meth:`forward` on inputs from :meth:`prepare` and the condition embedding ``cond`` (B, H)."""
@@ -525,6 +560,30 @@ class Denoiser(nn.Module):
         if x.type_ll is not None:
             logits = logits + x.type_ll
         return DenoiserOut(free=free, site_mix=site_mix, p_none=p_none, logits=logits)
+
+
+@dataclass(frozen=True, eq=False)
+class DenoiserFeatures:
+    """What :meth:`Denoiser.features` computes of a state (positions, types, time), before the
+    self-conditioning estimate: the node feature blocks ``parts`` (each (N, .)), edge feature
+    blocks ``edge_parts`` ((E, .)) and equivariant vector blocks ``vec_parts`` ((N, ., 3)) in
+    the order :meth:`Denoiser.self_conditioned` concatenates them, the graph positions ``pos``
+    and data-scale positions ``xs`` (N, 3) Å, ``R`` (N, 1) Å, ``batch``, the conditions ``c``,
+    ``edges`` (2, E) and the site head's ``sites``, ``site_in`` and ``type_ll`` (see
+    :class:`DenoiserInputs`)."""
+
+    parts: tuple[Tensor, ...]
+    edge_parts: tuple[Tensor, ...]
+    vec_parts: tuple[Tensor, ...]
+    pos: Tensor
+    xs: Tensor
+    R: Tensor
+    batch: Tensor
+    c: ConditionBatch
+    edges: Tensor
+    sites: Tensor | None
+    site_in: SiteInputs | None
+    type_ll: Tensor | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -591,13 +650,22 @@ class CDVAE(GeneratorBase):
         kl = -0.5 * torch.mean(torch.sum(1 + logvar - mu ** 2 - logvar.exp(), -1))
         return self.from_latent(z), kl
 
-    def _predict(self, u: Tensor, types: Tensor, sigma: Tensor, level_t: Tensor, batch: Tensor, zc: Tensor,
-                 c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(eps_hat (N,3), type logits (N,S), x0_hat (N,3) Å) at noisy unit-ball positions ``u``
-        with per-sample noise levels ``sigma`` (B,) (units of R)."""
+    def _features(self, u: Tensor, types: Tensor, sigma: Tensor, level_t: Tensor, batch: Tensor,
+                  c: ConditionBatch) -> DenoiserFeatures:
+        """The decoder's features of the noisy state (see :meth:`_predict`)."""
         R = c.radius[batch].unsqueeze(-1)
-        out = self.decoder(u * R, u * R, c.radius * sigma, self.slot_features(F.one_hot(types, S).float(), batch, c),
-                           None, level_t, batch, zc, c, x0_prev)
+        return self.decoder.features(u * R, u * R, c.radius * sigma,
+                                     self.slot_features(F.one_hot(types, S).float(), batch, c), None, level_t, batch, c)
+
+    def _predict(self, u: Tensor, types: Tensor, sigma: Tensor, level_t: Tensor, batch: Tensor, zc: Tensor,
+                 c: ConditionBatch, x0_prev: Tensor | None,
+                 feats: DenoiserFeatures | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(eps_hat (N,3), type logits (N,S), x0_hat (N,3) Å) at noisy unit-ball positions ``u``
+        with per-sample noise levels ``sigma`` (B,) (units of R); ``feats`` the state's
+        :meth:`_features` when already computed."""
+        R = c.radius[batch].unsqueeze(-1)
+        feats = self._features(u, types, sigma, level_t, batch, c) if feats is None else feats
+        out = self.decoder.run(self.decoder.self_conditioned(feats, x0_prev), zc)
         inv = 1.0 / sigma[batch].unsqueeze(-1)
         eps_hat, x0 = mix_target(out, u, R, inv, -inv)  # eps = (u - x0) / sigma
         return eps_hat, out.logits, x0
@@ -619,11 +687,12 @@ class CDVAE(GeneratorBase):
         rand_types = torch.multinomial(comp_true[p.batch] + 1e-12, 1, generator=g).squeeze(-1)
         noisy_types = torch.where(flip, rand_types, p.types)
         t = level.float() / max(len(self.sigmas) - 1, 1)
+        feats = self._features(u_noisy, noisy_types, sigma, t, p.batch, c)  # one state, both passes
         x0_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
-                x0_prev = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, None)[2]
-        eps_hat, type_logits, _ = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, x0_prev)
+                x0_prev = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, None, feats)[2]
+        eps_hat, type_logits, _ = self._predict(u_noisy, noisy_types, sigma, t, p.batch, zc, c, x0_prev, feats)
         pos_loss = F.mse_loss(eps_hat, eps)
         type_loss = F.cross_entropy(_masked_logits(type_logits, p.batch, c), p.types)
         loss = pos_loss + type_loss + comp_loss + count_loss + self.kl_weight * kl
@@ -684,15 +753,20 @@ class DiffCSP(GeneratorBase):
         probs = F.softmax(_masked_logits(2.0 * a, batch, c), -1)
         return torch.cat([a, probs, self.slot_features(probs, batch, c)], -1)
 
-    def _predict(self, u: Tensor, a: Tensor, t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
-                 x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,); the
-        type noise follows from the predicted clean one-hot 2 p - 1."""
-        abn = alpha_bar(t)[batch].unsqueeze(-1)
+    def _features(self, u: Tensor, a: Tensor, t: Tensor, batch: Tensor, c: ConditionBatch) -> DenoiserFeatures:
+        """The denoiser's features of the noisy state (u, a) at times t (B,)."""
         # no species likelihood term: the clean type is read from the chosen site (and the noisy
         # type features), so the continuous types follow the positions to the end
-        eps_hat, logits, x0 = vp_denoise(self.denoiser, u, self._type_feat(a, batch, c), None, t, batch,
-                                         cond, c, x0_prev)
+        return vp_features(self.denoiser, u, self._type_feat(a, batch, c), None, t, batch, c)
+
+    def _predict(self, u: Tensor, a: Tensor, t: Tensor, batch: Tensor, cond: Tensor, c: ConditionBatch,
+                 x0_prev: Tensor | None, feats: DenoiserFeatures | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(eps_hat (N,3), eps_a_hat (N,S), x0_hat (N,3) Å) at noisy (u, a), times t (B,); the
+        type noise follows from the predicted clean one-hot 2 p - 1. ``feats``: the state's
+        :meth:`_features` when already computed."""
+        abn = alpha_bar(t)[batch].unsqueeze(-1)
+        feats = self._features(u, a, t, batch, c) if feats is None else feats
+        eps_hat, logits, x0 = vp_run(self.denoiser, u, feats, t, batch, (cond,), c, x0_prev)[0]
         a0_hat = 2 * F.softmax(_masked_logits(logits, batch, c), -1) - 1
         eps_a_hat = (a - torch.sqrt(abn) * a0_hat) / torch.sqrt(1 - abn)
         return eps_hat, eps_a_hat, x0
@@ -709,11 +783,12 @@ class DiffCSP(GeneratorBase):
         a0 = 2 * F.one_hot(p.types, S).float() - 1
         eps_a = randn(tuple(a0.shape), g)
         at = torch.sqrt(ab) * a0 + torch.sqrt(1 - ab) * eps_a
+        feats = self._features(ut, at, t, p.batch, c)  # one state, both passes
         x0_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
-                x0_prev = self._predict(ut, at, t, p.batch, cond, c, None)[2]
-        eps_hat, eps_a_hat, _ = self._predict(ut, at, t, p.batch, cond, c, x0_prev)
+                x0_prev = self._predict(ut, at, t, p.batch, cond, c, None, feats)[2]
+        eps_hat, eps_a_hat, _ = self._predict(ut, at, t, p.batch, cond, c, x0_prev, feats)
         pos_loss = F.mse_loss(eps_hat, eps)
         type_loss = F.mse_loss(eps_a_hat, eps_a)
         return _combined_loss(pos_loss, type_loss, count_loss)
@@ -763,19 +838,29 @@ class FlowMM(_MaskedTypeGenerator):
     Euler integration with FlowMM's inference anti-annealing (velocity x (1 + slope t));
     optional self-conditioning."""
 
+    def _features(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor,
+                  c: ConditionBatch) -> DenoiserFeatures:
+        """The denoiser's features of the state at u, times t (B,) (see :meth:`_predict`)."""
+        R = c.radius[batch].unsqueeze(-1)
+        tc = t.clamp(min=1e-3)
+        rem = (1 - t).clamp(min=1e-3)
+        return self.denoiser.features(u * R, u / tc[batch].unsqueeze(-1) * R, c.radius * rem / tc * DATA_STD_UNIT,
+                                      self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked),
+                                      t, batch, c)
+
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
-                 c: ConditionBatch, x1_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """(v_hat (N,3) unit-ball velocity, type logits (N,S), x1_hat (N,3) Å) at u, times t (B,).
+                 c: ConditionBatch, x1_prev: Tensor | None,
+                 feats: DenoiserFeatures | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(v_hat (N,3) unit-ball velocity, type logits (N,S), x1_hat (N,3) Å) at u, times t (B,);
+        ``feats`` the state's :meth:`_features` when already computed.
 
         x_t = (1 - t) x0 + t x1 with x0 uniform in the ball, so x_t / t = x1 + ((1 - t) / t) x0
         is the state at the data's scale (noise std ((1 - t) / t) R / sqrt(5)) the lattice
         features see; the velocity follows from the predicted x1: (x1 - x_t) / (1 - t)."""
         R = c.radius[batch].unsqueeze(-1)
-        tc = t.clamp(min=1e-3)
         rem = (1 - t).clamp(min=1e-3)
-        out = self.denoiser(u * R, u / tc[batch].unsqueeze(-1) * R, c.radius * rem / tc * DATA_STD_UNIT,
-                            self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked),
-                            t, batch, cond, c, x1_prev)
+        feats = self._features(u, types, masked, t, batch, c) if feats is None else feats
+        out = self.denoiser.run(self.denoiser.self_conditioned(feats, x1_prev), cond)
         inv = 1.0 / rem[batch].unsqueeze(-1)
         v_hat, x1 = mix_target(out, u, R, -inv, inv)  # v = (x1 - x_t) / (1 - t)
         return v_hat, out.logits, x1
@@ -790,11 +875,12 @@ class FlowMM(_MaskedTypeGenerator):
         u0 = uniform_ball(len(u1), g)
         ut = (1 - tb) * u0 + tb * u1
         masked = rand((len(p.types),), g) >= t[p.batch]  # token revealed with probability t
+        feats = self._features(ut, p.types, masked, t, p.batch, c)  # one state, both passes
         x1_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
-                x1_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None)[2]
-        v_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x1_prev)
+                x1_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None, feats)[2]
+        v_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x1_prev, feats)
         pos_loss = F.mse_loss(v_hat, u1 - u0)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
@@ -847,10 +933,19 @@ class MatterGen(_MaskedTypeGenerator):
         # reveals types without replacement from the predicted per-element budget
         self.comp_head = MLP(cfg.hidden, cfg.hidden, S)
 
+    def _features(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor,
+                  c: ConditionBatch) -> DenoiserFeatures:
+        """The denoiser's features of the state (u, types with ``masked`` absorbed) at times t (B,)."""
+        return vp_features(self.denoiser, u, self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked),
+                           t, batch, c)
+
     def _predict(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
-                 c: ConditionBatch, x0_prev: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        return vp_denoise(self.denoiser, u, self._type_feat(types, masked, batch, c),
-                          revealed_type_ll(types, masked), t, batch, cond, c, x0_prev)
+                 c: ConditionBatch, x0_prev: Tensor | None,
+                 feats: DenoiserFeatures | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """(eps_hat, type logits, x0_hat Å) at the state; ``feats`` its :meth:`_features` when
+        already computed."""
+        feats = self._features(u, types, masked, t, batch, c) if feats is None else feats
+        return vp_run(self.denoiser, u, feats, t, batch, (cond,), c, x0_prev)[0]
 
     def _guided(self, u: Tensor, types: Tensor, masked: Tensor, t: Tensor, batch: Tensor, cond: Tensor,
                 uncond: Tensor, c: ConditionBatch, x0_prev: Tensor | None, w: float
@@ -859,9 +954,8 @@ class MatterGen(_MaskedTypeGenerator):
         if w == 0:
             return self._predict(u, types, masked, t, batch, cond, c, x0_prev)
         # one state, two condition embeddings: the state's features are computed once
-        (e_c, l_c, x_c), (e_u, l_u, x_u) = vp_denoise_each(
-            self.denoiser, u, self._type_feat(types, masked, batch, c), revealed_type_ll(types, masked), t, batch,
-            (cond, uncond), c, x0_prev)
+        (e_c, l_c, x_c), (e_u, l_u, x_u) = vp_run(self.denoiser, u, self._features(u, types, masked, t, batch, c),
+                                                  t, batch, (cond, uncond), c, x0_prev)
         return (1 + w) * e_c - w * e_u, (1 + w) * l_c - w * l_u, (1 + w) * x_c - w * x_u
 
     def loss(self, conds, particles, g):
@@ -878,11 +972,12 @@ class MatterGen(_MaskedTypeGenerator):
         eps = randn(tuple(u0.shape), g)
         ut = torch.sqrt(ab) * u0 + torch.sqrt(1 - ab) * eps
         masked = rand((len(p.types),), g) < (t[p.batch] / self.type_mask_until).clamp(max=1.0)
+        feats = self._features(ut, p.types, masked, t, p.batch, c)  # one state, both passes
         x0_prev = None
         if self.cfg.self_cond and float(rand((1,), g)) < 0.5:
             with torch.no_grad():
-                x0_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None)[2]
-        eps_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x0_prev)
+                x0_prev = self._predict(ut, p.types, masked, t, p.batch, cond, c, None, feats)[2]
+        eps_hat, logits, _ = self._predict(ut, p.types, masked, t, p.batch, cond, c, x0_prev, feats)
         pos_loss = F.mse_loss(eps_hat, eps)
         ce = F.cross_entropy(_masked_logits(logits, p.batch, c), p.types, reduction="none")
         type_loss = (ce * masked).sum() / masked.sum().clamp(min=1)
