@@ -385,41 +385,56 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     nearest (rounded) image of every basis atom, so the k nearest are exact for k up to the
     sites of a slot within one lattice step (and the nearest always is).
     """
+    if len(batch) > 1 and bool((batch[1:] < batch[:-1]).any()):  # atoms not grouped by sample
+        order = torch.argsort(batch, stable=True)
+        back = torch.empty_like(order)
+        back[order] = torch.arange(len(order), device=order.device)
+        out = lattice_site_vectors(pos[order], batch[order], c, k, with_keys=with_keys)
+        return tuple(t[back] for t in out)
     S_full = c.slots_z.shape[1]
     S_ = max(1, int(c.slot_mask.sum(1).max()))  # slots in use (filled first); the rest is padding
     frac = torch.einsum("nd,ndk->nk", pos, c.inv_lattice_rot[batch]) + c.centre_frac[batch]
     nb = torch.bincount(c.basis_batch, minlength=c.size)
-    bfrac, bmask = to_padded(c.basis_frac, c.basis_batch, nb)  # (B, m, 3)
+    bfrac, _ = to_padded(c.basis_frac, c.basis_batch, nb)  # (B, m, 3), zeros past a cell's basis
     bslot = (c.basis_z.unsqueeze(-1) == c.slots_z[c.basis_batch]).float().argmax(-1)
     bslot_p, _ = to_padded(bslot.unsqueeze(-1), c.basis_batch, nb)
-    diff = bfrac[batch] - frac.unsqueeze(1)  # (N, m, 3)
-    rounded = torch.round(diff)
-    diff = diff - rounded
-    lat = c.lattice_rot[batch]  # (N, 3, 3) rows = rotated lattice vectors
+    m = bfrac.shape[1]
+    M = 27 * m  # candidates per atom: basis atom j, image i at column 27 j + i (as one padded batch)
     shifts = _image_shifts(pos.device, pos.dtype)  # (27, 3)
-    cand = diff.unsqueeze(2) + shifts  # (N, m, 27, 3)
-    disp = torch.einsum("nmik,nkd->nmid", cand, lat).flatten(1, 2)  # (N, m*27, 3)
-    d = disp.norm(dim=-1)  # (N, M), M = m*27 candidates: basis atom j, image i at column 27 j + i
-    # which candidates belong to slot s is a property of the sample: (B, S', M), looked up per atom
-    member = ((bslot_p.squeeze(-1).repeat_interleave(27, dim=1).unsqueeze(1)
-               == torch.arange(S_, device=pos.device).view(1, -1, 1))
-              & bmask.repeat_interleave(27, dim=1).unsqueeze(1))
-    d_slot = torch.where(member[batch], d.unsqueeze(1), 1e3)  # (N, S', M), 1e3 = not of slot s
-    kk = min(int(k), d_slot.shape[-1])
-    dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (N, S', k)
-    vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, idx.unsqueeze(-1).expand(-1, -1, -1, 3))
-    vec = torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec))
+    kk = min(int(k), M)
+    slot_ids = torch.arange(S_, device=pos.device).view(-1, 1)
+    vecs, dmins, idxs = [], [], []
+    start = 0
+    # one sample at a time, over its own basis atoms only; each topk row still spans the M
+    # columns of the padded batch (1e3 where a column is not of the slot), so the choice,
+    # ties included, is the padded computation's
+    for b, n_b in enumerate(torch.bincount(batch, minlength=c.size).tolist()):
+        rows = slice(start, start + n_b)
+        start += n_b
+        m_b = int(nb[b])
+        diff = bfrac[b, :m_b] - frac[rows].unsqueeze(1)  # (n_b, m_b, 3)
+        diff = diff - torch.round(diff)
+        cand = diff.unsqueeze(2) + shifts  # (n_b, m_b, 27, 3)
+        disp = torch.einsum("nmik,nkd->nmid", cand, c.lattice_rot[batch[rows]]).flatten(1, 2)  # (n_b, 27 m_b, 3)
+        member = bslot_p[b, :m_b, 0].repeat_interleave(27).unsqueeze(0) == slot_ids  # (S', 27 m_b)
+        d_slot = F.pad(torch.where(member, disp.norm(dim=-1).unsqueeze(1), 1e3), (0, M - 27 * m_b), value=1e3)
+        dmin, idx = torch.topk(d_slot, kk, dim=-1, largest=False)  # (n_b, S', k)
+        safe = idx.clamp(max=max(27 * m_b - 1, 0))  # a column past the basis is never a site (dmin 1e3)
+        vec = torch.gather(disp.unsqueeze(1).expand(-1, S_, -1, -1), 2, safe.unsqueeze(-1).expand(-1, -1, -1, 3))
+        vecs.append(torch.where((dmin < 1e3).unsqueeze(-1), vec, torch.zeros_like(vec)))
+        dmins.append(dmin)
+        idxs.append(idx)
+    vec, dmin, idx = torch.cat(vecs), torch.cat(dmins), torch.cat(idxs)
     pad = S_full - S_
     if pad:
         vec = F.pad(vec, (0, 0, 0, 0, 0, pad))
         dmin = F.pad(dmin, (0, 0, 0, pad), value=1e3)
     if not with_keys:
         return vec, dmin
-    # keys of the chosen candidates only: basis atom j = idx // 27, translation shifts[idx % 27] - rounded_j
-    m = bfrac.shape[1]
+    # key of a chosen candidate: basis atom j = idx // 27, translation shifts[idx % 27] - round(f_j - f)
     atom = idx // 27
-    rows = torch.arange(len(pos), device=pos.device).view(-1, 1, 1)
-    trans = (shifts[idx % 27] - rounded[rows, atom]).long() + 2048  # (N, S', k, 3)
+    fj = bfrac[batch.view(-1, 1, 1), atom]  # (N, S', k, 3)
+    trans = (shifts[idx % 27] - torch.round(fj - frac.view(-1, 1, 1, 3))).long() + 2048
     base = batch.view(-1, 1, 1) * m + atom
     key = ((base * 4096 + trans[..., 0]) * 4096 + trans[..., 1]) * 4096 + trans[..., 2]
     if pad:
