@@ -43,7 +43,7 @@ from c2np.particle import Particle
 __all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
            "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
            "CellEncoder", "Conditioner", "CountHead", "frame_features", "EGNN", "AdaLNBlock",
-           "to_padded", "from_padded", "N_FRAME_FEATURES", "N_Z", "lattice_site_vectors",
+           "to_padded", "from_padded", "padded_attention", "N_FRAME_FEATURES", "N_Z", "lattice_site_vectors",
            "site_edge_features"]
 
 N_Z = 119  # atomic-number vocabulary (0 = padding / mask)
@@ -562,6 +562,41 @@ def from_padded(x: Tensor, mask: Tensor) -> Tensor:
     return x[mask]
 
 
+def _flash_lengths(n: int, length: int) -> tuple[int, int]:
+    """(query rows, key columns) of one sample of ``length`` real tokens padded to ``n`` that
+    PyTorch's CPU flash-attention kernel splits into the same blocks as the padded batch: it
+    cuts n queries into blocks of 32 rows (n < 192), 64 (n < 768) or 256, and the keys into
+    blocks of 512 columns. The sample keeps whole query blocks (at least as many queries as
+    the smallest n of its block size, so the block size stays) and whole key blocks."""
+    q_block, q_floor = (256, 768) if n >= 768 else ((64, 192) if n >= 192 else (32, 1))
+    rows = min(n, max(-(-length // q_block) * q_block, q_floor))
+    return rows, min(n, -(-length // 512) * 512)
+
+
+def padded_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """Scaled dot-product attention (B, h, n, d) of padded token sets: ``mask`` (B, n) True =
+    real token; padded keys are masked out, padded query rows are not used by the caller.
+
+    On the CPU each sample is one call over the query rows and key columns of the blocks
+    that hold its tokens (:func:`_flash_lengths`): the padded batch's result for every real
+    query, forward and backward, bit for bit (tests/test_train_step_speed.py), without the
+    blocks that hold only padding (their rows are 0 here). Elsewhere, and when nothing is
+    padded, one batched call."""
+    if bool(mask.all()):
+        return F.scaled_dot_product_attention(q, k, v)
+    attn_mask = mask[:, None, None, :]
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+    n = q.shape[2]
+    out = []
+    for b, length in enumerate(mask.sum(1).tolist()):
+        rows, cols = _flash_lengths(n, int(length))
+        y = F.scaled_dot_product_attention(q[b:b + 1, :, :rows], k[b:b + 1, :, :cols], v[b:b + 1, :, :cols],
+                                           attn_mask=attn_mask[b:b + 1, :, :, :cols])
+        out.append(F.pad(y, (0, 0, 0, n - rows)) if rows < n else y)
+    return torch.cat(out)
+
+
 class AdaLNBlock(nn.Module):
     """Transformer block with adaptive layer norm conditioned on a vector (DiT, adaLN-Zero)."""
 
@@ -583,8 +618,7 @@ class AdaLNBlock(nn.Module):
         s1, b1, g1, s2, b2, g2 = self.ada(F.silu(cond)).unsqueeze(1).chunk(6, dim=-1)
         y = self.norm1(x) * (1 + s1) + b1
         q, k, v = self.qkv(y).view(B, n, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
-        attn_mask = None if bool(mask.all()) else mask[:, None, None, :]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        y = padded_attention(q, k, v, mask)
         x = x + g1 * self.proj(y.transpose(1, 2).reshape(B, n, D))
         y = self.norm2(x) * (1 + s2) + b2
         return x + g2 * self.ff(y)
