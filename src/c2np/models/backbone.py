@@ -384,6 +384,10 @@ def lattice_site_vectors(pos: Tensor, batch: Tensor, c: ConditionBatch, k: int =
     sphere and knows nothing of R or of any particle. Candidates: the 27 images around the
     nearest (rounded) image of every basis atom, so the k nearest are exact for k up to the
     sites of a slot within one lattice step (and the nearest always is).
+
+    Computed one sample at a time over that sample's basis atoms; each topk row keeps the
+    columns of the padded batch (27 per basis atom of the largest cell), so the result, ties
+    included, is the one padded computation's (tests/test_train_step_speed.py).
     """
     if len(batch) > 1 and bool((batch[1:] < batch[:-1]).any()):  # atoms not grouped by sample
         order = torch.argsort(batch, stable=True)
@@ -570,7 +574,7 @@ def _flash_lengths(n: int, length: int) -> tuple[int, int]:
     the smallest n of its block size, so the block size stays) and whole key blocks."""
     q_block, q_floor = (256, 768) if n >= 768 else ((64, 192) if n >= 192 else (32, 1))
     rows = min(n, max(-(-length // q_block) * q_block, q_floor))
-    return rows, min(n, -(-length // 512) * 512)
+    return rows, min(n, -(-max(length, 1) // 512) * 512)
 
 
 def padded_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
