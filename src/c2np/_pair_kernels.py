@@ -30,8 +30,9 @@ def count_bins(buf: np.ndarray, fill: int, hist: np.ndarray, pairs: np.ndarray,
         packed[q] = buf[q] * v + buf[q + half]
     for q in range(half):
         pairs[q & 1, packed[q]] += 1
-    for q in range(2 * half, fill):
-        hist[q & 7, buf[q]] += 1
+    single = buf[2 * half:fill]  # a slice: indexed from 0, no negative-index checks
+    for q in range(single.shape[0]):
+        hist[q & 7, single[q]] += 1
 
 
 @_jit
