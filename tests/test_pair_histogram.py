@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -124,19 +126,19 @@ def test_any_buffer_size_equals_pdist(seed: int, n: int, spread: float, buffer: 
 
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3)) * spread
-    old = metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS
+    old = metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS_PER_ATOM
     metrics._SWEEP_BUFFER = buffer
-    metrics._PACKED_MIN_PAIRS = 0 if paired else 1 << 62
+    metrics._PACKED_MIN_PAIRS_PER_ATOM = 0.0 if paired else math.inf
     try:
         got = pair_distance_counts(x, n_bins=n_bins)
     finally:
-        metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS = old
+        metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS_PER_ATOM = old
     assert np.array_equal(got, _reference(x, R_MAX, n_bins))
 
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_bin_pairs_and_single_bins_count_alike(paired: bool) -> None:
-    """Counting two bins per increment (the default from 512 atoms) and one by one give the
+    """Counting two bins per increment (the default for dense clouds) and one by one give the
     same counts, on a dense cloud whose bins are few (many equal cells in a row) and on
     a lattice with pairs on bin edges."""
     import c2np.metrics as metrics
@@ -145,13 +147,13 @@ def test_bin_pairs_and_single_bins_count_alike(paired: bool) -> None:
     u = rng.normal(size=(3000, 3))
     clouds = [u / np.linalg.norm(u, axis=1, keepdims=True) * rng.random(3000)[:, None],
               _cubic_ball(2.5, 14.0)]
-    old = metrics._PACKED_MIN_PAIRS
-    metrics._PACKED_MIN_PAIRS = 0 if paired else 1 << 62
+    old = metrics._PACKED_MIN_PAIRS_PER_ATOM
+    metrics._PACKED_MIN_PAIRS_PER_ATOM = 0.0 if paired else math.inf
     try:
         for x in clouds:
             assert np.array_equal(pair_distance_counts(x), _reference(x))
     finally:
-        metrics._PACKED_MIN_PAIRS = old
+        metrics._PACKED_MIN_PAIRS_PER_ATOM = old
 
 
 def test_dense_cloud_longer_runs_than_the_buffer() -> None:

@@ -238,9 +238,9 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     ``column_angstrom`` (default about ``r_max / 2``) and by z within a column; for each pair of
     columns close enough to hold a pair, the candidates of each atom are one run in z,
     found with two sliding pointers. The sweep is a compiled (numba) loop, built on first
-    use and cached on disk; for 512 atoms or more (and up to 254 bins) it counts two
-    pairs' bins with one increment of a table of bin pairs (docs/evaluation.md, "Seventh
-    pass").
+    use and cached on disk; for dense clouds (about 1,000 pairs per atom or more, up to 254
+    bins) it counts two pairs' bins with one increment of a table of bin pairs
+    (docs/evaluation.md, "Seventh pass").
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
@@ -255,7 +255,7 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
     v = n_bins + 2
     hist = np.zeros((_HIST_COPIES, v), dtype=np.int64)
-    paired = v <= _PACKED_MAX_VALUES and n * (n - 1) // 2 >= _PACKED_MIN_PAIRS
+    paired = v <= _PACKED_MAX_VALUES and _pairs_per_atom(x, r) >= _PACKED_MIN_PAIRS_PER_ATOM
     pairs = np.zeros((2, v * v if paired else 0), dtype=np.int64)
     _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
                          np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
@@ -310,8 +310,17 @@ def _column_layout(x: np.ndarray, r: float, column_angstrom: float | None
 
 _HIST_COPIES = 8  # interleaved histogram copies (row t & 7): increments do not wait on each other
 _SWEEP_BUFFER = 8192  # bins computed before they are counted (32 KiB of int32)
-_PACKED_MIN_PAIRS = 1 << 17  # below, bins are counted one by one (no v² table to clear and sum)
+_PACKED_MIN_PAIRS_PER_ATOM = 1000.0  # estimated; below, bins are counted one by one
 _PACKED_MAX_VALUES = 256  # bin values v = n_bins + 2 up to which two bins share an increment
+
+
+def _pairs_per_atom(x: np.ndarray, r: float) -> float:
+    """Rough number of pairs within ``r`` per atom of the ``(n, 3)`` positions: half the atoms
+    times the share of a sphere of radius r in the bounding box (each side at least r).
+    Only chooses how the bins are counted, never the counts."""
+    lo, hi, _ = bounding_box(x)
+    box = float(np.prod(np.maximum(hi - lo, r)))
+    return 0.5 * len(x) * min(1.0, 4.0 / 3.0 * math.pi * r ** 3 / box)
 
 
 @functools.cache
