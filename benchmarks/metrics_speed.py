@@ -459,8 +459,8 @@ def bench_against_previous(previous_src: str, repeats: int, radius: float = 30.0
                         f"(CPU ms, median of {repeats}, interleaved; load average "
                         f"{os.getloadavg()[0]:.1f})")
     for col in ("prediction", "all metrics prev", "new", "new / prev", "matched RMSD prev", "new",
-                "histogram", "hull", "other (new)", "matched RMSD (Å) prev", "new", "new gap (Å)",
-                "other metrics identical"):
+                "histogram prev", "new", "hull", "other (new)", "matched RMSD (Å) prev", "new",
+                "new gap (Å)", "other metrics identical"):
         table.add_column(col, justify="right")
     rows = []
     for name in cases:
@@ -477,7 +477,8 @@ def bench_against_previous(previous_src: str, repeats: int, radius: float = 30.0
         table.add_row(name, f"{row['previous_all_ms']:.1f}", f"{row['new_all_ms']:.1f}",
                       f"{row['new_all_ms'] / row['previous_all_ms']:.2f}",
                       f"{row['previous_matched_ms']:.1f}", f"{row['new_matched_ms']:.1f}",
-                      f"{row['new_histogram_ms']:.1f}", f"{row['new_hull_ms']:.1f}", f"{other:.1f}",
+                      f"{row['previous_histogram_ms']:.1f}", f"{row['new_histogram_ms']:.1f}",
+                      f"{row['new_hull_ms']:.1f}", f"{other:.1f}",
                       f"{row['previous_rmsd']:.5f}", f"{row['new_rmsd']:.5f}",
                       f"{row['new_gap']:.1e}", "yes" if same else "NO")
     Console(width=220).print(table)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -110,24 +112,48 @@ def test_any_point_set_equals_pdist(seed: int, n: int, spread: float, lattice: b
                           _reference(x, r_max, n_bins))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 400), spread=st.floats(0.05, 20.0),
-       buffer=st.integers(1, 64))
-def test_any_buffer_size_equals_pdist(seed: int, n: int, spread: float, buffer: int) -> None:
+       buffer=st.integers(1, 64), paired=st.booleans(), n_bins=st.sampled_from([1, 7, 128, 254, 255]))
+def test_any_buffer_size_equals_pdist(seed: int, n: int, spread: float, buffer: int,
+                                      paired: bool, n_bins: int) -> None:
     """The two-pass sweep (bins into a buffer, counted when it is full) gives pdist's counts
     for any buffer size: runs of candidates longer than the buffer are split, and the buffer
-    is flushed in the middle of a run, at its end and after the last run."""
+    is flushed in the middle of a run, at its end and after the last run. Also when two
+    bins share one increment of the bin-pair table (any fill, odd ones included; up to 254
+    bins, beyond which the bins are counted one by one)."""
     import c2np.metrics as metrics
 
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3)) * spread
-    old = metrics._SWEEP_BUFFER
+    old = metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS_PER_ATOM
     metrics._SWEEP_BUFFER = buffer
+    metrics._PACKED_MIN_PAIRS_PER_ATOM = 0.0 if paired else math.inf
     try:
-        got = pair_distance_counts(x)
+        got = pair_distance_counts(x, n_bins=n_bins)
     finally:
-        metrics._SWEEP_BUFFER = old
-    assert np.array_equal(got, _reference(x))
+        metrics._SWEEP_BUFFER, metrics._PACKED_MIN_PAIRS_PER_ATOM = old
+    assert np.array_equal(got, _reference(x, R_MAX, n_bins))
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_bin_pairs_and_single_bins_count_alike(paired: bool) -> None:
+    """Counting two bins per increment (the default for dense clouds) and one by one give the
+    same counts, on a dense cloud whose bins are few (many equal cells in a row) and on
+    a lattice with pairs on bin edges."""
+    import c2np.metrics as metrics
+
+    rng = np.random.default_rng(8)
+    u = rng.normal(size=(3000, 3))
+    clouds = [u / np.linalg.norm(u, axis=1, keepdims=True) * rng.random(3000)[:, None],
+              _cubic_ball(2.5, 14.0)]
+    old = metrics._PACKED_MIN_PAIRS_PER_ATOM
+    metrics._PACKED_MIN_PAIRS_PER_ATOM = 0.0 if paired else math.inf
+    try:
+        for x in clouds:
+            assert np.array_equal(pair_distance_counts(x), _reference(x))
+    finally:
+        metrics._PACKED_MIN_PAIRS_PER_ATOM = old
 
 
 def test_dense_cloud_longer_runs_than_the_buffer() -> None:

@@ -238,7 +238,9 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     ``column_angstrom`` (default about ``r_max / 2``) and by z within a column; for each pair of
     columns close enough to hold a pair, the candidates of each atom are one run in z,
     found with two sliding pointers. The sweep is a compiled (numba) loop, built on first
-    use and cached on disk.
+    use and cached on disk; for dense clouds (about 1,000 pairs per atom or more, up to 254
+    bins) it counts two pairs' bins with one increment of a table of bin pairs
+    (docs/evaluation.md, "Seventh pass").
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
@@ -251,12 +253,19 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     r = float(r_max_angstrom)
     xs, starts, ends, nb_start, nb_end, window = _column_layout(x, r, column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
-    hist = np.zeros((_HIST_COPIES, n_bins + 2), dtype=np.int64)
+    v = n_bins + 2
+    hist = np.zeros((_HIST_COPIES, v), dtype=np.int64)
+    paired = v <= _PACKED_MAX_VALUES and _pairs_per_atom(x, r) >= _PACKED_MIN_PAIRS_PER_ATOM
+    pairs = np.zeros((2, v * v if paired else 0), dtype=np.int64)
     _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
                          np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
-                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist,
-                         np.empty(_SWEEP_BUFFER, dtype=np.int32))
+                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist, pairs,
+                         np.empty(_SWEEP_BUFFER, dtype=np.int32),
+                         np.empty(_SWEEP_BUFFER // 2, dtype=np.int32))
     out = hist.sum(axis=0)
+    if paired:  # cell a · v + b of `pairs` holds pairs of bins (a, b): both count
+        p = pairs.sum(axis=0).reshape(v, v)
+        out += p.sum(axis=0) + p.sum(axis=1)
     out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
     return out[:n_bins].copy()
 
@@ -301,87 +310,28 @@ def _column_layout(x: np.ndarray, r: float, column_angstrom: float | None
 
 _HIST_COPIES = 8  # interleaved histogram copies (row t & 7): increments do not wait on each other
 _SWEEP_BUFFER = 8192  # bins computed before they are counted (32 KiB of int32)
+_PACKED_MIN_PAIRS_PER_ATOM = 1000.0  # estimated; below, bins are counted one by one
+_PACKED_MAX_VALUES = 256  # bin values v = n_bins + 2 up to which two bins share an increment
 
 
-def _pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarray,
-                ends: np.ndarray, nb_start: np.ndarray, nb_end: np.ndarray, window: np.ndarray,
-                r2: float, scale: float, snap: float, hist: np.ndarray, buf: np.ndarray) -> None:
-    """Add every candidate pair to ``hist`` (compiled by numba; see pair_distance_counts).
-
-    Atoms are sorted by (column, z). Column ``c`` spans ``starts[c]:ends[c]``; its
-    neighbour column under offset k spans ``nb_start[c, k]:nb_end[c, k]`` (offset 0 is the
-    column itself: only later atoms). A pair beyond ``sqrt(r2)`` goes to the discarded bin
-    ``n_bins + 1``. Two passes: the bins of a run of candidates are written into ``buf``
-    (int32) by a loop without branches or scattered writes, which the compiler vectorises;
-    when ``buf`` is full its bins are counted into ``hist``, whose 8 rows
-    (``_HIST_COPIES``) take consecutive increments (entry t counts in row ``t & 7``).
-    """
-    n_bins = hist.shape[1] - 2
-    discard = n_bins + 1
-    cap = buf.shape[0]
-    fill = 0
-    for c in range(starts.shape[0]):
-        a0 = starts[c]
-        a1 = ends[c]
-        for k in range(window.shape[0]):
-            b0 = nb_start[c, k]
-            b1 = nb_end[c, k]
-            if b0 == b1:
-                continue
-            w = window[k]
-            lo = b0
-            hi = b0
-            for i in range(a0, a1):
-                xi0 = x0[i]
-                xi1 = x1[i]
-                xi2 = x2[i]
-                if k == 0:
-                    lo = i + 1
-                else:
-                    t = xi2 - w
-                    while lo < b1 and x2[lo] < t:
-                        lo += 1
-                if hi < lo:
-                    hi = lo
-                t = xi2 + w
-                while hi < b1 and x2[hi] <= t:
-                    hi += 1
-                j0 = lo
-                while j0 < hi:
-                    m = min(hi - j0, cap - fill)
-                    sub = buf[fill:fill + m]
-                    for q in range(m):
-                        j = j0 + q
-                        d0 = x0[j] - xi0
-                        d1 = x1[j] - xi1
-                        d2 = x2[j] - xi2
-                        s = d0 * d0
-                        s += d1 * d1
-                        s += d2 * d2
-                        # min(): the conversion stays in range for pairs that are discarded
-                        b = np.int32((math.sqrt(min(s, r2)) + snap) * scale)
-                        sub[q] = b if s <= r2 else discard
-                    fill += m
-                    j0 += m
-                    if fill == cap:
-                        for q in range(fill):
-                            hist[q & 7, buf[q]] += 1
-                        fill = 0
-    for q in range(fill):
-        hist[q & 7, buf[q]] += 1
+def _pairs_per_atom(x: np.ndarray, r: float) -> float:
+    """Rough number of pairs within ``r`` per atom of the ``(n, 3)`` positions: half the atoms
+    times the share of a sphere of radius r in the bounding box (each side at least r).
+    Only chooses how the bins are counted, never the counts."""
+    lo, hi, _ = bounding_box(x)
+    box = float(np.prod(np.maximum(hi - lo, r)))
+    return 0.5 * len(x) * min(1.0, 4.0 / 3.0 * math.pi * r ** 3 / box)
 
 
 @functools.cache
 def _pair_sweep_kernel() -> Callable[..., None]:
-    """:func:`_pair_sweep` compiled with numba on first call. The machine code is cached on
-    disk (``__pycache__`` beside this file, else ``NUMBA_CACHE_DIR`` or the user cache);
-    where no cache folder is writable it is compiled once per process instead."""
-    import numba
+    """The compiled sweep (:func:`c2np._pair_kernels.pair_sweep`, numba), imported on first
+    use. The machine code is cached on disk (``__pycache__`` beside that file, else
+    ``NUMBA_CACHE_DIR`` or the user cache); where no cache folder is writable it is
+    compiled once per process instead."""
+    from c2np import _pair_kernels
 
-    try:
-        return numba.njit(cache=True, nogil=True, boundscheck=False)(_pair_sweep)
-    except RuntimeError:  # numba: "cannot cache function ...: no locator available"
-        return numba.njit(cache=False, nogil=True, boundscheck=False)(_pair_sweep)
+    return _pair_kernels.pair_sweep
 
 
 def density_normalised_histogram(counts: np.ndarray, *,
