@@ -193,7 +193,7 @@ def _shape_starts(G0: np.ndarray, basis: np.ndarray, amplitudes: Sequence[float]
     c = np.linalg.lstsq(flat.T, G0.ravel(), rcond=None)[0]          # G0 in the basis
     gram = flat @ flat.T
     norm_g0 = float(np.linalg.norm(G0))
-    dirs = []
+    dirs: list[np.ndarray] = []
     for j in range(len(basis)):
         d = np.eye(len(basis))[j] - (c @ gram[j]) / (c @ gram @ c) * c  # Frobenius-orthogonal to G0
         for e in dirs:
