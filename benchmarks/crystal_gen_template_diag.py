@@ -34,9 +34,7 @@ from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from inverse_heldout import TRAINING_MATERIALS, open_rows  # noqa: E402
-
-VARIANTS = {"clean": {}, "noise0.02": {"noise_angstrom": 0.02}, "noise0.05": {"noise_angstrom": 0.05}}
+from inverse_heldout import TRAINING_MATERIALS, VARIANTS, open_rows  # noqa: E402
 
 
 def right(params: np.ndarray, sg: int, target) -> bool:
