@@ -5,7 +5,8 @@ through the harness (docs/inverse_results.md, session 8).
         out/diag_a/diffcsp-inverse__clean.candidates.json --variant clean --every 2 --spacegroups 62,167
 
 The dump must come from ``benchmarks/inverse_heldout.py --dump-candidates`` with the same
-``--per-group`` / ``--every`` / ``--spacegroups`` / variant (it holds the generated cells).
+``--split`` / ``--per-group`` / ``--every`` / ``--offset`` / ``--spacegroups`` / variant (it
+holds the generated cells).
 Per candidate: the space group spglib reads at each tolerance of a ladder (0.005 Å down to
 1e-4 Å), the template's group, the profile mismatch and the best isotropic stretch of the
 cell against the particle's pair profile. Rules (all see only the candidates and the
@@ -32,7 +33,8 @@ from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
 
-VARIANTS = {"clean": {}, "noise0.02": {"noise_angstrom": 0.02}, "noise0.05": {"noise_angstrom": 0.05}}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from inverse_heldout import TRAINING_MATERIALS, VARIANTS, open_rows  # noqa: E402
 
 
 def right(params: np.ndarray, sg: int, target) -> bool:
@@ -55,6 +57,8 @@ def main() -> int:
     ap.add_argument("--variant", default="clean", choices=list(VARIANTS))
     ap.add_argument("--per-group", type=int, default=1)
     ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--offset", type=int, default=0)
+    ap.add_argument("--split", default="heldout", help=f"a split, or {TRAINING_MATERIALS!r}")
     ap.add_argument("--spacegroups", default="")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--min-pair-angstrom", type=float, default=0.7)
@@ -64,9 +68,9 @@ def main() -> int:
                     help="instead: re-choose from a rank-'refine' dump with these symmetric margins "
                          "(crystal_gen.choose_candidate) and score each through the harness")
     args = ap.parse_args()
-    task = InverseTask.open(args.store, split="heldout", per_group=args.per_group)
-    if args.every > 1:
-        task._rows = task._rows[:: args.every]
+    task = open_rows(args.store, args.split, args.per_group, args.every, args.offset)
+    if task is None:
+        return 2
     if args.spacegroups:
         keep = {int(x) for x in args.spacegroups.split(",")}
         task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)

@@ -13,7 +13,14 @@ fitted on clean training particles and fitted on clean + noisy (0.02, 0.05 Å) c
 generator folder of ``--generators`` (sampler / samples per query overridable), and with
 ``--encoder-heads RUN`` the task-2 regression heads of a ``c2np train`` run ("encoder +
 heads"). ``--every K`` keeps every K-th evaluated row (a small fixed subset for cheap checks;
-the harness then scores only those rows).
+the harness then scores only those rows), starting at row ``--offset``.
+
+``--split training-materials``: instead of the held-out materials, the eval-subset rows of
+the store's *training* materials at every radius (:func:`c2np.tasks.training_material_rows`;
+never a held-out material, never the ``rot_0`` particle the models fit) — particles the
+held-out benchmark does not score, for choosing inference settings (docs/inverse_results.md,
+session 9). The baselines are fitted on the same training examples as always, so on these
+rows they are memorisation numbers.
 """
 
 from __future__ import annotations
@@ -33,10 +40,29 @@ from c2np.models.cell_ranking import particle_pair_profile
 from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, choose_candidate, load_generator
 from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
-from c2np.tasks import InverseTask
+from c2np.tasks import InverseTask, training_material_rows
+
+TRAINING_MATERIALS = "training-materials"
 
 VARIANTS = {"clean": {}, "noise0.02": {"noise_angstrom": 0.02}, "noise0.05": {"noise_angstrom": 0.05},
             "random-centre": {"random_centre": True}}
+
+
+def open_rows(store: str, split: str, per_group: int, every: int, offset: int) -> InverseTask | None:
+    """The task whose rows are scored: ``split`` (or the training materials' rows), then every
+    ``every``-th row from ``offset`` (a fixed subset; the harness scores these rows only).
+    None (the reason printed) for an offset out of range."""
+    if every < 1 or not 0 <= offset < every:
+        print(f"--every {every} --offset {offset}: need every >= 1 and 0 <= offset < every", file=sys.stderr)
+        return None
+    if split == TRAINING_MATERIALS:
+        task = InverseTask.open(store, split="train", per_group=per_group)
+        task._rows = training_material_rows(task._store.recipes, per_group=per_group)
+        task.split = TRAINING_MATERIALS   # the results' label
+    else:
+        task = InverseTask.open(store, split=split, per_group=per_group)
+    task._rows = task._rows[offset::every]
+    return task
 
 
 def main() -> int:
@@ -46,10 +72,12 @@ def main() -> int:
     ap.add_argument("--generators", default="", help="comma-separated generator folders")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--per-group", type=int, default=2, help="rotations per (material, R)")
-    ap.add_argument("--split", default="heldout")
+    ap.add_argument("--split", default="heldout",
+                    help=f"a split of the store, or {TRAINING_MATERIALS!r} (rows of the training materials)")
     ap.add_argument("--no-solver", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--every", type=int, default=1, help="keep every K-th evaluated row")
+    ap.add_argument("--offset", type=int, default=0, help="with --every: the first row kept (0 .. K-1)")
     ap.add_argument("--n-samples", type=int, default=None, help="generated cells per query (vote)")
     ap.add_argument("--sampler", default=None, choices=["sde", "ode", "pc"])
     ap.add_argument("--step-lr", type=float, default=None)
@@ -76,9 +104,9 @@ def main() -> int:
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    task = InverseTask.open(args.store, split=args.split, per_group=args.per_group)
-    if args.every > 1:
-        task._rows = task._rows[:: args.every]   # a fixed subset; the harness scores these rows only
+    task = open_rows(args.store, args.split, args.per_group, args.every, args.offset)
+    if task is None:
+        return 2
     if args.spacegroups:
         try:
             keep = {int(x) for x in args.spacegroups.split(",")}

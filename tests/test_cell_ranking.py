@@ -195,3 +195,32 @@ def test_symmetric_margin_prefers_the_more_symmetric_of_equally_good_cells() -> 
     assert choose_candidate([pnma, cubic], rule="refine", symmetric_margin=0.01).spacegroup == 221
     far = cand(221, 48, 0.2, 4.0)
     assert choose_candidate([pnma, far], rule="refine", symmetric_margin=0.01).spacegroup == 62
+
+
+def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> None:
+    """The multi-start's shape changes of a Pnma metric keep its volume and its symmetry and
+    move it by the asked amplitude; with them the refinement returns a fit at least as good."""
+    from c2np.models.cell_ranking import _metric_basis, _shape_starts, refine_to_profile
+    from c2np.models.cell_templates import metric_average, template_of
+    from helpers import crystal_zoo
+
+    cell = crystal_zoo()["orthorhombic"]
+    part = carve(cell, 10.0).particle
+    desc = describe(part)
+    ex = cell_example(desc, cell)
+    t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
+    G0 = ex.lattice_angstrom @ ex.lattice_angstrom.T
+    basis = _metric_basis(t.rotations) * float(np.trace(G0) / 3.0)
+    starts = _shape_starts(G0, basis, [0.1, 0.3])
+    assert len(starts) == 2 * 2 * (len(basis) - 1)        # ± each amplitude, each non-isotropic direction
+    for x in starts:
+        G = G0 + np.tensordot(x, basis, axes=1)
+        assert np.linalg.det(G) == pytest.approx(np.linalg.det(G0), rel=1e-9)
+        assert np.allclose(metric_average(G, t.rotations), G)
+        assert 0.05 < np.linalg.norm(G - G0) / np.linalg.norm(G0) < 0.7      # t |G0|, then the volume kept
+    squeezed = ex.lattice_angstrom * np.array([[1.25], [0.8], [1.0]])   # far from the crystal's shape
+    pp = particle_pair_profile(part, desc)
+    s = desc.scale_angstrom
+    one = refine_to_profile(pp, t, squeezed, ex.frac, ex.slots, s, max_evals=60)[2]
+    multi = refine_to_profile(pp, t, squeezed, ex.frac, ex.slots, s, max_evals=60, shape_starts=(0.1, 0.2))[2]
+    assert multi <= one

@@ -29,6 +29,7 @@ from c2np.tasks import (
     inverse_target,
     opaque_sample_id,
     select_rows,
+    training_material_rows,
 )
 from helpers import perovskite, two_perovskite_store
 
@@ -211,6 +212,25 @@ def test_training_examples_strict_exclude_heldout_and_val_radii(strict_store: Da
     targets = [tg for _, tg in inv.training_examples(rotations_per_group=1)]
     assert len(targets) == len(set(t.materials) - held)
     assert len(inv) == 3 * EVAL_ROTATIONS_PER_GROUP  # the held-out material at its 3 radii
+
+
+def test_training_material_rows_are_every_radius_of_the_training_materials_only(
+        strict_store: DatasetStore, store: DatasetStore) -> None:
+    t = strict_store.recipes
+    held = [t.materials.index(m) for m in t.heldout_materials]
+    rows = training_material_rows(t, per_group=2)
+    assert np.all(np.diff(rows) > 0) and not np.isin(t.material_index[rows], held).any()
+    assert set(t.material_index[rows]) == set(range(len(t.materials))) - set(held)
+    assert set(t.radius_angstrom[rows]) == {6, 13, 14}          # ood, val and train radii
+    assert not np.any(t.rotation_index[rows] == 0)               # never the fitted rot_0
+    fitted = example_rows(t, "train", rotations_per_group=1)
+    assert not np.isin(rows, fitted).any()
+    n_groups = len({(int(m), int(r)) for m, r in zip(t.material_index[rows], t.radius_angstrom[rows])})
+    assert len(rows) == 2 * n_groups
+    same = np.concatenate([select_rows(t, s, per_group=2) for s in ("train", "val", "id", "ood")])
+    assert set(rows) == set(same[~np.isin(t.material_index[same], held)])
+    with pytest.raises(C2NPInputError, match="no held-out materials"):
+        training_material_rows(store.recipes)
 
 
 def test_inverse_target_is_the_standardized_cell(kmgh3: UnitCell) -> None:

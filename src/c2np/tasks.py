@@ -41,7 +41,8 @@ from c2np.particle import Particle
 from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EVAL_ROTATIONS_PER_GROUP", "EVAL_SEED", "SUBSETS", "EVAL_SPLITS", "TASK_NAMES",
-           "select_rows", "example_rows", "inverse_target", "opaque_sample_id", "ForwardQuery",
+           "select_rows", "training_material_rows", "example_rows", "inverse_target", "opaque_sample_id",
+           "ForwardQuery",
            "InverseQuery", "ForwardTask", "InverseTask", "open_task", "evaluate_task"]
 
 EVAL_ROTATIONS_PER_GROUP = 8
@@ -104,6 +105,22 @@ def select_rows(recipes: RecipeTable, split: str, subset: str = "eval", *,
         pick = rng.choice(len(g_rot), size=per_group, replace=False)
         chosen.append(g_rows[pick])
     return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
+
+
+def training_material_rows(recipes: RecipeTable, *, per_group: int = EVAL_ROTATIONS_PER_GROUP,
+                           seed: int = EVAL_SEED) -> np.ndarray:
+    """Sorted eval-subset rows (as :func:`select_rows`: ``per_group`` rotations k >= 1 per
+    (material, R), at every radius of every split) of the materials that are **not** held out
+    (protocol ``strict``): particles the held-out benchmark never scores, for choosing an
+    inference setting without looking at the held-out rows. The rotation ``rot_0`` that
+    ``example_rows(rotations_per_group=1)`` gives a model to fit is never among them."""
+    held = [i for i, m in enumerate(recipes.materials) if m in set(recipes.heldout_materials)]
+    if not held:
+        raise C2NPInputError(f"protocol {recipes.protocol!r} has no held-out materials, so no rows "
+                             "are outside the held-out benchmark (use protocol 'strict')")
+    rows = [select_rows(recipes, s, "eval", per_group=per_group, seed=seed) for s in SPLITS]
+    out = np.concatenate(rows)
+    return np.sort(out[~np.isin(recipes.material_index[out], held)])
 
 
 def example_rows(recipes: RecipeTable, split: str = "train", *,

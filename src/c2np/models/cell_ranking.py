@@ -22,6 +22,8 @@ wrong atom count (a cell of Z formula units with the lattice of another Z) and m
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -183,14 +185,50 @@ def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray, list[tupl
     return out
 
 
+def _shape_starts(G0: np.ndarray, basis: np.ndarray, amplitudes: Sequence[float]) -> list[np.ndarray]:
+    """Lattice coordinates x (in ``basis``, (k, 3, 3), the metric ``G0 + sum x_i basis_i``) of
+    the volume-keeping shape changes ``G0 + t |G0| D`` of the metric ``G0`` (3, 3), for ``D``
+    each unit direction of the basis orthogonal to ``G0`` and ``t`` = ± each amplitude."""
+    flat = basis.reshape(len(basis), -1)
+    c = np.linalg.lstsq(flat.T, G0.ravel(), rcond=None)[0]          # G0 in the basis
+    gram = flat @ flat.T
+    norm_g0 = float(np.linalg.norm(G0))
+    dirs: list[np.ndarray] = []
+    for j in range(len(basis)):
+        d = np.eye(len(basis))[j] - (c @ gram[j]) / (c @ gram @ c) * c  # Frobenius-orthogonal to G0
+        for e in dirs:
+            d = d - (d @ gram @ e) * e
+        n = float(np.sqrt(max(d @ gram @ d, 0.0)))
+        if n > 1e-8:
+            dirs.append(d / n)
+    out = []
+    det0 = float(np.linalg.det(G0))
+    for d in dirs:
+        for t in amplitudes:
+            for sgn in (1.0, -1.0):
+                x = sgn * float(t) * norm_g0 * d
+                det = float(np.linalg.det(G0 + np.tensordot(x, basis, axes=1)))
+                if det <= 0:
+                    continue
+                mu = (det0 / det) ** (1.0 / 3.0)
+                out.append(mu * x + (mu - 1.0) * c)                     # mu (G0 + x.B) - G0
+    return out
+
+
 def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, lattice_angstrom: np.ndarray,
-                      frac: np.ndarray, slots: np.ndarray, scale_angstrom: float, *, max_evals: int = 300
-                      ) -> tuple[np.ndarray, np.ndarray, float]:
+                      frac: np.ndarray, slots: np.ndarray, scale_angstrom: float, *, max_evals: int = 300,
+                      shape_starts: Sequence[float] = ()) -> tuple[np.ndarray, np.ndarray, float]:
     """The cell's free parameters under ``template`` (its symmetric lattice metric and the
     Wyckoff coordinates of each orbit) fitted to the particle's pair profile, from the given
     (template-symmetric) cell: Nelder-Mead on :func:`profile_mismatch` (at most ``max_evals``
     profiles). Returns (lattice (3, 3) rows Å, frac (n, 3), mismatch); the cell stays exactly
-    symmetric in the template. Reads only the particle's profile and the cell."""
+    symmetric in the template. Reads only the particle's profile and the cell.
+
+    ``shape_starts`` (relative amplitudes, e.g. ``(0.1, 0.2, 0.3)``): a second Nelder-Mead
+    from the best of the volume-keeping shape changes of the cell's metric by ``±t`` along
+    every non-isotropic symmetric direction (for a rhombohedral cell its c/a), one profile
+    each; the better of the two fits is returned (a multi-start for cells that start far
+    from the crystal's shape)."""
     from scipy.optimize import minimize
 
     L0 = np.asarray(lattice_angstrom, dtype=np.float64)
@@ -228,8 +266,20 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
     n_par = n_lat + sum(len(b) for _, b, _ in sites)
     simplex = np.zeros((n_par + 1, n_par))
     simplex[1:] = np.diag([0.04] * n_lat + [0.01] * (n_par - n_lat))
-    res = minimize(cost, np.zeros(n_par), method="Nelder-Mead",
-                   options={"maxfev": int(max_evals), "initial_simplex": simplex, "xatol": 1e-4, "fatol": 1e-5})
+
+    def fit(x0: np.ndarray) -> Any:
+        return minimize(cost, x0, method="Nelder-Mead",
+                        options={"maxfev": int(max_evals), "initial_simplex": x0 + simplex, "xatol": 1e-4,
+                                 "fatol": 1e-5})
+
+    res = fit(np.zeros(n_par))
+    if len(shape_starts) and n_lat > 1:
+        starts = [np.r_[x, np.zeros(n_par - n_lat)] for x in _shape_starts(G0, basis, shape_starts)]
+        costs = [cost(x) for x in starts]
+        if np.isfinite(np.min(costs)):
+            other = fit(starts[int(np.argmin(costs))])
+            if other.fun < res.fun:
+                res = other
     best = cell(res.x)
     if best is None or not np.isfinite(res.fun):
         return L0, f0, cost(np.zeros(n_par))
