@@ -275,7 +275,8 @@ def _column_layout(x: np.ndarray, r: float, column_angstrom: float | None
     """The candidate runs of :func:`pair_distance_counts` for ``(n, 3)`` float64 positions
     (n >= 2) and range ``r`` (Å): ``(xs, starts, ends, nb_start, nb_end, window)``, the
     positions sorted by (column, z), each column's span, its neighbour columns' spans per
-    offset and the largest |dz| of a pair per offset (the arguments of :func:`_pair_sweep`)."""
+    offset and the largest |dz| of a pair per offset (the arguments of
+    :func:`c2np._pair_kernels.pair_sweep`)."""
     n = len(x)
     lo, hi, amax = bounding_box(x)
     extent = hi - lo
