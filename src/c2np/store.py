@@ -998,11 +998,23 @@ def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> 
     is used for scoring: the checks of :func:`verify_store` but the protocol rebuild (base
     particles re-carved, by ``executor`` when given, and compared; fingerprint recomputed). A
     store once found intact is not re-checked in this process while its files (inode, size,
-    modification time) are unchanged."""
+    modification time) are unchanged, nor in a later process when a stamp of this machine's
+    cache records the same file bytes (SHA-256), fingerprint and c2np code
+    (:mod:`c2np.store_stamps`; ``C2NP_NO_STORE_STAMPS=1`` turns that off)."""
     key = (store.fingerprint, *((str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
                                 for f in store.files() for st in (f.stat(),)))
     if key in _INTACT:
         return
+    from c2np import store_stamps
+    from c2np.fileio import file_sha256
+
+    stamp = None
+    if store_stamps.stamps_enabled():
+        digests = [file_sha256(f) for f in store.files()]
+        stamp = store_stamps.store_key(store.fingerprint, digests)
+        if store_stamps.has_stamp(stamp, store.fingerprint):
+            _INTACT.add(key)
+            return
     report = verify_opened(store, check_recipes=False, executor=executor)
     if not report.ok:
         shown = "; ".join(report.problems[:3]) + (f"; and {len(report.problems) - 3} more"
@@ -1010,3 +1022,5 @@ def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> 
         raise C2NPStoreError(f"{store.path}: the store does not match its fingerprint (tampered or "
                              f"damaged; `c2np verify` lists every problem): {shown}")
     _INTACT.add(key)
+    if stamp is not None:
+        store_stamps.write_stamp(stamp, store.fingerprint, [str(f.resolve()) for f in store.files()])
