@@ -4,7 +4,7 @@ joined (ID then OOD), for timing `c2np evaluate --split id/ood/test` (docs/evalu
 
     PYTHONPATH=src python benchmarks/catalog_predictions.py STORE OUT_DIR [--models ball,carve]
 
-writes OUT_DIR/{model}_id.h5, {model}_ood.h5 and {model}_test.h5 (model: ball, carve).
+writes OUT_DIR/{model}_id.h5, {model}_ood.h5 and {model}_test.h5 (model: ball, carve, collapsed).
 """
 
 from __future__ import annotations
@@ -14,18 +14,26 @@ from pathlib import Path
 
 from c2np.baselines import analytic_carve, predict, random_ball
 from c2np.executor import LocalExecutor
+from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions_h5
 from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
 
-MODELS = {"ball": random_ball, "carve": analytic_carve}
+def collapsed(query, *, seed: int = 0):  # type: ignore[no-untyped-def]
+    """A collapsed prediction: the random ball's atoms shrunk into 1 Å of the centre (the
+    costliest kind per R = 30 particle in ``metrics_speed.py``)."""
+    ball = random_ball(query, seed=seed)
+    return Particle(ball.numbers, ball.positions_angstrom / query.radius_angstrom)
+
+
+MODELS = {"ball": random_ball, "carve": analytic_carve, "collapsed": collapsed}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--models", default="ball", help="comma-separated: ball, carve")
+    ap.add_argument("--models", default="ball", help="comma-separated: ball, carve, collapsed")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args(argv)
     store = DatasetStore.open(args.store)
