@@ -17,9 +17,10 @@ from c2np.executor import LocalExecutor
 from c2np.particle import Particle
 from c2np.predictions import write_forward_predictions_h5
 from c2np.store import DatasetStore
-from c2np.tasks import ForwardTask
+from c2np.tasks import ForwardQuery, ForwardTask
 
-def collapsed(query, *, seed: int = 0):  # type: ignore[no-untyped-def]
+
+def collapsed(query: ForwardQuery, *, seed: int = 0) -> Particle:
     """A collapsed prediction: the random ball's atoms shrunk into 1 Å of the centre (the
     costliest kind per R = 30 particle in ``metrics_speed.py``)."""
     ball = random_ball(query, seed=seed)

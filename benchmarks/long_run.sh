@@ -11,7 +11,7 @@ family=${1:?family}; shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/c2np_out/long/$family
 store=$root/c2np_out/fit/store_paper.h5
-[ -f "$store" ] || c2np build --out "$store" --radii 6-12 >/dev/null
+[ -f "$store" ] || python -m c2np build --out "$store" --radii 6-12 >/dev/null
 if [ ! -d "$out" ] && [ -d "$root/pretrained/_resume/$family" ]; then
     mkdir -p "$(dirname "$out")" && cp -r "$root/pretrained/_resume/$family" "$out"
 fi

@@ -1001,8 +1001,9 @@ def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> 
     modification time) are unchanged, nor in a later process when a stamp of this machine's
     cache records the same file bytes (SHA-256), fingerprint and c2np code
     (:mod:`c2np.store_stamps`; ``C2NP_NO_STORE_STAMPS=1`` turns that off)."""
+    files = store.files()
     key = (store.fingerprint, *((str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
-                                for f in store.files() for st in (f.stat(),)))
+                                for f in files for st in (f.stat(),)))
     if key in _INTACT:
         return
     from c2np import store_stamps
@@ -1010,7 +1011,7 @@ def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> 
 
     stamp = None
     if store_stamps.stamps_enabled():
-        digests = [file_sha256(f) for f in store.files()]
+        digests = [file_sha256(f) for f in files]
         stamp = store_stamps.store_key(store.fingerprint, digests)
         if store_stamps.has_stamp(stamp, store.fingerprint):
             _INTACT.add(key)
@@ -1023,4 +1024,4 @@ def require_intact(store: DatasetStore, *, executor: Executor | None = None) -> 
                              f"damaged; `c2np verify` lists every problem): {shown}")
     _INTACT.add(key)
     if stamp is not None:
-        store_stamps.write_stamp(stamp, store.fingerprint, [str(f.resolve()) for f in store.files()])
+        store_stamps.write_stamp(stamp, store.fingerprint, [str(f.resolve()) for f in files])
