@@ -153,12 +153,13 @@ def _predict_cached(run: str, store: Any, split: str, pred: Path, *, per_group: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", required=True, action="append", help="dataset store (.h5); repeatable")
-    ap.add_argument("--run", required=True, action="append", help="run folder (c2np train); repeatable")
+    ap.add_argument("--run", required=True, action="append", metavar="[LABEL=]FOLDER",
+                    help="run folder (c2np train), optionally labelled (default label: its model); repeatable")
     ap.add_argument("--splits", default="id,ood")
     ap.add_argument("--per-group", type=int, default=1, help="eval rotations per (material, R)")
     ap.add_argument("--steps", type=int, default=None, help="sampling steps (default: each run's config)")
     ap.add_argument("--steps-for", action="append", default=[], metavar="MODEL=N",
-                    help="sampling steps of one family, overriding --steps (repeatable)")
+                    help="sampling steps of one run (by label), overriding --steps (repeatable)")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--allow-other-store", action="store_true",
@@ -184,7 +185,15 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     splits = args.splits.split(",")
     steps_for = {k: int(v) for k, v in (s.split("=", 1) for s in args.steps_for)}
-    runs = {json.loads((Path(r) / "config.json").read_text())["model"]: r for r in args.run}
+    runs: dict[str, str] = {}
+    for spec in args.run:
+        label, sep, folder = spec.partition("=")
+        if not sep:
+            folder = spec
+            label = json.loads((Path(folder) / "config.json").read_text())["model"]
+        if label in runs:
+            ap.error(f"--run {spec}: label {label!r} given twice (write LABEL=FOLDER)")
+        runs[label] = folder
     per_store: dict[str, dict[str, Any]] = {}
     for store_path in args.store:
         store = DatasetStore.open(store_path)

@@ -316,3 +316,64 @@ def test_kdtree_nearest_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: i
     want, _ = cKDTree(pts).query(queries, k=1)
     assert np.array_equal(np.sqrt(v), want)
     assert np.allclose(np.linalg.norm(queries - pts[j], axis=1), want, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(CLOUDS), st.sampled_from(CLOUDS), st.integers(1, 400), st.integers(1, 200),
+       st.integers(1, 16), st.integers(1, 8), st.integers(0, 2 ** 31))
+def test_kdtree_knn_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: int, leaf: int, k: int,
+                                  seed: int) -> None:
+    """The k-d tree's k nearest neighbours: cKDTree's k distances bit for bit, ascending,
+    distinct points at those distances; -1 / inf beyond the tree's points."""
+    from c2np import _assignment_kernels as kern
+
+    rng = np.random.default_rng(seed)
+    pts = _points(rng, kind_p, n_p)
+    queries = _points(rng, kind_q, n_q)
+    tree = kern.kdtree_build(np.ascontiguousarray(pts), leaf)
+    v, j = kern.kdtree_knn(*tree, np.ascontiguousarray(queries), k)
+    kk = min(k, len(pts))
+    want, _ = cKDTree(pts).query(queries, k=kk)
+    want = np.asarray(want).reshape(len(queries), kk)
+    assert np.array_equal(np.sqrt(v[:, :kk]), want)
+    assert np.all(j[:, kk:] == -1) and np.all(np.isinf(v[:, kk:]))
+    got = np.linalg.norm(queries[:, None, :] - pts[j[:, :kk]], axis=2)
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12)
+    assert all(len(set(row)) == kk for row in j[:, :kk].tolist())
+
+
+def test_particle_against_a_collapsed_larger_set_uses_the_tree_and_keeps_bounds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference is the smaller set and lies far from a larger collapsed prediction:
+    its rows have no partners nearby, and their nearest points come from the k-d tree
+    (not the grid's ring search), with the same pairing and bounds as the ring search."""
+    rng = np.random.default_rng(7)
+    ref = rng.uniform(-10, 10, size=(400, 3))
+    pred = rng.normal(scale=0.05, size=(440, 3))
+    res = min_sq_assignment(pred, ref)
+    assert res.method == "auction"
+    _check(res, _optimum(pred, ref))
+    monkeypatch.setattr(assignment, "KDTREE_MIN_FAR_QUERIES", 10 ** 9)  # the ring search
+    ring = min_sq_assignment(pred, ref)
+    assert (ring.sum_sq_angstrom2, ring.lower_bound_angstrom2) == pytest.approx(
+        (res.sum_sq_angstrom2, res.lower_bound_angstrom2), rel=1e-12)
+
+
+def test_column_floor_gives_a_valid_looser_bound() -> None:
+    """A degenerate pairing's bound from caller-given lower bounds of the larger set's
+    nearest distances (here: to a superset of the smaller set) stays below the optimum and
+    at most the bound from the exact distances; a floor of the wrong shape is refused."""
+    rng = np.random.default_rng(4)
+    ref = rng.uniform(-10, 10, size=(700, 3))
+    pred = rng.normal(scale=0.05, size=(700, 3))
+    other = rng.normal(scale=0.3, size=(300, 3))  # more predicted atoms, of another element
+    floor, _ = assignment.nearest_neighbours(ref, np.concatenate([pred, other]))
+    exact = min_sq_assignment(pred, ref)
+    loose = min_sq_assignment(pred, ref, column_floor=floor)
+    opt = _optimum(pred, ref)
+    _check(loose, opt)
+    assert loose.sum_sq_angstrom2 == exact.sum_sq_angstrom2
+    assert loose.lower_bound_angstrom2 <= exact.lower_bound_angstrom2
+    assert loose.lower_bound_angstrom2 > 0.5 * opt  # still a useful bound
+    with pytest.raises(ValueError, match="column_floor"):
+        min_sq_assignment(pred, ref, column_floor=floor[:10])

@@ -885,3 +885,71 @@ def kdtree_nearest(perm: np.ndarray, sp: np.ndarray, lo: np.ndarray, hi: np.ndar
         idx[qi] = perm[bj]
         bj_prev = bj
     return best, idx
+
+
+@_jit
+def kdtree_knn(perm: np.ndarray, sp: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               start: np.ndarray, end: np.ndarray, left: np.ndarray, queries: np.ndarray,
+               k: int):
+    """The ``k`` nearest points (exact) of every query (m, 3) in a :func:`kdtree_build`
+    tree (``k`` at most the tree's points): ``(squared distances (m, k), indices (m, k))``,
+    ascending, the squares computed as in :func:`kdtree_nearest`. Depth first, the nearer
+    child first; a node is skipped when its box is not nearer than the k-th best so far.
+    Among equally near points the first ones visited."""
+    m = queries.shape[0]
+    best = np.full((m, k), np.inf)
+    idx = np.full((m, k), -1, dtype=np.int64)
+    stack = np.empty(256, dtype=np.int64)
+    bv = np.empty(k)
+    bj = np.empty(k, dtype=np.int64)
+    for qi in range(m):
+        q0 = queries[qi, 0]
+        q1 = queries[qi, 1]
+        q2 = queries[qi, 2]
+        for s in range(k):
+            bv[s] = np.inf
+            bj[s] = -1
+        stack[0] = 0
+        top = 1
+        while top > 0:
+            top -= 1
+            t = stack[top]
+            kth = bv[k - 1]
+            if _box_d2(q0, q1, q2, lo, hi, t) >= kth:
+                continue
+            c = left[t]
+            if c < 0:
+                for u in range(start[t], end[t]):
+                    d0 = sp[u, 0] - q0
+                    d1 = sp[u, 1] - q1
+                    d2 = sp[u, 2] - q2
+                    v = d0 * d0 + d1 * d1 + d2 * d2
+                    if v < bv[k - 1]:  # insert, keeping bv ascending
+                        s = k - 1
+                        while s > 0 and bv[s - 1] > v:
+                            bv[s] = bv[s - 1]
+                            bj[s] = bj[s - 1]
+                            s -= 1
+                        bv[s] = v
+                        bj[s] = u
+                continue
+            da = _box_d2(q0, q1, q2, lo, hi, c)
+            db = _box_d2(q0, q1, q2, lo, hi, c + 1)
+            if da <= db:
+                if db < kth:
+                    stack[top] = c + 1
+                    top += 1
+                if da < kth:
+                    stack[top] = c
+                    top += 1
+            else:
+                if da < kth:
+                    stack[top] = c
+                    top += 1
+                if db < kth:
+                    stack[top] = c + 1
+                    top += 1
+        for s in range(k):
+            best[qi, s] = bv[s]
+            idx[qi, s] = perm[bj[s]] if bj[s] >= 0 else -1
+    return best, idx

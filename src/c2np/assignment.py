@@ -91,6 +91,7 @@ def _tree(points: np.ndarray) -> object:
 def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                       tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
+                      column_floor: np.ndarray | None = None,
                       max_rounds: int | None = None,
                       bids_per_point: int | None = None,
                       far_rmsd_angstrom: float | None = FAR_RMSD_ANGSTROM,
@@ -99,7 +100,11 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 
     ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
     ``(d1, j1)`` — distances and indices of the smaller set's nearest neighbours in the
-    larger one (the caller may already have them). ``max_rounds`` and ``bids_per_point``
+    larger one (the caller may already have them). ``column_floor``: optional ``(n_l,)``
+    lower bounds (Å) of each larger-set point's distance to the smaller set, e.g. its
+    nearest neighbour in a superset of the smaller set; they stand in for the exact
+    distances in the bound of a degenerate pairing (a looser bound, no second
+    nearest-neighbour search; ``None``: exact). ``max_rounds`` and ``bids_per_point``
     (defaults :data:`MAX_ROUNDS`, :data:`BIDS_PER_POINT`) bound the work of the sparse
     path; when they run out the result is not exact but ``lower_bound_angstrom2`` still
     bounds the optimum.
@@ -136,7 +141,10 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         ri, ci = linear_sum_assignment(cost)
         s = float(cost[ri, ci].sum())
         return AssignmentResult(s, s, ns, True, method="dense")
-    return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64),
+    floor = None if column_floor is None else np.asarray(column_floor, dtype=np.float64)
+    if floor is not None and floor.shape != (nl,):
+        raise ValueError(f"min_sq_assignment: column_floor must have shape ({nl},), got {floor.shape}")
+    return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
                               max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
                               bids_per_point=BIDS_PER_POINT if bids_per_point is None
                               else bids_per_point,
@@ -146,18 +154,20 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
-                       max_rounds: int, bids_per_point: int, far_sum: float | None = None,
+                       column_floor: np.ndarray | None = None, max_rounds: int,
+                       bids_per_point: int, far_sum: float | None = None,
                        far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
     """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
     distinct; ``d1`` their distances). ``far_sum``: the bound (Å²) from which a relative
-    RMSD gap of ``far_rel_gap`` is accepted (None: never)."""
+    RMSD gap of ``far_rel_gap`` is accepted (None: never); ``column_floor``: see
+    :func:`min_sq_assignment`."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
     indptr, indices = grid.radius_graph(small)
     lonely = np.flatnonzero(np.diff(indptr) < MIN_DEGREE)
     if len(lonely):
-        _, jk, _ = grid.knn(small[lonely], min(MIN_DEGREE, nl))
+        jk = _knn_indices(grid, small[lonely], min(MIN_DEGREE, nl))
         ok = jk >= 0
         indptr, indices = kern.csr_merge(indptr, indices,
                                          np.repeat(lonely, jk.shape[1])[ok.reshape(-1)], jk[ok], nl)
@@ -181,7 +191,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         # degenerate (e.g. every point of one set on a spot): the graph reaches few
         # points of the larger set, so no auction on it can find the optimum; report the
         # pairing and the certified bounds
-        best_lb = max(best_lb, _column_bound(small, large))
+        best_lb = max(best_lb, _column_bound(small, large, column_floor))
         return AssignmentResult(best_ub, min(best_lb, best_ub), ns,
                                 best_ub - best_lb <= EXACT_RTOL * (1.0 + best_ub),
                                 tolerance_angstrom2=EXACT_RTOL * (1.0 + best_ub),
@@ -238,16 +248,35 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
     if best_ub - best_lb > tol and not far_stop:
-        best_lb = max(best_lb, _column_bound(small, large))
+        best_lb = max(best_lb, _column_bound(small, large, column_floor))
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds)
 
 
-def _column_bound(small: np.ndarray, large: np.ndarray) -> float:
+def _knn_indices(grid: _Grid, queries: np.ndarray, k: int) -> np.ndarray:
+    """``(m, k)`` indices of the k nearest grid points of every query (-1 where fewer).
+    Queries far outside the grid's box (when there are many) go to a k-d tree
+    (``kdtree_knn``), where the grid's ring search would cross many empty cells — e.g.
+    every point of a particle against a prediction collapsed onto a spot."""
+    far = _outside(queries, grid, margin=grid.h)
+    if int(np.count_nonzero(far)) <= KDTREE_MIN_FAR_QUERIES:
+        return grid.knn(queries, k)[1]
+    kern = _kernels()
+    idx = np.empty((len(queries), k), dtype=np.int64)
+    tree = kern.kdtree_build(grid.points, KDTREE_LEAF_SIZE)
+    idx[far] = kern.kdtree_knn(*tree, np.ascontiguousarray(queries[far]), k)[1]
+    near = np.flatnonzero(~far)
+    if len(near):
+        idx[near] = grid.knn(queries[near], k)[1]
+    return idx
+
+
+def _column_bound(small: np.ndarray, large: np.ndarray, floor: np.ndarray | None = None) -> float:
     """Lower bound of any pairing (Å²): it uses n_s distinct points of the larger set, each
-    at least its nearest-neighbour distance from the smaller set."""
-    m, _ = nearest_neighbours(large, small)
+    at least its nearest-neighbour distance from the smaller set (or ``floor``, lower bounds
+    of those distances, Å)."""
+    m = nearest_neighbours(large, small)[0] if floor is None else floor
     return math.fsum(np.partition(m * m, len(small) - 1)[:len(small)]) * (1.0 - 1e-12)
 
 
@@ -265,6 +294,8 @@ def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.n
 
 #: points per leaf of the k-d tree of the far queries (measured: 8-16 equally fast)
 KDTREE_LEAF_SIZE = 8
+#: far queries from which a k-d tree is built for them (below, the grid's ring search)
+KDTREE_MIN_FAR_QUERIES = 64
 
 
 def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray, *,

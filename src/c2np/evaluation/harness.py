@@ -157,8 +157,9 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
 @functools.cache
 def compile_metric_kernels() -> None:
     """Compile, or load from numba's cache, the machine code of the compiled kernels of
-    :func:`~c2np.metrics.forward_metrics`, once per process: scores five synthetic
-    predictions (noisy, with far outliers, shifted, a random ball, collapsed; each
+    :func:`~c2np.metrics.forward_metrics`, once per process: scores six synthetic
+    predictions (noisy, with far outliers, shifted, a random ball, collapsed, collapsed with
+    10 % more atoms; each
     writable and read-only) of a 12 Å cubic ABH3 ball (a = 4 Å; a read-only reference, as
     the store's). Called
     before the workers are forked, so that they inherit the code: a cold cache is compiled
@@ -179,8 +180,11 @@ def compile_metric_kernels() -> None:
     ball *= (12.0 * rng.random(n) ** (1.0 / 3.0) / np.linalg.norm(ball, axis=1))[:, None]
     far = xg[keep] + rng.normal(scale=0.05, size=(int(keep.sum()), 3))
     far[::10] *= 3.0  # every 10th atom far outside: rows without partners nearby
+    # collapsed with 10 % more atoms: the reference is the smaller set, far from the other
+    more = np.concatenate([zg, zg[: n // 10]])
     cases = [(zg[keep], xg[keep] + rng.normal(scale=0.05, size=(int(keep.sum()), 3))),
-             (zg[keep], far), (zg, xg + 1.5), (zg, ball), (zg, rng.uniform(-0.5, 0.5, size=(n, 3)))]
+             (zg[keep], far), (zg, xg + 1.5), (zg, ball), (zg, rng.uniform(-0.5, 0.5, size=(n, 3))),
+             (more, rng.uniform(-0.5, 0.5, size=(len(more), 3)))]
     for zp, xp in cases:  # a file's predictions are writable, a Particle's read-only
         forward_metrics(zp, xp, zg, xg, reference=summary)
         forward_metrics(zp, Particle(zp, xp).positions_angstrom, zg, xg, reference=summary)
