@@ -20,6 +20,7 @@ from c2np.metrics import (
     InverseTarget,
     ReferenceSummary,
     composition_distance,
+    forward_failure,
     forward_metrics,
     forward_penalties,
     inverse_metrics,
@@ -328,3 +329,27 @@ def test_metric_enumeration_names_every_score_once() -> None:
     assert PRIMARY["forward"] in HEADLINE["forward"] and PRIMARY["inverse"] in HEADLINE["inverse"]
     custom = forward_metric_info((0.3,))
     assert "f1@0.3" in custom and custom["f1@0.3"].better == "higher"
+
+
+def test_a_cloud_denser_than_matter_fails_in_bounded_time() -> None:
+    """A prediction whose atoms have more than ``prediction_neighbours`` neighbours within
+    the histogram range on average (here 2,400 atoms within 1 Å) is one failed sample
+    naming the limit; raised, the same prediction is scored."""
+    from c2np import limits
+
+    cell = perovskite()
+    ref = carve(cell, 21.0).particle
+    rng = np.random.default_rng(3)
+    z = ref.numbers[:2400]
+    x = rng.uniform(-1.0, 1.0, size=(len(z), 3))
+    summary = ReferenceSummary.from_particle(ref.numbers, ref.positions_angstrom, radius_angstrom=21.0)
+    res = forward_metrics(z, x, ref.numbers, ref.positions_angstrom, reference=summary)
+    assert not res.ok and "prediction_neighbours" in res.failure_reason
+    assert res.values == forward_failure("x", summary).values
+    with limits.override(prediction_neighbours=1e6):
+        raised = forward_metrics(z, x, ref.numbers, ref.positions_angstrom, reference=summary)
+    assert raised.ok and raised.values["pair_distance_error"] > 0.9
+    # a particle of ordinary density is far below the limit
+    good = forward_metrics(ref.numbers, ref.positions_angstrom, ref.numbers, ref.positions_angstrom,
+                           reference=summary)
+    assert good.ok and good.values["f1@0.5"] == 1.0

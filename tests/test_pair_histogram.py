@@ -163,3 +163,25 @@ def test_dense_cloud_longer_runs_than_the_buffer() -> None:
     u = rng.normal(size=(9000, 3))
     x = u / np.linalg.norm(u, axis=1, keepdims=True) * rng.random(9000)[:, None]
     assert np.array_equal(pair_distance_counts(x), _reference(x))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2 ** 31), st.integers(2, 600), st.sampled_from([0.5, 3.0, 12.0]),
+       st.floats(0.0, 1.5))
+def test_a_pair_budget_counts_exactly_or_refuses(seed: int, n: int, spread: float, share: float) -> None:
+    """With ``max_pairs`` at or above the pairs within r_max the counts are the exact ones;
+    below, :class:`TooManyPairs` is raised, having counted more than the budget (and
+    stopped soon after it: at most one candidate run of one atom later)."""
+    from c2np.metrics import TooManyPairs
+
+    x = np.random.default_rng(seed).uniform(-spread, spread, size=(n, 3))
+    want = _reference(x)
+    total = int(want.sum())
+    budget = int(share * total)
+    if budget >= total:
+        assert np.array_equal(pair_distance_counts(x, max_pairs=budget), want)
+    else:
+        with pytest.raises(TooManyPairs) as err:
+            pair_distance_counts(x, max_pairs=budget)
+        assert budget < err.value.pairs_counted <= min(total, budget + n)
+        assert err.value.max_pairs == budget

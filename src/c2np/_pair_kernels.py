@@ -105,3 +105,56 @@ def pair_sweep(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarra
                         count_bins(buf, fill, hist, pairs, packed)
                         fill = 0
     count_bins(buf, fill, hist, pairs, packed)
+
+
+@_jit
+def pair_count(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarray,
+               ends: np.ndarray, nb_start: np.ndarray, nb_end: np.ndarray, window: np.ndarray,
+               r2: float, limit: int) -> int:
+    """Number of pairs with ``|d|² <= r2`` (the pairs :func:`pair_sweep` bins, computed the
+    same way), over the same layout; stops as soon as it exceeds ``limit`` and returns the
+    count so far (so the work is bounded by the limit, not by the pairs)."""
+    count = 0
+    for c in range(starts.shape[0]):
+        a0 = starts[c]
+        a1 = ends[c]
+        for k in range(window.shape[0]):
+            b0 = nb_start[c, k]
+            b1 = nb_end[c, k]
+            if b0 == b1:
+                continue
+            w = window[k]
+            lo = b0
+            hi = b0
+            for i in range(a0, a1):
+                xi0 = x0[i]
+                xi1 = x1[i]
+                xi2 = x2[i]
+                if k == 0:
+                    lo = i + 1
+                else:
+                    t = xi2 - w
+                    while lo < b1 and x2[lo] < t:
+                        lo += 1
+                if hi < lo:
+                    hi = lo
+                t = xi2 + w
+                while hi < b1 and x2[hi] <= t:
+                    hi += 1
+                m = hi - lo
+                y0 = x0[lo:lo + m]
+                y1 = x1[lo:lo + m]
+                y2 = x2[lo:lo + m]
+                inside = 0
+                for q in range(m):
+                    d0 = y0[q] - xi0
+                    d1 = y1[q] - xi1
+                    d2 = y2[q] - xi2
+                    s = d0 * d0
+                    s += d1 * d1
+                    s += d2 * d2
+                    inside += 1 if s <= r2 else 0
+                count += inside
+                if count > limit:
+                    return count
+    return count

@@ -40,6 +40,7 @@ class Limits:
     manifest_bytes: int = 100_000_000
     prediction_bytes: int = 4_000_000_000
     prediction_atoms_factor: float = 10.0
+    prediction_neighbours: float = 2_000.0
     bootstrap: int = 100_000
     workers: int = 0
     solver_atoms: int = 200_000
@@ -67,6 +68,9 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
     "prediction_bytes": ("bytes", "uncompressed size of a predictions file's arrays"),
     "prediction_atoms_factor": ("x reference", "atoms in one predicted particle, as a multiple of the "
                                                "reference's atom count plus 100; beyond it the sample fails"),
+    "prediction_neighbours": ("neighbours", "mean neighbours per predicted atom within the pair-histogram range "
+                                            "(10 Å; the densest solids have under 900); beyond it the sample "
+                                            "fails (e.g. a collapsed cloud), so that scoring it stays bounded"),
     "bootstrap": ("resamples", "bootstrap resamples for confidence intervals"),
     "workers": ("processes", "worker processes (0: twice the CPUs available)"),
     "solver_atoms": ("atoms", "atoms in one particle given to the inverse solver (identify, task 2)"),

@@ -50,6 +50,7 @@ __all__ = [
     "ReferenceSummary",
     "Scores",
     "pair_distance_counts",
+    "TooManyPairs",
     "density_normalised_histogram",
     "rdf_energy",
     "pair_distance_error",
@@ -220,10 +221,21 @@ class Scores:
 # ----------------------------------------------------------------------------------------
 # Pair-distance histograms
 # ----------------------------------------------------------------------------------------
+class TooManyPairs(ValueError):
+    """More atom pairs within the histogram range than allowed (``max_pairs`` of
+    :func:`pair_distance_counts`); ``pairs_counted``: the count when counting stopped."""
+
+    def __init__(self, pairs_counted: int, max_pairs: int) -> None:
+        super().__init__(f"more than {max_pairs} atom pairs within the histogram range")
+        self.pairs_counted = pairs_counted
+        self.max_pairs = max_pairs
+
+
 def pair_distance_counts(positions_angstrom: np.ndarray, *,
                          r_max_angstrom: float = RDF_R_MAX_ANGSTROM,
                          n_bins: int = RDF_N_BINS,
-                         column_angstrom: float | None = None) -> np.ndarray:
+                         column_angstrom: float | None = None,
+                         max_pairs: int | None = None) -> np.ndarray:
     """Histogram of all unordered pair distances ``d_ij`` (i < j) on ``[0, r_max]`` Å.
 
     Returns ``(n_bins,)`` int64 counts; bin k holds ``k Δ <= d + ε < (k + 1) Δ`` with
@@ -241,6 +253,10 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     use and cached on disk; for dense clouds (about 1,000 pairs per atom or more, up to 254
     bins) it counts two pairs' bins with one increment of a table of bin pairs
     (docs/evaluation.md, "Seventh pass").
+
+    ``max_pairs``: the pairs within ``r_max`` are counted first (same distances, no bins),
+    stopping as soon as there are more than this; then :class:`TooManyPairs` is raised, so
+    a dense cloud costs at most about ``max_pairs`` distances instead of ``n²/2``.
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
@@ -253,14 +269,18 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     r = float(r_max_angstrom)
     xs, starts, ends, nb_start, nb_end, window = _column_layout(x, r, column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
+    x0, x1, x2 = (np.ascontiguousarray(xs[:, d]) for d in range(3))
+    if max_pairs is not None:
+        limit = max(int(max_pairs), 0)
+        seen = int(_pair_count_kernel()(x0, x1, x2, starts, ends, nb_start, nb_end, window, r2, limit))
+        if seen > limit:
+            raise TooManyPairs(seen, limit)
     v = n_bins + 2
     hist = np.zeros((_HIST_COPIES, v), dtype=np.int64)
     paired = v <= _PACKED_MAX_VALUES and _pairs_per_atom(x, r) >= _PACKED_MIN_PAIRS_PER_ATOM
     pairs = np.zeros((2, v * v if paired else 0), dtype=np.int64)
-    _pair_sweep_kernel()(np.ascontiguousarray(xs[:, 0]), np.ascontiguousarray(xs[:, 1]),
-                         np.ascontiguousarray(xs[:, 2]), starts, ends, nb_start, nb_end, window,
-                         r2, n_bins / r, EDGE_SNAP_ANGSTROM, hist, pairs,
-                         np.empty(_SWEEP_BUFFER, dtype=np.int32),
+    _pair_sweep_kernel()(x0, x1, x2, starts, ends, nb_start, nb_end, window, r2, n_bins / r,
+                         EDGE_SNAP_ANGSTROM, hist, pairs, np.empty(_SWEEP_BUFFER, dtype=np.int32),
                          np.empty(_SWEEP_BUFFER // 2, dtype=np.int32))
     out = hist.sum(axis=0)
     if paired:  # cell a · v + b of `pairs` holds pairs of bins (a, b): both count
@@ -333,6 +353,15 @@ def _pair_sweep_kernel() -> Callable[..., None]:
     from c2np import _pair_kernels
 
     return _pair_kernels.pair_sweep
+
+
+@functools.cache
+def _pair_count_kernel() -> Callable[..., int]:
+    """The compiled bounded pair count (:func:`c2np._pair_kernels.pair_count`), as
+    :func:`_pair_sweep_kernel`."""
+    from c2np import _pair_kernels
+
+    return _pair_kernels.pair_count
 
 
 def density_normalised_histogram(counts: np.ndarray, *,
@@ -666,6 +695,19 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
     n_p, n_g = len(zp), len(zg)
     r_max = reference.r_max_angstrom
     n_bins = len(reference.pair_counts)
+    # first the pair histogram, bounded: a cloud denser than matter fails before its n²/2
+    # pairs (and its degenerate pairing) are paid for
+    from c2np.limits import effective
+
+    neighbours = effective("prediction_neighbours")
+    try:
+        counts_p = pair_distance_counts(xp, r_max_angstrom=r_max, n_bins=n_bins,
+                                        max_pairs=int(neighbours * n_p / 2.0))
+    except TooManyPairs:
+        reason = (f"more than {neighbours:g} neighbours per predicted atom within {r_max:g} Å on average, "
+                  f"denser than any solid (limit prediction_neighbours; raise it with "
+                  f"`c2np --limit prediction_neighbours=N`)")
+        return forward_failure(reason, reference, tolerances_angstrom=tolerances_angstrom)
 
     # exact nearest neighbours both ways (all atoms): Hausdorff and Chamfer
     d_pg, _ = nearest_neighbours(xp, xg)
@@ -710,7 +752,6 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
 
     v_p = hull_volume_angstrom3(xp)
     v_g = reference.hull_volume_angstrom3
-    counts_p = pair_distance_counts(xp, r_max_angstrom=r_max, n_bins=n_bins)
 
     values: dict[str, float] = {}
     for t in tolerances_angstrom:
