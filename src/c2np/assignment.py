@@ -26,6 +26,7 @@ import functools
 import math
 import types
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,8 @@ class AssignmentResult:
         tolerance_angstrom2: allowance of the exactness test: ``1e-9 (1 + value)`` plus
             the integer rounding of the costs handed to the auction (``(n_s + 2) · unit``,
             unit a power of 2 Å² with the largest possible pair cost · (n_l + 1) <= 2^50).
-        method: ``"nearest"``, ``"dense"`` or ``"auction"``.
+        method: the path that found the value: ``"nearest"``, ``"dense"``, ``"auction"``
+            or ``"aligned"`` (the auction in coordinates aligned on centre and size).
         rounds: fine stages run (0 for the first two methods).
     """
 
@@ -144,23 +146,121 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     floor = None if column_floor is None else np.asarray(column_floor, dtype=np.float64)
     if floor is not None and floor.shape != (nl,):
         raise ValueError(f"min_sq_assignment: column_floor must have shape ({nl},), got {floor.shape}")
-    return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
-                              max_rounds=MAX_ROUNDS if max_rounds is None else max_rounds,
-                              bids_per_point=BIDS_PER_POINT if bids_per_point is None
-                              else bids_per_point,
-                              far_sum=None if far_rmsd_angstrom is None
-                              else len(small) * float(far_rmsd_angstrom) ** 2,
-                              far_rel_gap=float(far_rel_gap))
+    opts: dict[str, Any] = {"max_rounds": MAX_ROUNDS if max_rounds is None else max_rounds,
+                            "bids_per_point": BIDS_PER_POINT if bids_per_point is None
+                            else bids_per_point,
+                            "far_sum": None if far_rmsd_angstrom is None
+                            else ns * float(far_rmsd_angstrom) ** 2,
+                            "far_rel_gap": float(far_rel_gap)}
+    fit = _alignment(small, large)
+    if fit is None:
+        return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
+                                  **opts)[0]
+    aligned = _aligned_assignment(small, large, *fit, **opts)
+    far_sum = opts["far_sum"]
+    if aligned.exact or (far_sum is not None and aligned.lower_bound_angstrom2 >= far_sum
+                         and _within_rel_gap(aligned, ALIGN_ACCEPT_REL_GAP)):
+        return aligned
+    direct = _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
+                                **opts)[0]
+    ub = min(direct.sum_sq_angstrom2, aligned.sum_sq_angstrom2)
+    lb = min(max(direct.lower_bound_angstrom2, aligned.lower_bound_angstrom2), ub)
+    tol = max(direct.tolerance_angstrom2, aligned.tolerance_angstrom2)
+    method = direct.method if direct.sum_sq_angstrom2 <= aligned.sum_sq_angstrom2 else aligned.method
+    return AssignmentResult(ub, lb, ns, ub - lb <= tol, tolerance_angstrom2=tol, method=method,
+                            rounds=direct.rounds + aligned.rounds)
+
+
+#: the smaller set's centroid this far (Å) from the larger set's, or its RMS radius this far
+#: (relative) from the larger set's, and the pairing is solved in aligned coordinates
+ALIGN_SHIFT_ANGSTROM = 0.5
+ALIGN_SCALE_REL = 0.05
+#: an aligned result that is far off (its RMSD bound at least ``far_rmsd_angstrom``) and whose
+#: RMSD value is within this share of its bound is reported as it is; otherwise (the
+#: alignment did not fit, or the caller wants the optimum) the sets are also solved as they
+#: are and the better value and bound of the two are reported
+ALIGN_ACCEPT_REL_GAP = 0.05
+
+
+def _alignment(small: np.ndarray, large: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
+    """``(s, c_s, c_l)``: the smaller set's RMS radius over the larger set's and the two
+    centroids (Å), when the sets differ by more than :data:`ALIGN_SHIFT_ANGSTROM` in centre
+    or :data:`ALIGN_SCALE_REL` in size (else None: solved as they are)."""
+    c_s, c_l = small.mean(axis=0), large.mean(axis=0)
+    rms_s = math.sqrt(float(np.mean(np.sum((small - c_s) ** 2, axis=1))))
+    rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
+    if not (rms_s > 0.0 and rms_l > 0.0 and math.isfinite(rms_s / rms_l)):
+        return None
+    scale = rms_s / rms_l
+    if float(np.linalg.norm(c_s - c_l)) <= ALIGN_SHIFT_ANGSTROM and abs(scale - 1.0) <= ALIGN_SCALE_REL:
+        return None
+    return scale, c_s, c_l
+
+
+def _within_rel_gap(res: AssignmentResult, rel: float) -> bool:
+    """The RMSD of the value is within ``rel`` (relative) of the bound's."""
+    return res.sum_sq_angstrom2 <= max(res.lower_bound_angstrom2, 0.0) * (1.0 + rel) ** 2
+
+
+def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s: np.ndarray,
+                        c_l: np.ndarray, **opts: Any) -> AssignmentResult:
+    """The pairing solved with the smaller set mapped onto the larger one's centre and size,
+    ``z = c_l + (x − c_s) / s``, valued and certified in the original coordinates.
+
+    With ``f(y) = (s − 1)|y − c_l|² + 2 (c_s − c_l)·(y − c_l)`` and
+    ``g(x) = |x − c_l|² − |x − c_s|² / s``, every pair cost is
+    ``|x − y|² = s |y − z|² + g(x) − f(y)`` (an identity). So a pairing π costs
+    ``s Σ|y_π − z|² + Σg − Σ_{j∈π} f(y_j)``: with equal set sizes the two problems have the
+    same optimal pairings, and a certified bound L' of the aligned problem gives the
+    certified bound ``s L' + Σg − (the n_s largest f)`` of the original one (less a rounding
+    allowance). The value is the pairing's cost computed directly. Where the optimum moves
+    atoms far (a prediction of the wrong size or place), the aligned sets overlap and the
+    sparse graph holds the optimal pairs."""
+    ns, nl = len(small), len(large)
+    z = c_l + (small - c_s) / scale
+    d1, j1 = nearest_neighbours(z, large)
+    dual: tuple[np.ndarray, np.ndarray] | None
+    if int(np.bincount(j1, minlength=nl).max()) <= 1:
+        cols, inner_lb, rounds, dual = j1, float(np.sum(d1 * d1)), 0, (np.zeros(nl), d1 * d1)
+    else:
+        inner, cols, dual = _sparse_assignment(z, large, d1, **opts)
+        inner_lb, rounds = inner.lower_bound_angstrom2, inner.rounds
+    value = _pair_sum(small, large, cols)
+    g = np.sum((small - c_l) ** 2, axis=1) - np.sum((small - c_s) ** 2, axis=1) / scale
+    f = (scale - 1.0) * np.sum((large - c_l) ** 2, axis=1) + 2.0 * ((large - c_l) @ (c_s - c_l))
+    magnitude = scale * abs(inner_lb) + float(np.sum(np.abs(g))) + float(np.sum(np.abs(f))) + \
+        float(np.sum((small - c_l) ** 2))
+    top = np.partition(f, nl - ns)[nl - ns:] if ns < nl else f
+    bound = scale * inner_lb + math.fsum(g) - math.fsum(top)
+    if dual is not None and ns < nl:
+        # the aligned dual as prices of the original problem: P = s w + f gives
+        # min_l (|x − l|² + P_l) = s u + g, hence the bound
+        # s Σu + Σg + (n_l − n_s) min P − ΣP (module docstring)
+        w, u = dual
+        price = scale * w + f
+        magnitude += scale * float(np.sum(np.abs(u))) + float(np.sum(np.abs(price)))
+        bound = max(bound, scale * math.fsum(u) + math.fsum(g) + (nl - ns) * float(price.min())
+                    - math.fsum(price))
+    bound -= 1e-10 * magnitude
+    bound = min(max(bound, 0.0), value)
+    tol = EXACT_RTOL * (1.0 + value) + 1e-10 * magnitude
+    return AssignmentResult(value, bound, ns, value - bound <= tol, tolerance_angstrom2=tol,
+                            method="aligned", rounds=rounds)
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                        column_floor: np.ndarray | None = None, max_rounds: int,
                        bids_per_point: int, far_sum: float | None = None,
-                       far_rel_gap: float = FAR_REL_GAP) -> AssignmentResult:
+                       far_rel_gap: float = FAR_REL_GAP
+                       ) -> tuple[AssignmentResult, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
     distinct; ``d1`` their distances). ``far_sum``: the bound (Å²) from which a relative
     RMSD gap of ``far_rel_gap`` is accepted (None: never); ``column_floor``: see
-    :func:`min_sq_assignment`."""
+    :func:`min_sq_assignment`. Returns the result, the ``(n_s,)`` pairing whose value it
+    reports (the larger-set partner of each smaller-set point) and the dual solution of its
+    bound, ``(w (n_l,), u (n_s,))`` in Å² — column prices with min 0 and each row's
+    smallest ``|s − l|² + w`` over all pairs, so that the bound is ``Σu − Σw`` — or None
+    when the bound is the column bound."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
@@ -183,19 +283,23 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         rows = left[np.argsort(small[left, 0], kind="stable")]
         fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
     best_ub = _pair_sum(small, large, fallback)
+    best_cols = fallback
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
+    dual: tuple[np.ndarray, np.ndarray] | None = (np.zeros(nl), d1 * d1)
     # the distinct columns the graph reaches: a bincount (15x cheaper than np.unique)
     if len(left) > GIVE_UP_SHARE * ns and \
             np.count_nonzero(np.bincount(graph.indices, minlength=nl)) < GIVE_UP_SHARE * ns:
         # degenerate (e.g. every point of one set on a spot): the graph reaches few
         # points of the larger set, so no auction on it can find the optimum; report the
         # pairing and the certified bounds
-        best_lb = max(best_lb, _column_bound(small, large, column_floor))
+        column = _column_bound(small, large, column_floor)
+        if column > best_lb:
+            best_lb, dual = column, None
         return AssignmentResult(best_ub, min(best_lb, best_ub), ns,
                                 best_ub - best_lb <= EXACT_RTOL * (1.0 + best_ub),
                                 tolerance_angstrom2=EXACT_RTOL * (1.0 + best_ub),
-                                method="auction", rounds=0)
+                                method="auction", rounds=0), best_cols, dual
     graph = graph.with_edges(small, large, np.arange(ns), fallback)
     tol = EXACT_RTOL * (1.0 + best_ub)
     budget = int(bids_per_point) * (nl + MIN_BUDGET_POINTS)
@@ -222,12 +326,15 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                                               budget)
         budget -= used
         if assign[0] >= 0:
-            best_ub = min(best_ub, _pair_sum(small, large, assign))
+            value = _pair_sum(small, large, assign)
+            if value < best_ub:
+                best_ub, best_cols = value, assign.copy()
         else:
             assign = np.full(ns, -1, dtype=np.int64)
         tol = EXACT_RTOL * (1.0 + best_ub) + (ns + 2) * graph.unit
         lb, w, u_graph, u_all = _dual_bound(small, grid, prices, graph)
-        best_lb = max(best_lb, lb)
+        if lb > best_lb:
+            best_lb, dual = lb, (w, np.minimum(u_graph, u_all))
         rounds += final
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
@@ -248,10 +355,12 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             graph = graph.with_edges(small, large,
                                      np.repeat(undercut, jk.shape[1])[ok.reshape(-1)], jk[ok])
     if best_ub - best_lb > tol and not far_stop:
-        best_lb = max(best_lb, _column_bound(small, large, column_floor))
+        column = _column_bound(small, large, column_floor)
+        if column > best_lb:
+            best_lb, dual = column, None
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
-                            tolerance_angstrom2=tol, method="auction", rounds=rounds)
+                            tolerance_angstrom2=tol, method="auction", rounds=rounds), best_cols, dual
 
 
 def _knn_indices(grid: _Grid, queries: np.ndarray, k: int) -> np.ndarray:
