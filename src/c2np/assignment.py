@@ -153,48 +153,78 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                             else ns * float(far_rmsd_angstrom) ** 2,
                             "far_rel_gap": float(far_rel_gap)}
     fit = _alignment(small, large)
-    if fit is None:
+
+    def direct() -> AssignmentResult:
         return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
                                   **opts)[0]
-    aligned = _aligned_assignment(small, large, *fit, **opts)
+
+    if fit is None:
+        return direct()
     far_sum = opts["far_sum"]
-    if aligned.exact or (far_sum is not None and aligned.lower_bound_angstrom2 >= far_sum
-                         and _within_rel_gap(aligned, ALIGN_ACCEPT_REL_GAP)):
-        return aligned
-    direct = _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
-                                **opts)[0]
-    ub = min(direct.sum_sq_angstrom2, aligned.sum_sq_angstrom2)
-    lb = min(max(direct.lower_bound_angstrom2, aligned.lower_bound_angstrom2), ub)
-    tol = max(direct.tolerance_angstrom2, aligned.tolerance_angstrom2)
-    method = direct.method if direct.sum_sq_angstrom2 <= aligned.sum_sq_angstrom2 else aligned.method
-    return AssignmentResult(ub, lb, ns, ub - lb <= tol, tolerance_angstrom2=tol, method=method,
-                            rounds=direct.rounds + aligned.rounds)
+
+    def settled(res: AssignmentResult, rel: float) -> bool:
+        return res.exact or (far_sum is not None and res.lower_bound_angstrom2 >= far_sum
+                             and _within_rel_gap(res, rel))
+
+    if _strong_mismatch(large, *fit):  # the sets as they are cannot be paired well
+        first = _aligned_assignment(small, large, *fit, **opts)
+        if settled(first, ALIGN_ACCEPT_REL_GAP):
+            return first
+        second = direct()
+    else:  # a mild mismatch: as before, unless that leaves a gap
+        first = direct()
+        if settled(first, float(far_rel_gap)):
+            return first
+        second = _aligned_assignment(small, large, *fit, **opts)
+    best = first if first.sum_sq_angstrom2 <= second.sum_sq_angstrom2 else second
+    lb = min(max(first.lower_bound_angstrom2, second.lower_bound_angstrom2), best.sum_sq_angstrom2)
+    tol = max(first.tolerance_angstrom2, second.tolerance_angstrom2)
+    return AssignmentResult(best.sum_sq_angstrom2, lb, ns, best.sum_sq_angstrom2 - lb <= tol,
+                            tolerance_angstrom2=tol, method=best.method,
+                            rounds=first.rounds + second.rounds)
 
 
-#: the smaller set's centroid this far (Å) from the larger set's, or its RMS radius this far
-#: (relative) from the larger set's, and the pairing is solved in aligned coordinates
-ALIGN_SHIFT_ANGSTROM = 0.5
+#: the smaller set's centroid farther from the larger set's than this share of the larger of
+#: the two RMS radii, or its RMS radius this far (relative) from the larger set's, and the
+#: pairing is solved in aligned coordinates (a random ball's elements stay below both)
+ALIGN_SHIFT_REL = 0.1
 ALIGN_SCALE_REL = 0.05
-#: an aligned result that is far off (its RMSD bound at least ``far_rmsd_angstrom``) and whose
-#: RMSD value is within this share of its bound is reported as it is; otherwise (the
-#: alignment did not fit, or the caller wants the optimum) the sets are also solved as they
-#: are and the better value and bound of the two are reported
+#: sets that differ strongly (:func:`_strong_mismatch`) are solved aligned first, and that
+#: result is reported when it is exact or far off (its RMSD bound at least
+#: ``far_rmsd_angstrom``) with its RMSD value within this share of its bound; a mild
+#: mismatch is solved as the sets are first, and aligned only when that leaves a gap the far
+#: rule does not accept (so it never reports worse than before). When the first result is
+#: not accepted, the better value and bound of the two are reported
 ALIGN_ACCEPT_REL_GAP = 0.05
+#: a strong mismatch: centroids this share of the larger RMS radius apart, or RMS radii this
+#: far apart (relative)
+STRONG_SHIFT_REL = 0.3
+STRONG_SCALE_REL = 0.15
 
 
 def _alignment(small: np.ndarray, large: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
     """``(s, c_s, c_l)``: the smaller set's RMS radius over the larger set's and the two
-    centroids (Å), when the sets differ by more than :data:`ALIGN_SHIFT_ANGSTROM` in centre
-    or :data:`ALIGN_SCALE_REL` in size (else None: solved as they are)."""
+    centroids (Å), when the sets differ by more than :data:`ALIGN_SHIFT_REL` of the larger
+    RMS radius in centre or :data:`ALIGN_SCALE_REL` in size (else None: solved as they
+    are)."""
     c_s, c_l = small.mean(axis=0), large.mean(axis=0)
     rms_s = math.sqrt(float(np.mean(np.sum((small - c_s) ** 2, axis=1))))
     rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
     if not (rms_s > 0.0 and rms_l > 0.0 and math.isfinite(rms_s / rms_l)):
         return None
     scale = rms_s / rms_l
-    if float(np.linalg.norm(c_s - c_l)) <= ALIGN_SHIFT_ANGSTROM and abs(scale - 1.0) <= ALIGN_SCALE_REL:
+    if float(np.linalg.norm(c_s - c_l)) <= ALIGN_SHIFT_REL * max(rms_s, rms_l) and \
+            abs(scale - 1.0) <= ALIGN_SCALE_REL:
         return None
     return scale, c_s, c_l
+
+
+def _strong_mismatch(large: np.ndarray, scale: float, c_s: np.ndarray, c_l: np.ndarray) -> bool:
+    """The aligned sets differ by more than :data:`STRONG_SHIFT_REL` or
+    :data:`STRONG_SCALE_REL` (see :data:`ALIGN_ACCEPT_REL_GAP`)."""
+    rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
+    return float(np.linalg.norm(c_s - c_l)) > STRONG_SHIFT_REL * max(rms_l, scale * rms_l) or \
+        abs(scale - 1.0) > STRONG_SCALE_REL
 
 
 def _within_rel_gap(res: AssignmentResult, rel: float) -> bool:
