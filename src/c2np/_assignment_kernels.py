@@ -895,7 +895,9 @@ def kdtree_knn(perm: np.ndarray, sp: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     tree (``k`` at most the tree's points): ``(squared distances (m, k), indices (m, k))``,
     ascending, the squares computed as in :func:`kdtree_nearest`. Depth first, the nearer
     child first; a node is skipped when its box is not nearer than the k-th best so far.
-    Among equally near points the first ones visited."""
+    Among equally near points the first ones visited. The traversal is
+    :func:`kdtree_nearest`'s, written out again on purpose: with the child push in a shared
+    jitted helper (also ``inline="always"``) the far queries measured 25-40 % slower."""
     m = queries.shape[0]
     best = np.full((m, k), np.inf)
     idx = np.full((m, k), -1, dtype=np.int64)

@@ -113,7 +113,9 @@ def pair_count(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray, starts: np.ndarra
                r2: float, limit: int) -> int:
     """Number of pairs with ``|d|² <= r2`` (the pairs :func:`pair_sweep` bins, computed the
     same way), over the same layout; stops as soon as it exceeds ``limit`` and returns the
-    count so far (so the work is bounded by the limit, not by the pairs)."""
+    count so far (so the work is bounded by the limit, not by the pairs). The column walk is
+    :func:`pair_sweep`'s, written out again on purpose: with the two-pointer advance in a
+    shared jitted helper both kernels measured 5-10 % slower (session 11)."""
     count = 0
     for c in range(starts.shape[0]):
         a0 = starts[c]
