@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                 pairs = np.zeros((2, v * v if paired else 0), dtype=np.int64)
                 metrics._pair_sweep_kernel()(*cols, *rest, r2, scale, snap, h, pairs,
                                              np.empty(8192, dtype=np.int32),
-                                             np.empty(4096, dtype=np.int32))
+                                             np.empty(4096, dtype=np.int32), -1)
                 if paired:
                     p = pairs.sum(axis=0).reshape(v, v)
                     h[0] += p.sum(axis=0) + p.sum(axis=1)

@@ -353,7 +353,6 @@ from c2np.tasks import ForwardTask
 def signatures():
     d = {n: getattr(K, n) for n in dir(K) if isinstance(getattr(K, n), numba.core.registry.CPUDispatcher)}
     d["_pair_sweep"] = metrics._pair_sweep_kernel()
-    d["_pair_count"] = metrics._pair_count_kernel()
     return {n: sorted(map(str, f.signatures)) for n, f in d.items()}
 
 store = DatasetStore.open(sys.argv[1])

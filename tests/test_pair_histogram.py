@@ -170,8 +170,7 @@ def test_dense_cloud_longer_runs_than_the_buffer() -> None:
        st.floats(0.0, 1.5))
 def test_a_pair_budget_counts_exactly_or_refuses(seed: int, n: int, spread: float, share: float) -> None:
     """With ``max_pairs`` at or above the pairs within r_max the counts are the exact ones;
-    below, :class:`TooManyPairs` is raised, having counted more than the budget (and
-    stopped soon after it: at most one candidate run of one atom later)."""
+    below, :class:`TooManyPairs` is raised, having counted more than the budget."""
     from c2np.metrics import TooManyPairs
 
     x = np.random.default_rng(seed).uniform(-spread, spread, size=(n, 3))
@@ -183,5 +182,17 @@ def test_a_pair_budget_counts_exactly_or_refuses(seed: int, n: int, spread: floa
     else:
         with pytest.raises(TooManyPairs) as err:
             pair_distance_counts(x, max_pairs=budget)
-        assert budget < err.value.pairs_counted <= min(total, budget + n)
+        assert budget < err.value.pairs_counted <= total
         assert err.value.max_pairs == budget
+
+
+def test_a_dense_cloud_stops_soon_after_the_pair_budget() -> None:
+    """A cloud of 6,000 atoms within 1 Å (18 million pairs) against a budget of 100,000
+    pairs: refused having counted past the budget by at most 8 buffers of candidates."""
+    from c2np import metrics
+    from c2np.metrics import TooManyPairs
+
+    x = np.random.default_rng(0).uniform(-1.0, 1.0, size=(6000, 3))
+    with pytest.raises(TooManyPairs) as err:
+        pair_distance_counts(x, max_pairs=100_000)
+    assert 100_000 < err.value.pairs_counted <= 100_000 + 8 * metrics._SWEEP_BUFFER

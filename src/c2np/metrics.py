@@ -254,9 +254,9 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     bins) it counts two pairs' bins with one increment of a table of bin pairs
     (docs/evaluation.md, "Seventh pass").
 
-    ``max_pairs``: the pairs within ``r_max`` are counted first (same distances, no bins),
-    stopping as soon as there are more than this; then :class:`TooManyPairs` is raised, so
-    a dense cloud costs at most about ``max_pairs`` distances instead of ``n²/2``.
+    ``max_pairs``: when more pairs than this lie within ``r_max``, :class:`TooManyPairs` is
+    raised; the sweep checks its count as it goes (every 65,536 candidates) and stops once
+    past the limit, so a dense cloud costs about ``max_pairs`` distances instead of ``n²/2``.
     """
     x = np.asarray(positions_angstrom, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != 3:
@@ -270,22 +270,24 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     xs, starts, ends, nb_start, nb_end, window = _column_layout(x, r, column_angstrom)
     r2 = (r + EDGE_SNAP_ANGSTROM) ** 2
     x0, x1, x2 = (np.ascontiguousarray(xs[:, d]) for d in range(3))
-    if max_pairs is not None:
-        limit = max(int(max_pairs), 0)
-        seen = int(_pair_count_kernel()(x0, x1, x2, starts, ends, nb_start, nb_end, window, r2, limit))
-        if seen > limit:
-            raise TooManyPairs(seen, limit)
     v = n_bins + 2
     hist = np.zeros((_HIST_COPIES, v), dtype=np.int64)
     paired = v <= _PACKED_MAX_VALUES and _pairs_per_atom(x, r) >= _PACKED_MIN_PAIRS_PER_ATOM
     pairs = np.zeros((2, v * v if paired else 0), dtype=np.int64)
-    _pair_sweep_kernel()(x0, x1, x2, starts, ends, nb_start, nb_end, window, r2, n_bins / r,
-                         EDGE_SNAP_ANGSTROM, hist, pairs, np.empty(_SWEEP_BUFFER, dtype=np.int32),
-                         np.empty(_SWEEP_BUFFER // 2, dtype=np.int32))
+    limit = -1 if max_pairs is None else max(int(max_pairs), 0)
+    seen = int(_pair_sweep_kernel()(x0, x1, x2, starts, ends, nb_start, nb_end, window, r2, n_bins / r,
+                                    EDGE_SNAP_ANGSTROM, hist, pairs,
+                                    np.empty(_SWEEP_BUFFER, dtype=np.int32),
+                                    np.empty(_SWEEP_BUFFER // 2, dtype=np.int32), limit))
+    if seen > limit >= 0:
+        raise TooManyPairs(seen, limit)
     out = hist.sum(axis=0)
     if paired:  # cell a · v + b of `pairs` holds pairs of bins (a, b): both count
         p = pairs.sum(axis=0).reshape(v, v)
         out += p.sum(axis=0) + p.sum(axis=1)
+    inside = int(out[:n_bins + 1].sum())
+    if inside > limit >= 0:
+        raise TooManyPairs(inside, limit)
     out[n_bins - 1] += out[n_bins]  # d == r_max exactly: closed right edge
     return out[:n_bins].copy()
 
@@ -345,7 +347,7 @@ def _pairs_per_atom(x: np.ndarray, r: float) -> float:
 
 
 @functools.cache
-def _pair_sweep_kernel() -> Callable[..., None]:
+def _pair_sweep_kernel() -> Callable[..., int]:
     """The compiled sweep (:func:`c2np._pair_kernels.pair_sweep`, numba), imported on first
     use. The machine code is cached on disk (``__pycache__`` beside that file, else
     ``NUMBA_CACHE_DIR`` or the user cache); where no cache folder is writable it is
@@ -353,15 +355,6 @@ def _pair_sweep_kernel() -> Callable[..., None]:
     from c2np import _pair_kernels
 
     return _pair_kernels.pair_sweep
-
-
-@functools.cache
-def _pair_count_kernel() -> Callable[..., int]:
-    """The compiled bounded pair count (:func:`c2np._pair_kernels.pair_count`), as
-    :func:`_pair_sweep_kernel`."""
-    from c2np import _pair_kernels
-
-    return _pair_kernels.pair_count
 
 
 def density_normalised_histogram(counts: np.ndarray, *,
