@@ -17,7 +17,12 @@ Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
    each minimum found exactly by a grid search that prunes cells by their smallest price.
    Pairs outside the graph that undercut a row's best are added (after the coarse
    phases, and again after the fine ones, at most ``max_rounds`` times) until the bound
-   meets the value; otherwise both are reported with their gap.
+   meets the value; otherwise both are reported with their gap;
+4. sets that differ in centre or size (a prediction of the wrong size or place): path 3 on
+   the smaller set mapped onto the larger one's centroid and RMS radius, valued and
+   certified in the original coordinates through an exact identity of the pair costs
+   (:func:`_aligned_assignment`), where the sparse graph of the sets as they are would miss
+   the optimal pairs.
 """
 
 from __future__ import annotations
