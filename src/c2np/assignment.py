@@ -171,8 +171,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         return res.exact or (far_sum is not None and res.lower_bound_angstrom2 >= far_sum
                              and _within_rel_gap(res, rel))
 
-    if _strong_mismatch(large, *fit):  # the sets as they are cannot be paired well
-        first = _aligned_assignment(small, large, *fit, **opts)
+    scale, c_s, c_l, strong = fit
+    if strong:  # the sets as they are cannot be paired well
+        first = _aligned_assignment(small, large, scale, c_s, c_l, **opts)
         if settled(first, ALIGN_ACCEPT_REL_GAP):
             return first
         second = direct()
@@ -180,7 +181,7 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         first = direct()
         if settled(first, float(far_rel_gap)):
             return first
-        second = _aligned_assignment(small, large, *fit, **opts)
+        second = _aligned_assignment(small, large, scale, c_s, c_l, **opts)
     best = first if first.sum_sq_angstrom2 <= second.sum_sq_angstrom2 else second
     lb = min(max(first.lower_bound_angstrom2, second.lower_bound_angstrom2), best.sum_sq_angstrom2)
     tol = max(first.tolerance_angstrom2, second.tolerance_angstrom2)
@@ -194,7 +195,7 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 #: pairing is solved in aligned coordinates (a random ball's elements stay below both)
 ALIGN_SHIFT_REL = 0.1
 ALIGN_SCALE_REL = 0.05
-#: sets that differ strongly (:func:`_strong_mismatch`) are solved aligned first, and that
+#: sets that differ strongly (:data:`STRONG_SHIFT_REL`, :data:`STRONG_SCALE_REL`) are solved aligned first, and that
 #: result is reported when it is exact or far off (its RMSD bound at least
 #: ``far_rmsd_angstrom``) with its RMSD value within this share of its bound; a mild
 #: mismatch is solved as the sets are first, and aligned only when that leaves a gap the far
@@ -207,29 +208,23 @@ STRONG_SHIFT_REL = 0.3
 STRONG_SCALE_REL = 0.15
 
 
-def _alignment(small: np.ndarray, large: np.ndarray) -> tuple[float, np.ndarray, np.ndarray] | None:
-    """``(s, c_s, c_l)``: the smaller set's RMS radius over the larger set's and the two
-    centroids (Å), when the sets differ by more than :data:`ALIGN_SHIFT_REL` of the larger
-    RMS radius in centre or :data:`ALIGN_SCALE_REL` in size (else None: solved as they
-    are)."""
+def _alignment(small: np.ndarray, large: np.ndarray
+               ) -> tuple[float, np.ndarray, np.ndarray, bool] | None:
+    """``(s, c_s, c_l, strong)``: the smaller set's RMS radius over the larger set's, the two
+    centroids (Å) and whether the mismatch is strong (:data:`STRONG_SHIFT_REL`,
+    :data:`STRONG_SCALE_REL`), when the sets differ by more than :data:`ALIGN_SHIFT_REL` of
+    the larger RMS radius in centre or :data:`ALIGN_SCALE_REL` in size (else None: solved as
+    they are)."""
     c_s, c_l = small.mean(axis=0), large.mean(axis=0)
     rms_s = math.sqrt(float(np.mean(np.sum((small - c_s) ** 2, axis=1))))
     rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
     if not (rms_s > 0.0 and rms_l > 0.0 and math.isfinite(rms_s / rms_l)):
         return None
     scale = rms_s / rms_l
-    if float(np.linalg.norm(c_s - c_l)) <= ALIGN_SHIFT_REL * max(rms_s, rms_l) and \
-            abs(scale - 1.0) <= ALIGN_SCALE_REL:
+    shift = float(np.linalg.norm(c_s - c_l)) / max(rms_s, rms_l)
+    if shift <= ALIGN_SHIFT_REL and abs(scale - 1.0) <= ALIGN_SCALE_REL:
         return None
-    return scale, c_s, c_l
-
-
-def _strong_mismatch(large: np.ndarray, scale: float, c_s: np.ndarray, c_l: np.ndarray) -> bool:
-    """The aligned sets differ by more than :data:`STRONG_SHIFT_REL` or
-    :data:`STRONG_SCALE_REL` (see :data:`ALIGN_ACCEPT_REL_GAP`)."""
-    rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
-    return float(np.linalg.norm(c_s - c_l)) > STRONG_SHIFT_REL * max(rms_l, scale * rms_l) or \
-        abs(scale - 1.0) > STRONG_SCALE_REL
+    return scale, c_s, c_l, shift > STRONG_SHIFT_REL or abs(scale - 1.0) > STRONG_SCALE_REL
 
 
 def _within_rel_gap(res: AssignmentResult, rel: float) -> bool:
@@ -261,10 +256,11 @@ def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s:
         inner, cols, dual = _sparse_assignment(z, large, d1, **opts)
         inner_lb, rounds = inner.lower_bound_angstrom2, inner.rounds
     value = _pair_sum(small, large, cols)
-    g = np.sum((small - c_l) ** 2, axis=1) - np.sum((small - c_s) ** 2, axis=1) / scale
+    r2_l = np.sum((small - c_l) ** 2, axis=1)
+    g = r2_l - np.sum((small - c_s) ** 2, axis=1) / scale
     f = (scale - 1.0) * np.sum((large - c_l) ** 2, axis=1) + 2.0 * ((large - c_l) @ (c_s - c_l))
     magnitude = scale * abs(inner_lb) + float(np.sum(np.abs(g))) + float(np.sum(np.abs(f))) + \
-        float(np.sum((small - c_l) ** 2))
+        float(np.sum(r2_l))
     top = np.partition(f, nl - ns)[nl - ns:] if ns < nl else f
     bound = scale * inner_lb + math.fsum(g) - math.fsum(top)
     if dual is not None and ns < nl:
