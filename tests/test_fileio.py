@@ -246,6 +246,24 @@ def test_two_builds_to_one_path_leave_one_whole_store(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.h5"]
 
 
+_KILLED_BUILD = """
+import contextlib, sys, time
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import c2np.store as store
+from helpers import perovskite
+atomic = store.atomic_path
+@contextlib.contextmanager
+def held(p):  # the temp is written and closed; hold before the rename until killed
+    with atomic(p) as tmp:
+        yield tmp
+        Path({marker!r}).write_text("written")
+        time.sleep(600)
+store.atomic_path = held
+store.build_store([perovskite(a={a})], Path({out!r}), radii_angstrom={radii}, progress=False)
+"""
+
+
 def test_a_killed_build_keeps_the_old_store_and_its_temp_is_cleared(tmp_path: Path) -> None:
     import signal
     import time
@@ -257,11 +275,12 @@ def test_a_killed_build_keeps_the_old_store_and_its_temp_is_cleared(tmp_path: Pa
     build_store([perovskite()], out, radii_angstrom=[6], progress=False)
     old = out.read_bytes()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    tests = str(Path(__file__).parent)
-    proc = subprocess.Popen([sys.executable, "-c", _BUILD.format(tests=tests, a=4.02, out=str(out),
-                                                                 radii=list(range(6, 31)))], env=env)
+    marker = tmp_path.parent / f"{tmp_path.name}.written"  # outside the store's folder
+    script = _KILLED_BUILD.format(tests=str(Path(__file__).parent), a=4.02, out=str(out),
+                                  radii=[6, 7, 8], marker=str(marker))
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
     deadline = time.monotonic() + 300
-    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):  # killed mid-write
+    while not marker.exists():  # killed with the temp written, before its rename
         assert proc.poll() is None and time.monotonic() < deadline, "the build ended before it was killed"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
