@@ -234,8 +234,9 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
         raise C2NPInputError(f"{source}: CIF does not define a 3D cell")
     _check_no_overlap(atoms, source=source)
     mid = material_id if material_id is not None else Path(source).stem
-    try:
-        return UnitCell.from_ase(atoms, mid)
+    try:  # the sites' fractions as expanded, not ASE's Cartesian round trip (CPU-dependent bits)
+        return UnitCell(mid, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
+                        atoms.info["c2np_scaled"])
     except C2NPInputError as exc:
         raise C2NPInputError(f"{source}: {exc}") from exc
 
@@ -260,9 +261,22 @@ def _block_atoms(block: Any, *, source: str) -> Any:
     ops = spacegroup.get_symop()
     check_limit("cell_atoms", len(unsym) * len(ops), what=f"{source} ({len(unsym)} sites x {len(ops)} "
                                                           "symmetry operations)")
-    sites, kinds = _equivalent_sites(ops, unsym.get_scaled_positions(), symprec=_SITE_SYMPREC)
+    sites, kinds = _equivalent_sites(ops, _block_scaled(block, unsym), symprec=_SITE_SYMPREC)
     symbols = unsym.get_chemical_symbols()
-    return Atoms([symbols[k] for k in kinds], scaled_positions=sites, cell=unsym.cell, pbc=True)
+    atoms = Atoms([symbols[k] for k in kinds], scaled_positions=sites, cell=unsym.cell, pbc=True)
+    atoms.info["c2np_scaled"] = np.asarray(sites, dtype=float)  # exact, without the round trip
+    return atoms
+
+
+def _block_scaled(block: Any, unsym: Any) -> np.ndarray:
+    """The listed sites' fractional coordinates (n, 3): as written in the file when it gives
+    fractions, so that no Cartesian round trip (whose last bits depend on the BLAS kernel of
+    the CPU) enters the cell; from the Cartesian positions otherwise."""
+    read = getattr(block, "_get_site_coordinates", None)  # ASE's own reader of the site loop
+    coord_type, coords = read() if read is not None else ("cartesian", None)
+    if coord_type == "scaled":
+        return np.asarray(coords, dtype=float).reshape(-1, 3)
+    return np.asarray(unsym.get_scaled_positions(wrap=False), dtype=float)
 
 
 def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
@@ -297,7 +311,10 @@ def _equivalent_sites(ops: Any, scaled: np.ndarray, *,
     for kind, pos in enumerate(np.asarray(scaled, dtype=float).reshape(-1, 3)):
         if near(pos):
             continue  # equivalent to an image of an earlier site
-        images = ((rot @ pos) + trans) % 1.0
+        # summed in a fixed order (no BLAS: its last bit depends on the CPU), and a fraction
+        # that wraps to within 1e-12 below 1 is the site at 0 it stands for
+        images = (np.sum(rot * pos[None, None, :], axis=2) + trans) % 1.0
+        images[images > 1.0 - 1e-12] = 0.0
         diff = images[:, None, :] - images[None, :, :]
         diff -= np.rint(diff)
         same = np.all(np.abs(diff) < symprec, axis=-1)

@@ -46,9 +46,11 @@ def geodesic_angle_deg(p: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def draw_paper_quaternion(rng: np.random.Generator) -> np.ndarray:
     """One draw of ``Rotation.random(random_state=rng)``: ``rng.normal(size=4)`` normalised,
-    read as (x, y, z, w). Written out so it does not depend on scipy's keyword names."""
+    read as (x, y, z, w). Written out so it does not depend on scipy's keyword names; the norm
+    is summed in a fixed order (not BLAS, whose kernel and so last bit depend on the CPU)."""
     q = rng.normal(size=4)
-    return q / np.linalg.norm(q)
+    sq = q * q
+    return q / np.sqrt(((sq[0] + sq[1]) + sq[2]) + sq[3])
 
 
 def _group_products(q: np.ndarray, group: np.ndarray | None) -> np.ndarray:
