@@ -38,11 +38,14 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=None, help="hidden size (default: the preset's; the CI gate uses 48)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config override after the gate's own (repeatable; as `c2np train --set`)")
     args = ap.parse_args()
 
     import torch
 
     from c2np.catalog import get_cell
+    from c2np.models.config import parse_overrides
     from c2np.models.overfit import GATE_F1, gate_condition, gate_config, gate_steps, overfit
 
     if args.samples < 8:
@@ -56,7 +59,8 @@ def main() -> int:
     header = "| family | steps | train s | sample s | F1@0.5 mean | F1@0.5 std | F1@0.1 | count err | gate |"
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        cfg = gate_config(name, args.config, **({"hidden": args.hidden} if args.hidden else {}))
+        cfg = gate_config(name, args.config, **{**({"hidden": args.hidden} if args.hidden else {}),
+                                                **parse_overrides(args.overrides)})
         steps = args.steps or gate_steps(name)
         r = overfit(name, cfg, cond, target, steps=steps, n_samples=args.samples,
                     sample_steps=args.sample_steps, seed=args.seed)
