@@ -118,6 +118,31 @@ def test_new_files_honour_the_umask_and_overwrites_keep_the_mode(tmp_path: Path)
     assert (tmp_path / "new.txt").read_text() == "y"
 
 
+def test_a_writer_that_replaces_its_temp_file_still_gets_the_umask_mode(tmp_path: Path) -> None:
+    """safetensors' save_file replaces the file it is given (mode 0o600): the mode the new
+    file should have is set again before the rename (found on shipped weights, session 13)."""
+    from c2np.fileio import atomic_path
+
+    def replacing_writer(name: str) -> None:
+        os.unlink(name)
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, b"w")
+        os.close(fd)
+
+    old = os.umask(0o022)
+    try:
+        with atomic_path(tmp_path / "w.bin") as tmp:
+            replacing_writer(tmp)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "w.bin").stat().st_mode) == 0o644
+    assert (tmp_path / "w.bin").read_bytes() == b"w"
+    os.chmod(tmp_path / "w.bin", 0o640)
+    with atomic_path(tmp_path / "w.bin") as tmp:
+        replacing_writer(tmp)
+    assert stat.S_IMODE((tmp_path / "w.bin").stat().st_mode) == 0o640
+
+
 def test_leftovers_of_killed_processes_are_removed_by_the_next_write(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True).stdout.strip()

@@ -196,6 +196,9 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[str]:
     try:
         try:
             yield tmp
+            # a writer that replaces the file it is given (safetensors does: 0o600) loses the
+            # mode set on the temp file, so it is set again before the rename
+            os.chmod(tmp, _mode_for(p))
             _fsync_file(tmp)
         except OSError as exc:
             if exc.errno in _ENV_ERRORS:  # full disk, quota, read-only: name the user's path
