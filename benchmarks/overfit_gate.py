@@ -58,9 +58,9 @@ def main() -> int:
     rows = []
     header = "| family | steps | train s | sample s | F1@0.5 mean | F1@0.5 std | F1@0.1 | count err | gate |"
     lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    overrides = {**({"hidden": args.hidden} if args.hidden else {}), **parse_overrides(args.overrides)}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        cfg = gate_config(name, args.config, **{**({"hidden": args.hidden} if args.hidden else {}),
-                                                **parse_overrides(args.overrides)})
+        cfg = gate_config(name, args.config, **overrides)
         steps = args.steps or gate_steps(name)
         r = overfit(name, cfg, cond, target, steps=steps, n_samples=args.samples,
                     sample_steps=args.sample_steps, seed=args.seed)

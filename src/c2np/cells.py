@@ -223,7 +223,7 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
                 f"{source}: partial occupancy at atom site {int(bad[0]) + 1} "
                 f"(occupancy {occ_arr[bad[0]]:g}); c2np needs fully ordered structures")
     try:
-        atoms = _block_atoms(block, source=source)
+        atoms, frac = _block_atoms(block, source=source)
     except C2NPInputError:
         raise
     except Exception as exc:
@@ -235,16 +235,16 @@ def read_cif_text(text: str, *, source: str, material_id: str | None = None) -> 
     _check_no_overlap(atoms, source=source)
     mid = material_id if material_id is not None else Path(source).stem
     try:  # the sites' fractions as expanded, not ASE's Cartesian round trip (CPU-dependent bits)
-        return UnitCell(mid, np.asarray(atoms.cell[:], dtype=float), atoms.numbers,
-                        atoms.info["c2np_scaled"])
+        return UnitCell(mid, np.asarray(atoms.cell[:], dtype=float), atoms.numbers, frac)
     except C2NPInputError as exc:
         raise C2NPInputError(f"{source}: {exc}") from exc
 
 
-def _block_atoms(block: Any, *, source: str) -> Any:
-    """The conventional cell of a CIF block as ASE ``Atoms``: what ``block.get_atoms()``
-    returns (same atoms, same order), with the symmetry expansion done in O(n) per site
-    instead of ASE's O(n^2) comparison of every site with every earlier orbit (a
+def _block_atoms(block: Any, *, source: str) -> tuple[Any, np.ndarray]:
+    """The conventional cell of a CIF block as ASE ``Atoms`` and the atoms' fractional
+    coordinates (n, 3) as expanded (without ASE's Cartesian round trip): the atoms of
+    ``block.get_atoms()`` (same atoms, same order), with the symmetry expansion done in O(n)
+    per site instead of ASE's O(n^2) comparison of every site with every earlier orbit (a
     10,000-atom P1 file took minutes)."""
     from ase import Atoms
 
@@ -264,8 +264,7 @@ def _block_atoms(block: Any, *, source: str) -> Any:
     sites, kinds = _equivalent_sites(ops, _block_scaled(block, unsym), symprec=_SITE_SYMPREC)
     symbols = unsym.get_chemical_symbols()
     atoms = Atoms([symbols[k] for k in kinds], scaled_positions=sites, cell=unsym.cell, pbc=True)
-    atoms.info["c2np_scaled"] = np.asarray(sites, dtype=float)  # exact, without the round trip
-    return atoms
+    return atoms, np.asarray(sites, dtype=float)
 
 
 def _block_scaled(block: Any, unsym: Any) -> np.ndarray:
