@@ -475,8 +475,10 @@ def bench_against_previous(previous_src: str, repeats: int, radius: float = 30.0
         row = {"case": name, **{f"{lab}_{part}_ms": med[(lab, name, part)]
                                 for lab in ("previous", "new") for part in parts},
                "previous_rmsd": a["values"]["matched_rmsd"], "new_rmsd": b["values"]["matched_rmsd"],
-               "new_gap": b["details"]["matched_rmsd_gap"],
-               "new_certified": bool(b["details"]["matched_rmsd_certified"]), "others_identical": same}
+               # a failed sample (e.g. the density limit) has no matched-RMSD details
+               "new_gap": b["details"].get("matched_rmsd_gap", math.nan),
+               "new_certified": bool(b["details"].get("matched_rmsd_certified", False)),
+               "others_identical": same}
         rows.append(row)
         other = row["new_all_ms"] - row["new_matched_ms"] - row["new_histogram_ms"] - row["new_hull_ms"]
         table.add_row(name, f"{row['previous_all_ms']:.1f}", f"{row['new_all_ms']:.1f}",

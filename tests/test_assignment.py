@@ -435,3 +435,33 @@ def test_a_shrunk_prediction_gets_a_near_optimal_pairing() -> None:
     assert res.method == "aligned"
     assert np.sqrt(res.sum_sq_angstrom2 / opt) <= 1.02
     assert np.sqrt(res.lower_bound_angstrom2 / opt) >= 0.95
+
+
+def test_queries_beyond_a_smaller_ball_go_to_the_tree_and_stay_exact() -> None:
+    """A particle's atoms against a prediction shrunk to 0.6 of its size: the atoms with no
+    prediction atom within a cell of theirs (outside the small ball, also inside its box) are
+    routed to the k-d tree, the atoms inside the small ball are not, and the nearest
+    neighbours are cKDTree's bit for bit either way."""
+    rng = np.random.default_rng(11)
+
+    def ball(n: int, r: float) -> np.ndarray:
+        u = rng.normal(size=(n, 3))
+        return u / np.linalg.norm(u, axis=1, keepdims=True) * r * rng.random(n)[:, None] ** (1 / 3)
+
+    queries, pts = ball(4000, 20.0), ball(4000, 12.0)
+    grid = assignment.PointGrid.build(pts)
+    far = assignment._far(queries, grid)
+    r = np.linalg.norm(queries, axis=1)
+    box = np.all(np.abs(queries) < 11.0, axis=1)
+    assert np.all(far[r > 12.0 + 2.0 * np.sqrt(3.0) * grid.h])  # no point within a cell
+    assert not np.any(far[r < 10.0])  # inside the small ball
+    assert np.count_nonzero(far & box) > 0  # the empty corners of its box count too
+    assert np.count_nonzero(far) > assignment.KDTREE_MIN_FAR_QUERIES
+    d, j = assignment.nearest_neighbours(queries, pts)
+    want, _ = cKDTree(pts).query(queries, k=1)
+    assert np.array_equal(d, want)
+    assert np.allclose(np.linalg.norm(queries - pts[j], axis=1), d, rtol=1e-12, atol=1e-12)
+    k_idx = assignment._knn_indices(grid, queries, 3)
+    k_want, _ = cKDTree(pts).query(queries, k=3)
+    got = np.sort(np.linalg.norm(queries[:, None, :] - pts[k_idx], axis=2), axis=1)
+    assert np.allclose(got, k_want, rtol=1e-12, atol=1e-12)

@@ -253,6 +253,41 @@ def occupied_cells(points: np.ndarray, origin: np.ndarray, h: float, dims: np.nd
 
 
 @_jit
+def far_queries(queries: np.ndarray, cell_start: np.ndarray, origin: np.ndarray, h: float,
+                dims: np.ndarray, reach: int) -> np.ndarray:
+    """(m,) True for queries whose nearest grid point is at least ``reach`` cells away: outside
+    the grid's box widened by ``h``, or in a cell whose ``(2 reach + 1)³`` block of cells holds
+    no point (a ring search from there crosses many empty cells). A routing choice, never a
+    result: both searches are exact."""
+    nx, ny, nz = dims[0], dims[1], dims[2]
+    m = queries.shape[0]
+    out = np.zeros(m, dtype=np.bool_)
+    for qi in range(m):
+        f0 = (queries[qi, 0] - origin[0]) / h
+        f1 = (queries[qi, 1] - origin[1]) / h
+        f2 = (queries[qi, 2] - origin[2]) / h
+        if f0 < -1.0 or f1 < -1.0 or f2 < -1.0 or f0 >= nx + 1.0 or f1 >= ny + 1.0 or f2 >= nz + 1.0:
+            out[qi] = True
+            continue
+        c0 = min(max(int(np.floor(f0)), 0), nx - 1)
+        c1 = min(max(int(np.floor(f1)), 0), ny - 1)
+        c2 = min(max(int(np.floor(f2)), 0), nz - 1)
+        empty = True
+        for a in range(max(c0 - reach, 0), min(c0 + reach, nx - 1) + 1):
+            for b in range(max(c1 - reach, 0), min(c1 + reach, ny - 1) + 1):
+                base = (a * ny + b) * nz
+                z0 = max(c2 - reach, 0)
+                z1 = min(c2 + reach, nz - 1)
+                if cell_start[base + z1 + 1] > cell_start[base + z0]:
+                    empty = False
+                    break
+            if not empty:
+                break
+        out[qi] = empty
+    return out
+
+
+@_jit
 def grid_build(points: np.ndarray, origin: np.ndarray, h: float, dims: np.ndarray):
     """Sort ``points`` (n, 3) into cubic cells of side ``h`` (Å) starting at ``origin``.
 

@@ -399,7 +399,7 @@ def _knn_indices(grid: _Grid, queries: np.ndarray, k: int) -> np.ndarray:
     Queries far outside the grid's box (when there are many) go to a k-d tree
     (``kdtree_knn``), where the grid's ring search would cross many empty cells — e.g.
     every point of a particle against a prediction collapsed onto a spot."""
-    far = _outside(queries, grid, margin=grid.h)
+    far = _far(queries, grid)
     if int(np.count_nonzero(far)) <= KDTREE_MIN_FAR_QUERIES:
         return grid.knn(queries, k)[1]
     kern = _kernels()
@@ -436,6 +436,8 @@ def _solve(kern: types.ModuleType, graph: _Graph, prices: np.ndarray, init: np.n
 KDTREE_LEAF_SIZE = 8
 #: far queries from which a k-d tree is built for them (below, the grid's ring search)
 KDTREE_MIN_FAR_QUERIES = 64
+#: a query whose cell has no point within this many cells (Chebyshev) goes to the k-d tree
+FAR_EMPTY_REACH = 1
 
 
 def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray, *,
@@ -453,7 +455,7 @@ def nearest_neighbours(queries_angstrom: np.ndarray, points_angstrom: np.ndarray
     g = grid if grid is not None else _Grid.build(points_angstrom)
     dist = np.empty(len(q))
     idx = np.empty(len(q), dtype=np.int64)
-    far = _outside(q, g, margin=g.h)
+    far = _far(q, g)
     if int(np.count_nonzero(far)) > max(64, len(q) // 16):
         kern = _kernels()
         tree = kern.kdtree_build(g.points, KDTREE_LEAF_SIZE)
@@ -678,14 +680,13 @@ def _dual_bound(small: np.ndarray, grid: _Grid, prices: np.ndarray, graph: _Grap
     return lb, w, u_graph, v
 
 
-def _outside(points: np.ndarray, grid: _Grid, *, margin: float = 0.0) -> np.ndarray:
-    """(m,) True for points outside the grid's box widened by ``margin`` (Å)."""
-    hi = grid.origin + grid.dims * grid.h + margin
-    lo = grid.origin - margin
-    out = np.zeros(len(points), dtype=bool)
-    for d in range(3):  # per coordinate: NumPy's any(axis=1) over (m, 3) is slow
-        out |= (points[:, d] < lo[d]) | (points[:, d] >= hi[d])
-    return out
+def _far(queries: np.ndarray, grid: _Grid) -> np.ndarray:
+    """(m,) True for the ``(m, 3)`` queries a ring search of ``grid`` serves badly: outside its
+    box widened by one cell, or with no point within :data:`FAR_EMPTY_REACH` cells of their
+    cell (e.g. a particle's atoms beyond a prediction of the wrong size, or in the empty
+    corners of a ball's box); they go to a k-d tree instead. Routing only: both are exact."""
+    return _kernels().far_queries(np.ascontiguousarray(queries, dtype=np.float64), grid.cell_start,
+                                  grid.origin, grid.h, grid.dims, FAR_EMPTY_REACH)
 
 
 PointGrid = _Grid  # public name: points in a uniform grid of cells (nearest_neighbours, close_pairs)
