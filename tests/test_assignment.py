@@ -465,3 +465,23 @@ def test_queries_beyond_a_smaller_ball_go_to_the_tree_and_stay_exact() -> None:
     k_want, _ = cKDTree(pts).query(queries, k=3)
     got = np.sort(np.linalg.norm(queries[:, None, :] - pts[k_idx], axis=2), axis=1)
     assert np.allclose(got, k_want, rtol=1e-12, atol=1e-12)
+
+
+def test_far_rule_accepts_the_first_pairing_when_it_is_within_the_gap(sparse_always: None) -> None:
+    """A prediction with 4x the atoms spread uniformly: few nearest neighbours collide, the
+    greedy first pairing is within the far rule's 1 % of the nearest-neighbour bound, and no
+    auction runs; value >= optimum >= bound holds. Without the far rule the same sets are
+    solved exactly by the auction."""
+    rng = np.random.default_rng(5)
+    g = np.arange(-3, 4, dtype=np.float64) * 3.0
+    ref = np.stack(np.meshgrid(g, g, g, indexing="ij"), axis=-1).reshape(-1, 3)
+    pred = rng.uniform(-10.5, 10.5, size=(4 * len(ref), 3))
+    opt = _optimum(ref, pred)
+    res = min_sq_assignment(pred, ref)
+    assert res.method == "greedy" and res.rounds == 0
+    _check(res, opt)
+    assert res.lower_bound_angstrom2 >= len(ref) * assignment.FAR_RMSD_ANGSTROM ** 2
+    assert res.sum_sq_angstrom2 <= res.lower_bound_angstrom2 * (1.0 + assignment.FAR_REL_GAP) ** 2
+    exact = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
+    assert exact.method == "auction" and exact.exact
+    _check(exact, opt)

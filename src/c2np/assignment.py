@@ -70,8 +70,10 @@ class AssignmentResult:
         tolerance_angstrom2: allowance of the exactness test: ``1e-9 (1 + value)`` plus
             the integer rounding of the costs handed to the auction (``(n_s + 2) · unit``,
             unit a power of 2 Å² with the largest possible pair cost · (n_l + 1) <= 2^50).
-        method: the path that found the value: ``"nearest"``, ``"dense"``, ``"auction"``
-            or ``"aligned"`` (the auction in coordinates aligned on centre and size).
+        method: the path that found the value: ``"nearest"``, ``"dense"``, ``"greedy"`` (the
+            sparse path's first pairing, accepted by the far rule of
+            :func:`min_sq_assignment`), ``"auction"`` or ``"aligned"`` (the sparse path in
+            coordinates aligned on centre and size).
         rounds: fine stages run (0 for the first two methods).
     """
 
@@ -318,6 +320,13 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
     dual: tuple[np.ndarray, np.ndarray] | None = (np.zeros(nl), d1 * d1)
+    if far_sum is not None and lb0 >= far_sum and best_ub <= lb0 * (1.0 + far_rel_gap) ** 2:
+        # the far rule on the first pairing: far off by the nearest neighbours alone and the
+        # greedy pairing already within the accepted share (e.g. a prediction with several
+        # times the atoms, where few nearest neighbours collide); no auction
+        tol0 = EXACT_RTOL * (1.0 + best_ub)
+        return AssignmentResult(best_ub, lb0, ns, best_ub - lb0 <= tol0, tolerance_angstrom2=tol0,
+                                method="greedy", rounds=0), best_cols, dual
     # the distinct columns the graph reaches: a bincount (15x cheaper than np.unique)
     if len(left) > GIVE_UP_SHARE * ns and \
             np.count_nonzero(np.bincount(graph.indices, minlength=nl)) < GIVE_UP_SHARE * ns:
