@@ -13,7 +13,8 @@ atoms dropped. Also times ``evaluate_forward`` end to end on eval subsets.
 Cost against prediction quality (``bench_quality``): the same R = 30 reference scored
 against a good prediction, a noisy one, the random-ball baseline, a shifted, a collapsed
 (since session 11 a failed sample: denser than the ``prediction_neighbours`` limit), the
-random ball shrunk to 0.6 R and a doubled prediction, with the matched RMSD of this version (``c2np.assignment``:
+random ball shrunk to 0.6 R, a doubled prediction and the random ball with 2x and 4x the atoms
+(twice and four times the density), with the matched RMSD of this version (``c2np.assignment``:
 auction + LP-duality certificate) and of the previous one (LAPJVsp on a k-NN graph, kept
 below as ``_old_assignment_sq`` for the comparison), as CPU-time medians and as ratios to
 the good prediction.
@@ -310,6 +311,11 @@ def quality_cases(cell, radius: float, seed: int = 0) -> tuple[object, dict[str,
     cases["random ball shrunk to 0.6 R"] = (zb, 0.6 * xb)  # a particle of the wrong size
     cases["doubled (twice the atoms)"] = (np.concatenate([z, z]),
                                           np.concatenate([x, x + rng.normal(scale=0.7, size=x.shape)]))
+    for k in (2, 4):  # the random ball with k times the atoms: k times the density
+        u = rng.normal(size=(k * n_ball, 3))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        cases[f"random ball, {k}x the atoms"] = (np.repeat(zb, k),
+                                                 u * radius * rng.random(k * n_ball)[:, None] ** (1 / 3))
     return g, cases
 
 
