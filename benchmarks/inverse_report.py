@@ -3,10 +3,12 @@ only): overall per model and variant, per split of the radius (train / val / ID 
 radii), per radius, per space group and the space-group confusion matrix.
 
     python benchmarks/inverse_report.py out/inverse > out/inverse/report.md
+    python benchmarks/inverse_report.py out/run_clean out/run_noise   # several folders, one report
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -22,14 +24,25 @@ def cell(v: dict) -> str:
     return f"{v['mean']:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
-def main() -> int:
-    folder = Path(sys.argv[1])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folders", nargs="+", type=Path,
+                    help="folders of MODEL__VARIANT.json results files (inverse_heldout.py --out)")
+    args = ap.parse_args(argv)
     res = {}
-    for p in sorted(folder.glob("*__*.json")):
-        if p.name.endswith(".candidates.json"):   # --dump-candidates output, not a results file
-            continue
-        model, variant = p.stem.split("__")
-        res[(model, variant)] = Results.read(p)
+    for folder in args.folders:
+        for p in sorted(folder.glob("*__*.json")):
+            if p.name.endswith(".candidates.json"):   # --dump-candidates output, not a results file
+                continue
+            model, variant = p.stem.split("__", 1)
+            if (model, variant) in res:
+                print(f"{p}: a second results file of {model} / {variant}", file=sys.stderr)
+                return 2
+            res[(model, variant)] = Results.read(p)
+    if not res:
+        print(f"{', '.join(map(str, args.folders))}: no MODEL__VARIANT.json results files", file=sys.stderr)
+        return 2
     models = [m for m in ORDER if any(k[0] == m for k in res)] + sorted({k[0] for k in res} - set(ORDER))
     n = {v: res[k].n_samples for v in VARIANTS for k in res if k[1] == v}
     print("Rows: " + ", ".join(f"{v} {c}" for v, c in n.items())
@@ -65,8 +78,12 @@ def main() -> int:
         for m in models:
             if (m, variant) in res:
                 pr = res[(m, variant)].data["metrics"]["per_radius"]
-                vals = [pr[str(r)]["joint_accuracy_paper"]["mean"] for r in radii]
-                print(f"| {m} | " + " | ".join(f"{v:.2f}" for v in vals) + f" | {min(vals):.2f} |")
+                cells = [pr[str(r)]["joint_accuracy_paper"] for r in radii]
+                vals = [c["mean"] for c in cells]
+                worst = cells[vals.index(min(vals))]
+                right = int(round(worst["mean"] * worst["n"]))
+                print(f"| {m} | " + " | ".join(f"{v:.2f}" for v in vals)
+                      + f" | {min(vals):.2f} ({right} / {worst['n']}) |")
         print()
     sgs = sorted(next(iter(res.values())).data["metrics"]["per_spacegroup"], key=int)
     for variant in present:
