@@ -302,9 +302,13 @@ def quality_cases(cell, radius: float, seed: int = 0) -> tuple[object, dict[str,
     counts = np.floor(exact).astype(int)
     for i in np.argsort(-(exact - counts))[: n_ball - counts.sum()]:
         counts[i] += 1
-    u = rng.normal(size=(n_ball, 3))
-    u /= np.linalg.norm(u, axis=1, keepdims=True)
-    cases["random ball (baseline)"] = (np.repeat(zs, counts), u * radius * rng.random(n_ball)[:, None] ** (1 / 3))
+
+    def uniform_ball(m: int) -> np.ndarray:
+        u = rng.normal(size=(m, 3))
+        u /= np.linalg.norm(u, axis=1, keepdims=True)
+        return u * radius * rng.random(m)[:, None] ** (1 / 3)
+
+    cases["random ball (baseline)"] = (np.repeat(zs, counts), uniform_ball(n_ball))
     u = rng.normal(size=(n, 3))
     cases["collapsed (all within 1 Å)"] = (z, u / np.linalg.norm(u, axis=1, keepdims=True) * rng.random(n)[:, None])
     zb, xb = cases["random ball (baseline)"]
@@ -312,10 +316,7 @@ def quality_cases(cell, radius: float, seed: int = 0) -> tuple[object, dict[str,
     cases["doubled (twice the atoms)"] = (np.concatenate([z, z]),
                                           np.concatenate([x, x + rng.normal(scale=0.7, size=x.shape)]))
     for k in (2, 4):  # the random ball with k times the atoms: k times the density
-        u = rng.normal(size=(k * n_ball, 3))
-        u /= np.linalg.norm(u, axis=1, keepdims=True)
-        cases[f"random ball, {k}x the atoms"] = (np.repeat(zb, k),
-                                                 u * radius * rng.random(k * n_ball)[:, None] ** (1 / 3))
+        cases[f"random ball, {k}x the atoms"] = (np.repeat(zb, k), uniform_ball(k * n_ball))
     return g, cases
 
 

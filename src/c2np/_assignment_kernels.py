@@ -272,12 +272,12 @@ def far_queries(queries: np.ndarray, cell_start: np.ndarray, origin: np.ndarray,
         c0 = min(max(int(np.floor(f0)), 0), nx - 1)
         c1 = min(max(int(np.floor(f1)), 0), ny - 1)
         c2 = min(max(int(np.floor(f2)), 0), nz - 1)
+        z0 = max(c2 - reach, 0)
+        z1 = min(c2 + reach, nz - 1)
         empty = True
         for a in range(max(c0 - reach, 0), min(c0 + reach, nx - 1) + 1):
             for b in range(max(c1 - reach, 0), min(c1 + reach, ny - 1) + 1):
-                base = (a * ny + b) * nz
-                z0 = max(c2 - reach, 0)
-                z1 = min(c2 + reach, nz - 1)
+                base = (a * ny + b) * nz  # cells z0..z1 of column (a, b) are contiguous
                 if cell_start[base + z1 + 1] > cell_start[base + z0]:
                     empty = False
                     break

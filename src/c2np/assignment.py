@@ -320,7 +320,12 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
     best_lb = lb0
     dual: tuple[np.ndarray, np.ndarray] | None = (np.zeros(nl), d1 * d1)
-    if far_sum is not None and lb0 >= far_sum and best_ub <= lb0 * (1.0 + far_rel_gap) ** 2:
+
+    def far_accepted(ub: float, lb: float) -> bool:
+        """The far rule: the bound is far off and the value within the accepted share."""
+        return far_sum is not None and lb >= far_sum and ub <= lb * (1.0 + far_rel_gap) ** 2
+
+    if far_accepted(best_ub, lb0):
         # the far rule on the first pairing: far off by the nearest neighbours alone and the
         # greedy pairing already within the accepted share (e.g. a prediction with several
         # times the atoms, where few nearest neighbours collide); no auction
@@ -379,8 +384,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
-        if far_sum is not None and best_lb >= far_sum and \
-                best_ub <= best_lb * (1.0 + far_rel_gap) ** 2:
+        if far_accepted(best_ub, best_lb):
             far_stop = True
             break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
