@@ -3,7 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from c2np.cells import (
@@ -274,6 +274,21 @@ _GROUPS = {225: "c", 227: "c", 229: "c", 221: "c", 194: "h", 191: "h", 167: "h",
            12: "m", 2: "a", 141: "t", 136: "t", 186: "h"}
 
 
+def _on_the_merge_boundary(sg: int, sites: list, *, symprec: float = 1e-3, margin: float = 1e-9) -> bool:
+    """Whether two symmetry images of the sites differ, on some axis, by the merge tolerance to
+    within ``margin`` (fractional). There ASE decides on its Cartesian round trip's last bit
+    (0.001 becomes 0.000999…), so both answers are right and the comparison is not made.
+    Found by hypothesis: sites (0, 0.25, 0) and (0.001, 0.25, 0) in P-1."""
+    from ase.spacegroup import Spacegroup
+
+    rot, trans = (np.array(x, dtype=float) for x in zip(*Spacegroup(sg).get_symop()))
+    pts = np.concatenate([(np.einsum("oij,j->oi", rot, np.asarray(p, float)) + trans) % 1.0
+                          for p in sites] + [np.asarray(sites, float)])
+    diff = np.abs(pts[:, None, :] - pts[None, :, :])
+    diff = np.abs(diff - np.rint(diff))
+    return bool(np.any(np.abs(diff - symprec) < margin))
+
+
 @settings(max_examples=25, deadline=None)
 @given(sg=st.sampled_from(sorted(_GROUPS)),
        sites=st.lists(st.tuples(*[st.sampled_from([0.0, 0.25, 0.5, 1 / 3, 2 / 3]) | st.floats(0, 1)] * 3),
@@ -288,6 +303,7 @@ def test_symmetry_expansion_equals_ase_property(sg: int, sites: list) -> None:
 
     from c2np.cells import _block_atoms
 
+    assume(not _on_the_merge_boundary(sg, sites))
     family = _GROUPS[sg]
     a, b, c, al, be, ga = 5.1, 6.2, 7.3, 90, 90, 90
     if family == "c":
