@@ -106,7 +106,8 @@ def main() -> int:
                                 cands[k].composition_logprob, t, mis)   # the production read-out
                 if new is not None and new.min_pair_angstrom >= cfg.min_pair_angstrom:
                     out[k] = new
-            p = choose_candidate(out, rule="refine", min_pair_angstrom=cfg.min_pair_angstrom, symmetric_margin=margin)
+            p = choose_candidate(out, rule="refine", min_pair_angstrom=cfg.min_pair_angstrom, symmetric_margin=margin,
+                                 symmetric_margin_rel=cfg.symmetric_margin_rel)
             if p is not None:
                 preds[name][q.sample_id] = p
     print(f"{len(task._rows)} rows, {time.process_time() - t0:.0f} CPU s; margin {margin}, "

@@ -67,6 +67,9 @@ def main() -> int:
     ap.add_argument("--margins", default="",
                     help="instead: re-choose from a rank-'refine' dump with these symmetric margins "
                          "(crystal_gen.choose_candidate) and score each through the harness")
+    ap.add_argument("--rel-margins", default="0",
+                    help="with --margins: relative symmetric margins (symmetric_margin_rel); every "
+                         "(margin, relative margin) pair is scored")
     args = ap.parse_args()
     task = open_rows(args.store, args.split, args.per_group, args.every, args.offset)
     if task is None:
@@ -76,8 +79,8 @@ def main() -> int:
         task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
     if args.margins:
-        return rechoose(task, dump, [float(m) for m in args.margins.split(",")], args.min_pair_angstrom,
-                        args.write, args.variant)
+        pairs = [(float(m), float(r)) for m in args.margins.split(",") for r in args.rel_margins.split(",")]
+        return rechoose(task, dump, pairs, args.min_pair_angstrom, args.write, args.variant)
     targets = {task._query(int(r)).sample_id: task._target(int(r)) for r in task._rows}
     rules = ("tight-profile", "template-profile", "template-stretch", "template-stretch-only-lengths")
     preds: dict[str, dict] = {k: {} for k in rules}
@@ -139,14 +142,17 @@ def main() -> int:
     return 0
 
 
-def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: float, write: str = "",
-             variant: str = "clean") -> int:
-    """Score ``choose_candidate`` (rank 'refine') at each symmetric margin from the dump."""
+def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float]], min_pair: float,
+             write: str = "", variant: str = "clean") -> int:
+    """Score ``choose_candidate`` (rank 'refine') at each (symmetric margin, relative symmetric
+    margin) from the dump; with ``write``, each pair's results JSON goes to
+    ``write/margin{m}[_rel{r}]/`` (no suffix for r = 0, the earlier sessions' folders)."""
     from c2np.models.cell_templates import load_templates
     from c2np.models.crystal_gen import Candidate, choose_candidate
 
     n_ops = {t.spacegroup: len(t.rotations) for t in load_templates("pretrained/diffcsp-inverse") or []}
-    for m in margins:
+    for m, rel in margins:
+        tag = f"margin{m}" + (f"_rel{rel}" if rel else "")
         preds = {}
         for sid, r in dump.items():
             cands = [Candidate(tuple(c["composition"]), np.asarray(c["params"]), int(c["spacegroup"]),
@@ -154,17 +160,18 @@ def rechoose(task: InverseTask, dump: dict, margins: list[float], min_pair: floa
                                float(c["volume_angstrom3"]), int(c["template_spacegroup"]), None,
                                int(c.get("n_operations", n_ops.get(int(c["template_spacegroup"]), 0))))
                      for c in r["candidates"]]   # dumps before session 8's n_operations: the templates' count
-            p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m)
+            p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m,
+                                 symmetric_margin_rel=rel)
             if p is not None:
                 preds[sid] = p
-        res = task.evaluate(preds, model="diffcsp-inverse" if write else f"margin-{m}")
+        res = task.evaluate(preds, model="diffcsp-inverse" if write else tag)
         if write:
-            Path(write, f"margin{m}").mkdir(parents=True, exist_ok=True)
-            res.write(Path(write, f"margin{m}", f"diffcsp-inverse__{variant}.json"))
+            Path(write, tag).mkdir(parents=True, exist_ok=True)
+            res.write(Path(write, tag, f"diffcsp-inverse__{variant}.json"))
         o = res.overall["joint_accuracy_paper"]
         per = res.data["metrics"].get("per_spacegroup", {})
         rad = res.data["metrics"]["per_radius"]
-        print(f"margin {m}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
+        print(f"margin {m} rel {rel}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
               {g: round(v["joint_accuracy_paper"]["mean"], 3) for g, v in per.items()},
               "per-radius min", round(min(v["joint_accuracy_paper"]["mean"] for v in rad.values()), 3))
     return 0

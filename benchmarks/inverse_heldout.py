@@ -37,7 +37,7 @@ import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, choose_candidate, load_generator
+from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, load_generator
 from c2np.particle_descriptor import describe
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask, training_material_rows
@@ -93,6 +93,8 @@ def main() -> int:
     ap.add_argument("--refine-evals", type=int, default=None, help="rank 'refine': profiles per refinement")
     ap.add_argument("--symmetric-margin", type=float, default=None,
                     help="prefer the more symmetric template within this profile mismatch of the best")
+    ap.add_argument("--symmetric-margin-rel", type=float, default=None,
+                    help="... plus this share of the best mismatch")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
@@ -129,7 +131,8 @@ def main() -> int:
                                   ("min_pair_angstrom", args.min_pair_angstrom),
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
                                   ("rank", args.rank), ("refine_top", args.refine_top),
-                                  ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin))
+                                  ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin),
+                                  ("symmetric_margin_rel", args.symmetric_margin_rel))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
@@ -166,8 +169,7 @@ def main() -> int:
             t2 = time.time()
             cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
             for sid, c in zip(ids, cands):
-                p = choose_candidate(c, rule=gen.cfg.rank, min_pair_angstrom=gen.cfg.min_pair_angstrom,
-                                     symmetric_margin=gen.cfg.symmetric_margin)
+                p = gen.choose(c)
                 if p is not None:
                     preds[name][sid] = p
             if args.dump_candidates:

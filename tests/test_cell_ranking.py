@@ -197,6 +197,25 @@ def test_symmetric_margin_prefers_the_more_symmetric_of_equally_good_cells() -> 
     assert choose_candidate([pnma, far], rule="refine", symmetric_margin=0.01).spacegroup == 62
 
 
+def test_relative_margin_widens_with_the_best_mismatch() -> None:
+    """The relative part of the margin scales with the best mismatch: a cubic candidate 0.05
+    behind a Pnma fit is taken when the best fit is poor (a noisy particle, best 0.4: margin
+    0.25 x 0.4 = 0.1), not when it is good (best 0.04: margin 0.01); with no relative part
+    the absolute margin alone decides, as before."""
+    def cand(sg: int, n_ops: int, mis: float) -> Candidate:
+        a = 4.0 if sg == 221 else 5.6
+        return Candidate((3, 1, 1), np.array([a, a, a, 90.0, 90.0, 90.0]), sg, 1.5, mis, 0.0, 64.0, sg, None, n_ops)
+
+    noisy = [cand(62, 8, 0.40), cand(221, 48, 0.45)]
+    clean = [cand(62, 8, 0.04), cand(221, 48, 0.09)]
+    assert choose_candidate(noisy, rule="refine", symmetric_margin_rel=0.25).spacegroup == 221
+    assert choose_candidate(clean, rule="refine", symmetric_margin_rel=0.25).spacegroup == 62
+    assert choose_candidate(noisy, rule="refine", symmetric_margin=0.01).spacegroup == 62
+    assert choose_candidate(noisy, rule="refine", symmetric_margin=0.01, symmetric_margin_rel=0.1).spacegroup == 221
+    with pytest.raises(C2NPInputError, match="symmetric_margin_rel must be >= 0"):
+        GenConfig(symmetric_margin_rel=-0.1)
+
+
 def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> None:
     """The multi-start's shape changes of a Pnma metric keep its volume and its symmetry and
     move it by the asked amplitude; with them the refinement returns a fit at least as good."""

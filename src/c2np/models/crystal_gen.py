@@ -109,6 +109,7 @@ class GenConfig:
     refine_top: int = 2
     refine_evals: int = 200
     symmetric_margin: float = 0.0
+    symmetric_margin_rel: float = 0.0
 
     def __post_init__(self) -> None:
         if self.z_candidates not in Z_CANDIDATES:
@@ -124,6 +125,9 @@ class GenConfig:
             raise C2NPInputError(f"sample_steps must be >= 0 (0: the training steps), got {self.sample_steps}")
         if not self.min_pair_angstrom >= 0.0:
             raise C2NPInputError(f"min_pair_angstrom must be >= 0, got {self.min_pair_angstrom!r}")
+        if not (self.symmetric_margin >= 0.0 and self.symmetric_margin_rel >= 0.0):
+            raise C2NPInputError(f"symmetric_margin and symmetric_margin_rel must be >= 0, got "
+                                 f"{self.symmetric_margin!r}, {self.symmetric_margin_rel!r}")
         if self.sampler not in SAMPLERS:
             raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.lattice_param not in ("eps", "x0"):
@@ -607,8 +611,14 @@ class CrystalGenerator(nn.Module):
         if self.cfg.rank != "vote" and profiles is None:
             raise C2NPInputError("rank 'profile' needs the particles' pair profiles (use predict_particles)")
         cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
-        return [choose_candidate(c, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom,
-                                 symmetric_margin=self.cfg.symmetric_margin) for c in cands]
+        return [self.choose(c) for c in cands]
+
+    def choose(self, cands: Sequence[Candidate]) -> InversePrediction | None:
+        """The answer of one particle from its :meth:`candidates`: :func:`choose_candidate`
+        with this configuration's rank, minimum pair distance and symmetric margins."""
+        return choose_candidate(cands, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom,
+                                symmetric_margin=self.cfg.symmetric_margin,
+                                symmetric_margin_rel=self.cfg.symmetric_margin_rel)
 
     def predict_particles(self, particles: Sequence[Particle], *, seed: int = 0, batch: int = 256
                           ) -> list[InversePrediction | None]:
@@ -744,15 +754,18 @@ class Candidate:
 
 
 def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,
-                     symmetric_margin: float = 0.0) -> InversePrediction | None:
+                     symmetric_margin: float = 0.0, symmetric_margin_rel: float = 0.0
+                     ) -> InversePrediction | None:
     """The answer of a particle from its candidates. Only the structurally valid ones
     (shortest distance >= ``min_pair_angstrom``) count; none valid -> all of them.
     ``vote``: :func:`vote` over their answers. ``profile`` (and ``stretch``, ``refine``, whose
     candidates carry the stretched / refined mismatch): the answer of the candidate with the
-    smallest pair-profile mismatch (ties: the earlier); with ``symmetric_margin`` > 0, of the
-    candidates within that (absolute) mismatch of the smallest, the one whose template has the
-    most symmetry operations (ties: the smaller mismatch) — of two cells that explain the
-    particle equally well, the more symmetric. None for no candidates."""
+    smallest pair-profile mismatch (ties: the earlier); with a margin
+    ``symmetric_margin + symmetric_margin_rel x best`` > 0 (``best``: the smallest mismatch), of
+    the candidates within it of the smallest, the one whose template has the most symmetry
+    operations (ties: the smaller mismatch) — of two cells that explain the particle equally
+    well, the more symmetric. The relative part widens the margin where noise raises every
+    mismatch (docs/inverse_results.md, session 15). None for no candidates."""
     if rule not in RANK_RULES:
         raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
     valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)
@@ -764,8 +777,9 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     if np.all(np.isnan(mis)):
         raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
     best = valid[int(np.nanargmin(mis))]
-    if symmetric_margin > 0:
-        near = [c for c in valid if c.mismatch <= best.mismatch + symmetric_margin]
+    margin = symmetric_margin + symmetric_margin_rel * best.mismatch
+    if margin > 0:
+        near = [c for c in valid if c.mismatch <= best.mismatch + margin]
         best = max(near, key=lambda c: (c.n_operations, -c.mismatch))
     return InversePrediction.from_values([float(x) for x in best.params], int(best.spacegroup))
 
