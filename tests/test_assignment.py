@@ -229,7 +229,6 @@ def test_far_off_sets_stop_at_a_certified_gap() -> None:
 
 def _dual_bound_searching_every_row(small, grid, prices, graph):
     """The dual bound of assignment._dual_bound with every row searched over all pairs."""
-    import math
 
     kern = assignment._kernels()
     w = graph.from_scaled(prices - prices.min())
@@ -239,9 +238,24 @@ def _dual_bound_searching_every_row(small, grid, prices, graph):
                                   grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
                                   u_graph, grid.slack)
     u = np.minimum(u_graph, v)
-    lb = math.fsum(u) - math.fsum(w)
-    lb -= 8.0 * np.finfo(np.float64).eps * (float(np.abs(u).sum()) + float(w.sum()))
-    return lb, w, u_graph, v
+    return assignment._bound_from_duals(u, w), w, u_graph, v
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=0, max_size=3000), st.integers(0, 2 ** 31))
+def test_certified_sums_bracket_the_exact_sum(values: list, seed: int) -> None:
+    """_sum_below / _sum_above bracket the exactly rounded sum (math.fsum) for any terms,
+    cancellation included, and lie within (log2 n + 24) eps Σ|x| of it."""
+    import math
+
+    rng = np.random.default_rng(seed)
+    x = np.array(values + list(rng.normal(scale=1e3, size=rng.integers(0, 5000))), dtype=np.float64)
+    exact = math.fsum(x)
+    lo, hi = assignment._sum_below(x), assignment._sum_above(x)
+    assert lo <= exact <= hi
+    if len(x):
+        slack = 2.0 * (math.log2(len(x)) + 24.0) * np.finfo(np.float64).eps * float(np.abs(x).sum())
+        assert hi - lo <= 2.0 * slack
 
 
 @settings(max_examples=40, deadline=None)
