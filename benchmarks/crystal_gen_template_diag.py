@@ -29,7 +29,7 @@ import numpy as np
 from c2np.metrics import inverse_metrics
 from c2np.models.cell_ranking import best_scale_mismatch, particle_pair_profile
 from c2np.models.crystal_gen import SYMPREC_TEMPLATE_LADDER_ANGSTROM, read_cell_to_prediction
-from c2np.particle_descriptor import describe
+from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
 
@@ -68,8 +68,10 @@ def main() -> int:
                     help="instead: re-choose from a rank-'refine' dump with these symmetric margins "
                          "(crystal_gen.choose_candidate) and score each through the harness")
     ap.add_argument("--rel-margins", default="0",
-                    help="with --margins: relative symmetric margins (symmetric_margin_rel); every "
-                         "(margin, relative margin) pair is scored")
+                    help="with --margins: relative symmetric margins (symmetric_margin_rel)")
+    ap.add_argument("--noise-margins", default="0",
+                    help="with --margins: symmetric margins per Å of the particle's noise estimate "
+                         "(symmetric_margin_per_angstrom); every (margin, relative, per-Å) triple is scored")
     args = ap.parse_args()
     task = open_rows(args.store, args.split, args.per_group, args.every, args.offset)
     if task is None:
@@ -79,8 +81,13 @@ def main() -> int:
         task._rows = np.array([r for r in task._rows if task._target(int(r)).spacegroup in keep], dtype=np.int64)
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
     if args.margins:
-        pairs = [(float(m), float(r)) for m in args.margins.split(",") for r in args.rel_margins.split(",")]
-        return rechoose(task, dump, pairs, args.min_pair_angstrom, args.write, args.variant)
+        triples = [(float(m), float(r), float(k)) for m in args.margins.split(",")
+                   for r in args.rel_margins.split(",") for k in args.noise_margins.split(",")]
+        noise = {}
+        if any(k for _, _, k in triples):   # the particles' own estimate, from the same queries
+            noise = {q.sample_id: position_noise_angstrom(q.particle)
+                     for q in task.perturbed_queries(seed=args.seed, **VARIANTS[args.variant])}
+        return rechoose(task, dump, triples, args.min_pair_angstrom, args.write, args.variant, noise)
     targets = {task._query(int(r)).sample_id: task._target(int(r)) for r in task._rows}
     rules = ("tight-profile", "template-profile", "template-stretch", "template-stretch-only-lengths")
     preds: dict[str, dict] = {k: {} for k in rules}
@@ -142,17 +149,18 @@ def main() -> int:
     return 0
 
 
-def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float]], min_pair: float,
-             write: str = "", variant: str = "clean") -> int:
-    """Score ``choose_candidate`` (rank 'refine') at each (symmetric margin, relative symmetric
-    margin) from the dump; with ``write``, each pair's results JSON goes to
-    ``write/margin{m}[_rel{r}]/`` (no suffix for r = 0, the earlier sessions' folders)."""
+def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float, float]], min_pair: float,
+             write: str = "", variant: str = "clean", noise: dict | None = None) -> int:
+    """Score ``choose_candidate`` (rank 'refine') at each (symmetric margin, relative margin,
+    margin per Å of noise) from the dump (``noise``: sample id -> the particle's
+    ``position_noise_angstrom``); with ``write``, each triple's results JSON goes to
+    ``write/margin{m}[_rel{r}][_noise{k}]/`` (no suffix for 0: the earlier sessions' folders)."""
     from c2np.models.cell_templates import load_templates
     from c2np.models.crystal_gen import Candidate, choose_candidate
 
     n_ops = {t.spacegroup: len(t.rotations) for t in load_templates("pretrained/diffcsp-inverse") or []}
-    for m, rel in margins:
-        tag = f"margin{m}" + (f"_rel{rel}" if rel else "")
+    for m, rel, per_a in margins:
+        tag = f"margin{m}" + (f"_rel{rel}" if rel else "") + (f"_noise{per_a}" if per_a else "")
         preds = {}
         for sid, r in dump.items():
             cands = [Candidate(tuple(c["composition"]), np.asarray(c["params"]), int(c["spacegroup"]),
@@ -161,7 +169,8 @@ def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float]], 
                                int(c.get("n_operations", n_ops.get(int(c["template_spacegroup"]), 0))))
                      for c in r["candidates"]]   # dumps before session 8's n_operations: the templates' count
             p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m,
-                                 symmetric_margin_rel=rel)
+                                 symmetric_margin_rel=rel, symmetric_margin_per_angstrom=per_a,
+                                 noise_angstrom=noise[sid] if per_a and noise else 0.0)
             if p is not None:
                 preds[sid] = p
         res = task.evaluate(preds, model="diffcsp-inverse" if write else tag)
@@ -171,7 +180,7 @@ def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float]], 
         o = res.overall["joint_accuracy_paper"]
         per = res.data["metrics"].get("per_spacegroup", {})
         rad = res.data["metrics"]["per_radius"]
-        print(f"margin {m} rel {rel}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
+        print(f"margin {m} rel {rel} noise {per_a}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
               {g: round(v["joint_accuracy_paper"]["mean"], 3) for g, v in per.items()},
               "per-radius min", round(min(v["joint_accuracy_paper"]["mean"] for v in rad.values()), 3))
     return 0

@@ -38,7 +38,7 @@ import torch
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.cell_ranking import particle_pair_profile
 from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, load_generator
-from c2np.particle_descriptor import describe
+from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask, training_material_rows
 
@@ -95,6 +95,8 @@ def main() -> int:
                     help="prefer the more symmetric template within this profile mismatch of the best")
     ap.add_argument("--symmetric-margin-rel", type=float, default=None,
                     help="... plus this share of the best mismatch")
+    ap.add_argument("--symmetric-margin-per-angstrom", type=float, default=None,
+                    help="... plus this times the particle's noise estimate (Å)")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
@@ -132,7 +134,8 @@ def main() -> int:
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
                                   ("rank", args.rank), ("refine_top", args.refine_top),
                                   ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin),
-                                  ("symmetric_margin_rel", args.symmetric_margin_rel))
+                                  ("symmetric_margin_rel", args.symmetric_margin_rel),
+                                  ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
@@ -168,12 +171,14 @@ def main() -> int:
         for name, gen in gens.items():
             t2 = time.time()
             cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
-            for sid, c in zip(ids, cands):
-                p = gen.choose(c)
+            noise = [position_noise_angstrom(part) if gen.needs_noise else 0.0 for part in parts]
+            for sid, c, s in zip(ids, cands, noise):
+                p = gen.choose(c, noise_angstrom=s)
                 if p is not None:
                     preds[name][sid] = p
             if args.dump_candidates:
                 rows = [{"sample_id": sid, "n_atoms": len(part.numbers),
+                         "noise_angstrom": position_noise_angstrom(part),
                          "radius_angstrom": float(np.linalg.norm(part.positions_angstrom
                                                                  - part.positions_angstrom.mean(0), axis=1).max()),
                          "candidates": [{"composition": list(x.composition), "params": [float(v) for v in x.params],

@@ -3,12 +3,12 @@
 
     python benchmarks/margin_select.py out/s15/trainmat_margins --variants clean,noise0.02,noise0.05
 
-Reads ``DIR/margin{m}[_rel{r}]/diffcsp-inverse__{variant}.json`` (written by
-``benchmarks/crystal_gen_template_diag.py --margins ... --rel-margins ... --write DIR``): the
-harness's joint accuracy (paper tolerance) of every (margin, relative margin) and variant.
-The rule: the largest mean over the variants, the means rounded to 3 decimals; ties go to
-the smaller relative margin, then the smaller margin. Exit 2 when a pair lacks a variant's
-file or no pair is found.
+Reads ``DIR/margin{m}[_rel{r}][_noise{k}]/diffcsp-inverse__{variant}.json`` (written by
+``benchmarks/crystal_gen_template_diag.py --margins ... --rel-margins ... --noise-margins ...
+--write DIR``): the harness's joint accuracy (paper tolerance) of every (margin, relative
+margin, margin per Å of noise) and variant. The rule: the largest mean over the variants, the
+means rounded to 3 decimals; ties go to the smaller relative margin, then the smaller per-Å
+margin, then the smaller margin. Exit 2 when a triple lacks a variant's file or none is found.
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ import re
 import sys
 from pathlib import Path
 
-_TAG = re.compile(r"^margin(?P<m>[0-9.]+)(?:_rel(?P<r>[0-9.]+))?$")
+_TAG = re.compile(r"^margin(?P<m>[0-9.]+)(?:_rel(?P<r>[0-9.]+))?(?:_noise(?P<k>[0-9.]+))?$")
+Key = tuple[float, float, float]  # (margin, relative margin, margin per Å of noise)
 
 
-def read_grid(folder: Path, variants: list[str]) -> dict[tuple[float, float], dict[str, dict]]:
-    """(margin, relative margin) -> variant -> the overall joint accuracy entry of its results."""
-    grid: dict[tuple[float, float], dict[str, dict]] = {}
+def read_grid(folder: Path, variants: list[str]) -> dict[Key, dict[str, dict]]:
+    """(margin, relative margin, per-Å margin) -> variant -> the overall joint accuracy entry."""
+    grid: dict[Key, dict[str, dict]] = {}
     for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
         m = _TAG.match(sub.name)
         if m is None:
             continue
-        key = (float(m["m"]), float(m["r"] or 0.0))
+        key = (float(m["m"]), float(m["r"] or 0.0), float(m["k"] or 0.0))
         entry = {}
         for v in variants:
             f = sub / f"diffcsp-inverse__{v}.json"
@@ -40,11 +41,12 @@ def read_grid(folder: Path, variants: list[str]) -> dict[tuple[float, float], di
     return grid
 
 
-def select(grid: dict[tuple[float, float], dict[str, dict]]) -> tuple[float, float]:
-    """The rule's pair: the largest 3-decimal mean, then the smaller relative margin, then the smaller margin."""
-    def score(key: tuple[float, float]) -> tuple[float, float, float]:
+def select(grid: dict[Key, dict[str, dict]]) -> Key:
+    """The rule's triple: the largest 3-decimal mean, then the smaller relative margin, the
+    smaller per-Å margin, the smaller margin."""
+    def score(key: Key) -> tuple[float, float, float, float]:
         mean = sum(e["mean"] for e in grid[key].values()) / len(grid[key])
-        return (-round(mean, 3), key[1], key[0])
+        return (-round(mean, 3), key[1], key[2], key[0])
     return min(grid, key=score)
 
 
@@ -66,16 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.folder}: no margin<m>[_rel<r>] folders", file=sys.stderr)
         return 2
     best = select(grid)
-    print("| margin | relative margin | " + " | ".join(variants) + " | mean |")
-    print("|---:|---:|" + "---:|" * (len(variants) + 1))
+    print("| margin | relative margin | per Å of noise | " + " | ".join(variants) + " | mean |")
+    print("|---:|---:|---:|" + "---:|" * (len(variants) + 1))
     for key in sorted(grid):
         e = grid[key]
         cells = [f"{e[v]['mean']:.3f} [{e[v]['ci95'][0]:.2f}, {e[v]['ci95'][1]:.2f}]" for v in variants]
         mean = sum(e[v]["mean"] for v in variants) / len(variants)
         mark = "**" if key == best else ""
-        print(f"| {mark}{key[0]:g}{mark} | {mark}{key[1]:g}{mark} | " + " | ".join(cells)
+        print(f"| {mark}{key[0]:g}{mark} | {mark}{key[1]:g}{mark} | {mark}{key[2]:g}{mark} | " + " | ".join(cells)
               + f" | {mark}{mean:.3f}{mark} |")
-    print(f"selected: symmetric_margin {best[0]:g}, symmetric_margin_rel {best[1]:g}")
+    print(f"selected: symmetric_margin {best[0]:g}, symmetric_margin_rel {best[1]:g}, "
+          f"symmetric_margin_per_angstrom {best[2]:g}")
     return 0
 
 

@@ -212,8 +212,33 @@ def test_relative_margin_widens_with_the_best_mismatch() -> None:
     assert choose_candidate(clean, rule="refine", symmetric_margin_rel=0.25).spacegroup == 62
     assert choose_candidate(noisy, rule="refine", symmetric_margin=0.01).spacegroup == 62
     assert choose_candidate(noisy, rule="refine", symmetric_margin=0.01, symmetric_margin_rel=0.1).spacegroup == 221
-    with pytest.raises(C2NPInputError, match="symmetric_margin_rel must be >= 0"):
+    with pytest.raises(C2NPInputError, match="must be >= 0"):
         GenConfig(symmetric_margin_rel=-0.1)
+
+
+def test_noise_margin_follows_the_particles_own_noise_estimate() -> None:
+    """The per-Å margin reads the particle's noise estimate: about 0 for a carved particle, so
+    the clean answer is the absolute margin's; about 0.8 sigma with Gaussian noise sigma,
+    which widens the margin to the more symmetric candidate."""
+    from c2np.particle import Particle
+    from c2np.particle_descriptor import position_noise_angstrom
+
+    clean = carve(perovskite(a=4.0), 12.0).particle
+    rng = np.random.default_rng(0)
+    noisy = Particle(clean.numbers, clean.positions_angstrom + rng.normal(scale=0.05, size=clean.positions_angstrom.shape))
+    s_clean, s_noisy = position_noise_angstrom(clean), position_noise_angstrom(noisy)
+    assert s_clean < 1e-9
+    assert 0.025 < s_noisy < 0.06
+
+    def cand(sg: int, n_ops: int, mis: float) -> Candidate:
+        a = 4.0 if sg == 221 else 5.6
+        return Candidate((3, 1, 1), np.array([a, a, a, 90.0, 90.0, 90.0]), sg, 1.5, mis, 0.0, 64.0, sg, None, n_ops)
+
+    cands = [cand(62, 8, 0.20), cand(221, 48, 0.30)]
+    for s, want in ((s_clean, 62), (s_noisy, 221)):
+        got = choose_candidate(cands, rule="refine", symmetric_margin=0.01, symmetric_margin_per_angstrom=4.0,
+                               noise_angstrom=s)
+        assert got is not None and got.spacegroup == want
 
 
 def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> None:

@@ -28,11 +28,17 @@ def test_the_best_mean_wins_and_ties_go_to_the_smaller_relative_then_absolute_ma
     _write(tmp_path, "margin0.05_rel0.5", {"clean": 0.93, "noise0.05": 0.93})   # mean 0.93: tie, smaller rel
     _write(tmp_path, "margin0.0_rel0.5", {"clean": 0.90, "noise0.05": 0.9604})  # 0.9302 -> 0.930: tie, smaller m
     (tmp_path / "notes").mkdir()                                                 # not a margin folder: ignored
+    _write(tmp_path, "margin0.0_noise2.0", {"clean": 0.90, "noise0.05": 0.96})    # 0.930, rel 0: wins the tie
+    _write(tmp_path, "margin0.0_noise1.0", {"clean": 0.85, "noise0.05": 0.90})
     grid = sel.read_grid(tmp_path, ["clean", "noise0.05"])
-    assert set(grid) == {(0.1, 0.0), (0.01, 1.0), (0.05, 0.5), (0.0, 0.5)}
-    assert sel.select(grid) == (0.0, 0.5)
+    assert set(grid) == {(0.1, 0.0, 0.0), (0.01, 1.0, 0.0), (0.05, 0.5, 0.0), (0.0, 0.5, 0.0), (0.0, 0.0, 2.0),
+                         (0.0, 0.0, 1.0)}
+    assert sel.select(grid) == (0.0, 0.0, 2.0)
+    del grid[(0.0, 0.0, 2.0)]
+    assert sel.select(grid) == (0.0, 0.5, 0.0)
     assert sel.main([str(tmp_path), "--variants", "clean,noise0.05"]) == 0
-    assert "selected: symmetric_margin 0, symmetric_margin_rel 0.5" in capsys.readouterr().out
+    assert ("selected: symmetric_margin 0, symmetric_margin_rel 0, symmetric_margin_per_angstrom 2"
+            in capsys.readouterr().out)
 
 
 def test_a_missing_variant_or_an_empty_folder_is_exit_2(tmp_path, capsys) -> None:

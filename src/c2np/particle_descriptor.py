@@ -25,13 +25,14 @@ from scipy.spatial import cKDTree
 
 from c2np.particle import Particle
 
-__all__ = ["N_SLOTS", "N_BINS", "R_MAX_SCALED", "N_CENTRES", "ParticleDescriptor", "describe",
-           "slot_pairs"]
+__all__ = ["N_SLOTS", "N_BINS", "R_MAX_SCALED", "N_CENTRES", "NOISE_MIN_ATOMS", "ParticleDescriptor", "describe",
+           "position_noise_angstrom", "slot_pairs"]
 
 N_SLOTS = 3
 N_BINS = 64
 R_MAX_SCALED = 4.0
 N_CENTRES = 600
+NOISE_MIN_ATOMS = 8  # elements with fewer atoms do not enter the noise estimate
 
 
 def slot_pairs() -> list[tuple[int, int]]:
@@ -139,3 +140,27 @@ def describe(particle: Particle) -> ParticleDescriptor:
         hist[k] /= max(n_centre_slot[a], 1.0)
     return ParticleDescriptor(scale, hist.astype(np.float32), slot_numbers, slot_fractions,
                               ranked.astype(np.int64), slot_of.astype(np.int64))
+
+
+def position_noise_angstrom(particle: Particle) -> float:
+    """An estimate of the positional noise of ``particle`` (Å), from the particle alone.
+
+    Each atom's nearest-neighbour distance (any species); per element with at least
+    :data:`NOISE_MIN_ATOMS` atoms, the scaled median absolute deviation (1.4826 MAD) of its
+    atoms' distances; the smallest over those elements (none: over all atoms). In a particle
+    carved from a crystal an element's nearest distances take a few exact values and the
+    estimate is 0 (up to rounding); Gaussian noise of σ per coordinate gives about 0.8 σ
+    (measured: docs/inverse_results.md, session 15b). 0 for fewer than 2 atoms."""
+    z = np.asarray(particle.numbers)
+    pos = np.asarray(particle.positions_angstrom, dtype=np.float64)
+    if len(pos) < 2:
+        return 0.0
+    d = cKDTree(pos).query(pos, k=2)[0][:, 1]
+    spreads = []
+    for sp in np.unique(z):
+        de = d[z == sp]
+        if len(de) >= NOISE_MIN_ATOMS:
+            spreads.append(float(np.median(np.abs(de - np.median(de)))))
+    if not spreads:
+        spreads = [float(np.median(np.abs(d - np.median(d))))]
+    return 1.4826 * min(spreads)

@@ -58,7 +58,7 @@ from c2np.models.cell_templates import (
     template_of,
 )
 from c2np.particle import Particle
-from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe
+from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
 
@@ -110,6 +110,7 @@ class GenConfig:
     refine_evals: int = 200
     symmetric_margin: float = 0.0
     symmetric_margin_rel: float = 0.0
+    symmetric_margin_per_angstrom: float = 0.0
 
     def __post_init__(self) -> None:
         if self.z_candidates not in Z_CANDIDATES:
@@ -125,9 +126,10 @@ class GenConfig:
             raise C2NPInputError(f"sample_steps must be >= 0 (0: the training steps), got {self.sample_steps}")
         if not self.min_pair_angstrom >= 0.0:
             raise C2NPInputError(f"min_pair_angstrom must be >= 0, got {self.min_pair_angstrom!r}")
-        if not (self.symmetric_margin >= 0.0 and self.symmetric_margin_rel >= 0.0):
-            raise C2NPInputError(f"symmetric_margin and symmetric_margin_rel must be >= 0, got "
-                                 f"{self.symmetric_margin!r}, {self.symmetric_margin_rel!r}")
+        margins = (self.symmetric_margin, self.symmetric_margin_rel, self.symmetric_margin_per_angstrom)
+        if not all(m >= 0.0 for m in margins):
+            raise C2NPInputError(f"symmetric_margin, symmetric_margin_rel and symmetric_margin_per_angstrom "
+                                 f"must be >= 0, got {margins}")
         if self.sampler not in SAMPLERS:
             raise C2NPInputError(f"sampler must be one of {list(SAMPLERS)}, got {self.sampler!r}")
         if self.lattice_param not in ("eps", "x0"):
@@ -603,22 +605,36 @@ class CrystalGenerator(nn.Module):
         return [([t.composition] * n, t) for t in self.templates]
 
     def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
-                            batch: int = 256, profiles: Sequence[np.ndarray] | None = None
+                            batch: int = 256, profiles: Sequence[np.ndarray] | None = None,
+                            noise_angstrom: Sequence[float] | None = None
                             ) -> list[InversePrediction | None]:
         """Predictions for particles given by their descriptors (and, for ``rank="profile"``,
-        their pair profiles): the :meth:`candidates` combined by :func:`choose_candidate`;
+        their pair profiles; with ``symmetric_margin_per_angstrom`` > 0, their
+        :func:`position_noise_angstrom`): the :meth:`candidates` combined by :meth:`choose`;
         None where no cell could be read."""
         if self.cfg.rank != "vote" and profiles is None:
             raise C2NPInputError("rank 'profile' needs the particles' pair profiles (use predict_particles)")
+        if self.needs_noise and noise_angstrom is None:
+            raise C2NPInputError("symmetric_margin_per_angstrom needs the particles' noise estimates "
+                                 "(use predict_particles)")
         cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
-        return [self.choose(c) for c in cands]
+        noise = [0.0] * len(cands) if noise_angstrom is None else list(noise_angstrom)
+        return [self.choose(c, noise_angstrom=s) for c, s in zip(cands, noise)]
 
-    def choose(self, cands: Sequence[Candidate]) -> InversePrediction | None:
+    @property
+    def needs_noise(self) -> bool:
+        """Whether :meth:`choose` reads the particle's noise estimate."""
+        return self.cfg.symmetric_margin_per_angstrom > 0
+
+    def choose(self, cands: Sequence[Candidate], *, noise_angstrom: float = 0.0) -> InversePrediction | None:
         """The answer of one particle from its :meth:`candidates`: :func:`choose_candidate`
-        with this configuration's rank, minimum pair distance and symmetric margins."""
+        with this configuration's rank, minimum pair distance and symmetric margins
+        (``noise_angstrom``: the particle's :func:`position_noise_angstrom`)."""
         return choose_candidate(cands, rule=self.cfg.rank, min_pair_angstrom=self.cfg.min_pair_angstrom,
                                 symmetric_margin=self.cfg.symmetric_margin,
-                                symmetric_margin_rel=self.cfg.symmetric_margin_rel)
+                                symmetric_margin_rel=self.cfg.symmetric_margin_rel,
+                                symmetric_margin_per_angstrom=self.cfg.symmetric_margin_per_angstrom,
+                                noise_angstrom=noise_angstrom)
 
     def predict_particles(self, particles: Sequence[Particle], *, seed: int = 0, batch: int = 256
                           ) -> list[InversePrediction | None]:
@@ -627,7 +643,8 @@ class CrystalGenerator(nn.Module):
         descs = [describe(p) for p in particles]
         profiles = ([particle_pair_profile(p, d) for p, d in zip(particles, descs)]
                     if self.cfg.rank != "vote" else None)
-        return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles)
+        noise = [position_noise_angstrom(p) for p in particles] if self.needs_noise else None
+        return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles, noise_angstrom=noise)
 
     # --- fit -------------------------------------------------------------------------------
     @classmethod
@@ -754,18 +771,20 @@ class Candidate:
 
 
 def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,
-                     symmetric_margin: float = 0.0, symmetric_margin_rel: float = 0.0
+                     symmetric_margin: float = 0.0, symmetric_margin_rel: float = 0.0,
+                     symmetric_margin_per_angstrom: float = 0.0, noise_angstrom: float = 0.0
                      ) -> InversePrediction | None:
     """The answer of a particle from its candidates. Only the structurally valid ones
     (shortest distance >= ``min_pair_angstrom``) count; none valid -> all of them.
     ``vote``: :func:`vote` over their answers. ``profile`` (and ``stretch``, ``refine``, whose
     candidates carry the stretched / refined mismatch): the answer of the candidate with the
-    smallest pair-profile mismatch (ties: the earlier); with a margin
-    ``symmetric_margin + symmetric_margin_rel x best`` > 0 (``best``: the smallest mismatch), of
+    smallest pair-profile mismatch (ties: the earlier); with a margin ``symmetric_margin +
+    symmetric_margin_rel x best + symmetric_margin_per_angstrom x noise_angstrom`` > 0
+    (``best``: the smallest mismatch; ``noise_angstrom``: the particle's estimated noise), of
     the candidates within it of the smallest, the one whose template has the most symmetry
     operations (ties: the smaller mismatch) — of two cells that explain the particle equally
-    well, the more symmetric. The relative part widens the margin where noise raises every
-    mismatch (docs/inverse_results.md, session 15). None for no candidates."""
+    well, the more symmetric. The noise part widens the margin where noise lets the less
+    symmetric cells fit better (docs/inverse_results.md, session 15b). None for no candidates."""
     if rule not in RANK_RULES:
         raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
     valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)
@@ -777,7 +796,8 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     if np.all(np.isnan(mis)):
         raise C2NPInputError("rank 'profile': no candidate has a pair-profile mismatch")
     best = valid[int(np.nanargmin(mis))]
-    margin = symmetric_margin + symmetric_margin_rel * best.mismatch
+    margin = (symmetric_margin + symmetric_margin_rel * best.mismatch
+              + symmetric_margin_per_angstrom * max(float(noise_angstrom), 0.0))
     if margin > 0:
         near = [c for c in valid if c.mismatch <= best.mismatch + margin]
         best = max(near, key=lambda c: (c.n_operations, -c.mismatch))
