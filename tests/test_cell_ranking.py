@@ -225,7 +225,8 @@ def test_noise_margin_follows_the_particles_own_noise_estimate() -> None:
 
     clean = carve(perovskite(a=4.0), 12.0).particle
     rng = np.random.default_rng(0)
-    noisy = Particle(clean.numbers, clean.positions_angstrom + rng.normal(scale=0.05, size=clean.positions_angstrom.shape))
+    x = clean.positions_angstrom
+    noisy = Particle(clean.numbers, x + rng.normal(scale=0.05, size=x.shape))
     s_clean, s_noisy = position_noise_angstrom(clean), position_noise_angstrom(noisy)
     assert s_clean < 1e-9
     assert 0.025 < s_noisy < 0.06
