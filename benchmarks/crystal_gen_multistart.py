@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c2np.models.cell_ranking import particle_pair_profile, refine_to_profile  # noqa: E402
 from c2np.models.cell_templates import CellTemplate, load_templates  # noqa: E402
 from c2np.models.crystal_gen import Candidate, choose_candidate, load_generator  # noqa: E402
-from c2np.particle_descriptor import describe  # noqa: E402
+from c2np.particle_descriptor import describe, position_noise_angstrom  # noqa: E402
 from inverse_heldout import VARIANTS, open_rows  # noqa: E402
 
 
@@ -107,7 +107,9 @@ def main() -> int:
                 if new is not None and new.min_pair_angstrom >= cfg.min_pair_angstrom:
                     out[k] = new
             p = choose_candidate(out, rule="refine", min_pair_angstrom=cfg.min_pair_angstrom, symmetric_margin=margin,
-                                 symmetric_margin_rel=cfg.symmetric_margin_rel)
+                                 symmetric_margin_rel=cfg.symmetric_margin_rel,
+                                 symmetric_margin_per_angstrom=cfg.symmetric_margin_per_angstrom,
+                                 noise_angstrom=position_noise_angstrom(q.particle))
             if p is not None:
                 preds[name][q.sample_id] = p
     print(f"{len(task._rows)} rows, {time.process_time() - t0:.0f} CPU s; margin {margin}, "
