@@ -83,7 +83,7 @@ def main() -> int:
     if args.margins:
         triples = [(float(m), float(r), float(k)) for m in args.margins.split(",")
                    for r in args.rel_margins.split(",") for k in args.noise_margins.split(",")]
-        noise = {}
+        noise: dict[str, float] = {}
         if any(k for _, _, k in triples):   # the particles' own estimate, from the same queries
             noise = {q.sample_id: position_noise_angstrom(q.particle)
                      for q in task.perturbed_queries(seed=args.seed, **VARIANTS[args.variant])}
@@ -150,7 +150,7 @@ def main() -> int:
 
 
 def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float, float]], min_pair: float,
-             write: str = "", variant: str = "clean", noise: dict | None = None) -> int:
+             write: str = "", variant: str = "clean", noise: dict[str, float] | None = None) -> int:
     """Score ``choose_candidate`` (rank 'refine') at each (symmetric margin, relative margin,
     margin per Å of noise) from the dump (``noise``: sample id -> the particle's
     ``position_noise_angstrom``); with ``write``, each triple's results JSON goes to
@@ -170,7 +170,7 @@ def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float, fl
                      for c in r["candidates"]]   # dumps before session 8's n_operations: the templates' count
             p = choose_candidate(cands, rule="refine", min_pair_angstrom=min_pair, symmetric_margin=m,
                                  symmetric_margin_rel=rel, symmetric_margin_per_angstrom=per_a,
-                                 noise_angstrom=noise[sid] if per_a and noise else 0.0)
+                                 noise_angstrom=(noise or {})[sid] if per_a else 0.0)
             if p is not None:
                 preds[sid] = p
         res = task.evaluate(preds, model="diffcsp-inverse" if write else tag)

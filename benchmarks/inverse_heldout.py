@@ -168,17 +168,16 @@ def main() -> int:
             parts.append(q.particle)
         print(f"{variant}: queries + baselines {time.time() - t1:.0f} s", flush=True)
         profiles = [particle_pair_profile(p, d) for p, d in zip(parts, descs)] if gens else []
+        noise = [position_noise_angstrom(p) for p in parts] if gens else []   # read by choose and the dump
         for name, gen in gens.items():
             t2 = time.time()
             cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
-            noise = [position_noise_angstrom(part) if gen.needs_noise else 0.0 for part in parts]
             for sid, c, s in zip(ids, cands, noise):
                 p = gen.choose(c, noise_angstrom=s)
                 if p is not None:
                     preds[name][sid] = p
             if args.dump_candidates:
-                rows = [{"sample_id": sid, "n_atoms": len(part.numbers),
-                         "noise_angstrom": position_noise_angstrom(part),
+                rows = [{"sample_id": sid, "n_atoms": len(part.numbers), "noise_angstrom": s,
                          "radius_angstrom": float(np.linalg.norm(part.positions_angstrom
                                                                  - part.positions_angstrom.mean(0), axis=1).max()),
                          "candidates": [{"composition": list(x.composition), "params": [float(v) for v in x.params],
@@ -190,7 +189,7 @@ def main() -> int:
                                          **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
                                              "slots": x.cell[2].tolist()} if x.cell is not None else {})}
                                         for x in c]}
-                        for sid, part, c in zip(ids, parts, cands)]
+                        for sid, part, c, s in zip(ids, parts, cands, noise)]
                 (out / f"{name}__{variant}.candidates.json").write_text(json.dumps(rows))
             print(f"{variant}: {name} {time.time() - t2:.0f} s", flush=True)
         if heads is not None:

@@ -229,7 +229,6 @@ def test_far_off_sets_stop_at_a_certified_gap() -> None:
 
 def _dual_bound_searching_every_row(small, grid, prices, graph):
     """The dual bound of assignment._dual_bound with every row searched over all pairs."""
-
     kern = assignment._kernels()
     w = graph.from_scaled(prices - prices.min())
     u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])

@@ -619,7 +619,7 @@ class CrystalGenerator(nn.Module):
                                  "(use predict_particles)")
         cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
         noise = [0.0] * len(cands) if noise_angstrom is None else list(noise_angstrom)
-        return [self.choose(c, noise_angstrom=s) for c, s in zip(cands, noise)]
+        return [self.choose(c, noise_angstrom=s) for c, s in zip(cands, noise, strict=True)]
 
     @property
     def needs_noise(self) -> bool:
