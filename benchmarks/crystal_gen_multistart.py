@@ -7,7 +7,8 @@ a rank-'refine' candidate dump, scored through the harness (docs/inverse_results
 The dump (``benchmarks/inverse_heldout.py --dump-candidates``, same split / ``--every`` /
 ``--offset`` / variant) holds each candidate's cell; its ``refine_top`` template candidates of
 smallest mismatch are re-refined from their dumped (already refined) cells, once as they are
-(the control) and once with the shape starts; each set of candidates is answered by the
+(the control), once with the shape starts (``--shape-starts ""``: not) and, with
+``--coord-starts N``, once with N Wyckoff-coordinate starts (session 16); each set of candidates is answered by the
 production ``choose_candidate`` and scored by ``InverseTask.evaluate`` on the rows kept.
 ``--materials`` keeps the rows of those materials (a diagnostic subset named by the user).
 """
@@ -57,6 +58,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--materials", default="", help="comma-separated: keep only their rows")
     ap.add_argument("--shape-starts", default="0.1,0.2,0.3,0.4")
+    ap.add_argument("--coord-starts", type=int, default=0,
+                    help="also a row re-refined with this many Wyckoff-coordinate starts (0: no such row)")
+    ap.add_argument("--coord-shape-starts", default="",
+                    help="shape starts of that row, combined with its coordinate starts (default: none)")
     ap.add_argument("--refine-top", type=int, default=None, help="candidates re-refined (default: the generator's)")
     ap.add_argument("--refine-evals", type=int, default=None, help="profiles per refinement (default: the generator's)")
     ap.add_argument("--symmetric-margin", type=float, default=None, help="default: the generator's")
@@ -75,11 +80,16 @@ def main() -> int:
     cfg = gen.cfg
     margin = cfg.symmetric_margin if args.symmetric_margin is None else args.symmetric_margin
     templates = load_templates(args.generator) or []
-    amps = [float(x) for x in args.shape_starts.split(",")]
+    amps = [float(x) for x in args.shape_starts.split(",") if x]  # "": no shape-starts row
     top = cfg.refine_top if args.refine_top is None else args.refine_top
     evals = cfg.refine_evals if args.refine_evals is None else args.refine_evals
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
-    preds: dict[str, dict] = {"dumped": {}, "re-refined": {}, "shape-starts": {}}
+    coord_amps = tuple(float(x) for x in args.coord_shape_starts.split(",") if x)
+    plans: list[tuple[str, tuple[float, ...] | None, int]] = [
+        ("dumped", None, 0), ("re-refined", (), 0)] + ([("shape-starts", tuple(amps), 0)] if amps else [])
+    if args.coord_starts > 0:
+        plans.append(("coord-starts", coord_amps, args.coord_starts))
+    preds: dict[str, dict] = {name: {} for name, _, _ in plans}
     t0 = time.process_time()
     for q in task.perturbed_queries(seed=args.seed, **VARIANTS[args.variant]):
         d = describe(q.particle)
@@ -91,7 +101,7 @@ def main() -> int:
                  for c in raw]
         ok = [k for k, c in enumerate(raw) if "frac" in c and c["min_pair_angstrom"] >= cfg.min_pair_angstrom]
         order = sorted(ok, key=lambda k: raw[k]["mismatch"])[:top]
-        for name, starts in (("dumped", None), ("re-refined", ()), ("shape-starts", amps)):
+        for name, starts, n_coord in plans:
             out = list(cands)
             for k in order if starts is not None else []:
                 c = raw[k]
@@ -100,7 +110,7 @@ def main() -> int:
                     continue
                 lat, frac, mis = refine_to_profile(prof, t, np.asarray(c["lattice_angstrom"]), np.asarray(c["frac"]),
                                                    np.asarray(c["slots"]), d.scale_angstrom,
-                                                   max_evals=evals, shape_starts=starts)
+                                                   max_evals=evals, shape_starts=starts, coord_starts=n_coord)
                 sl = np.asarray(c["slots"])
                 new = gen._read(lat, frac, sl, gen.cell_of(np.zeros((3, 3)), frac, sl, d)[2], cands[k].composition,
                                 cands[k].composition_logprob, t, mis)   # the production read-out
@@ -114,7 +124,7 @@ def main() -> int:
                 preds[name][q.sample_id] = p
     print(f"{len(task._rows)} rows, {time.process_time() - t0:.0f} CPU s; margin {margin}, "
           f"refine top {top} x {evals} profiles, "
-          f"shape starts {amps}", flush=True)
+          f"shape starts {amps}; coordinate starts {args.coord_starts} with shape starts {coord_amps}", flush=True)
     for name, p in preds.items():
         res = task.evaluate(p, model=name)
         o = res.overall["joint_accuracy_paper"]

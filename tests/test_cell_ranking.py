@@ -269,3 +269,53 @@ def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> N
     one = refine_to_profile(pp, t, squeezed, ex.frac, ex.slots, s, max_evals=60)[2]
     multi = refine_to_profile(pp, t, squeezed, ex.frac, ex.slots, s, max_evals=60, shape_starts=(0.1, 0.2))[2]
     assert multi <= one
+
+
+def test_coordinate_starts_are_deterministic_halton_shifts() -> None:
+    """The coordinate starts: n points in [-1/2, 1/2)^d, the same every call, all distinct."""
+    from c2np.models.cell_ranking import _coordinate_starts
+
+    u = _coordinate_starts(3, 32)
+    assert u.shape == (32, 3)
+    assert np.all(u >= -0.5) and np.all(u < 0.5)
+    assert np.array_equal(u, _coordinate_starts(3, 32))
+    assert len(np.unique(np.round(u, 12), axis=0)) == 32
+
+
+def test_coordinate_starts_recover_a_cell_whose_wyckoff_coordinate_starts_far() -> None:
+    """A tetragonal cell (one free Wyckoff coordinate) shifted 0.3 along it: one local fit stays
+    far off; with coordinate starts the fit returns to the crystal's own mismatch."""
+    from c2np.models.cell_ranking import _site_basis, refine_to_profile
+    from c2np.models.cell_templates import metric_average, template_of
+    from helpers import crystal_zoo
+
+    cell = crystal_zoo()["tetragonal"]
+    part = carve(cell, 10.0).particle
+    desc = describe(part)
+    ex = cell_example(desc, cell)
+    t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
+    rot, tr = np.asarray(t.rotations, dtype=float), np.asarray(t.translations, dtype=float)
+    moved = ex.frac.copy()
+    for r, b, members in _site_basis(t):
+        p = ex.frac[r] + 0.3 * b.sum(axis=0)
+        for j, g in members:
+            moved[j] = rot[g] @ p + tr[g]
+    pp = particle_pair_profile(part, desc)
+    s = desc.scale_angstrom
+    own = refine_to_profile(pp, t, ex.lattice_angstrom, ex.frac, ex.slots, s, max_evals=1)[2]
+    one = refine_to_profile(pp, t, ex.lattice_angstrom, moved % 1.0, ex.slots, s, max_evals=60)[2]
+    lat, frac, multi = refine_to_profile(pp, t, ex.lattice_angstrom, moved % 1.0, ex.slots, s, max_evals=60,
+                                         coord_starts=16)
+    assert one > 0.5 > 2.0 * own
+    assert multi <= own * 1.05
+    assert np.allclose(metric_average(lat @ lat.T, t.rotations), lat @ lat.T)   # still symmetric
+
+
+def test_gen_config_checks_the_refinement_starts() -> None:
+    """Negative coordinate starts and shape amplitudes outside (0, 1) are refused; a JSON list
+    of amplitudes becomes a tuple."""
+    with pytest.raises(C2NPInputError, match="refine_coord_starts"):
+        GenConfig(refine_coord_starts=-1)
+    with pytest.raises(C2NPInputError, match="refine_shape_starts"):
+        GenConfig(refine_shape_starts=(0.2, 1.5))
+    assert GenConfig(refine_shape_starts=[0.2, 0.4]).refine_shape_starts == (0.2, 0.4)  # type: ignore[arg-type]

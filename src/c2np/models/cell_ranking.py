@@ -215,9 +215,18 @@ def _shape_starts(G0: np.ndarray, basis: np.ndarray, amplitudes: Sequence[float]
     return out
 
 
+def _coordinate_starts(dims: int, n: int) -> np.ndarray:
+    """(n, dims) shifts of the free Wyckoff coordinates in ``[-1/2, 1/2)``: the first n points
+    of the unscrambled Halton sequence (deterministic, no seed needed), less 1/2."""
+    from scipy.stats import qmc
+
+    return qmc.Halton(d=dims, scramble=False).random(n) - 0.5
+
+
 def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, lattice_angstrom: np.ndarray,
                       frac: np.ndarray, slots: np.ndarray, scale_angstrom: float, *, max_evals: int = 300,
-                      shape_starts: Sequence[float] = ()) -> tuple[np.ndarray, np.ndarray, float]:
+                      shape_starts: Sequence[float] = (), coord_starts: int = 0
+                      ) -> tuple[np.ndarray, np.ndarray, float]:
     """The cell's free parameters under ``template`` (its symmetric lattice metric and the
     Wyckoff coordinates of each orbit) fitted to the particle's pair profile, from the given
     (template-symmetric) cell: Nelder-Mead on :func:`profile_mismatch` (at most ``max_evals``
@@ -228,7 +237,15 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
     from the best of the volume-keeping shape changes of the cell's metric by ``±t`` along
     every non-isotropic symmetric direction (for a rhombohedral cell its c/a), one profile
     each; the better of the two fits is returned (a multi-start for cells that start far
-    from the crystal's shape)."""
+    from the crystal's shape).
+
+    ``coord_starts`` (N >= 1): a multi-start over the Wyckoff coordinates, for cells whose
+    coordinates start far from the crystal's. The first N points of the (unscrambled,
+    deterministic) Halton sequence over the free coordinates, each shifted by ``[-1/2, 1/2)``
+    along its orbit's Wyckoff directions from the cell's own, are scored with the cell's
+    lattice (and with each shape start's, when ``shape_starts`` is given), one profile each;
+    a further Nelder-Mead runs from the best of them and the best of all fits is returned.
+    Templates without free coordinates skip it."""
     from scipy.optimize import minimize
 
     L0 = np.asarray(lattice_angstrom, dtype=np.float64)
@@ -273,8 +290,17 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
                                  "fatol": 1e-5})
 
     res = fit(np.zeros(n_par))
-    if len(shape_starts) and n_lat > 1:
-        starts = [np.r_[x, np.zeros(n_par - n_lat)] for x in _shape_starts(G0, basis, shape_starts)]
+    shapes = _shape_starts(G0, basis, shape_starts) if len(shape_starts) and n_lat > 1 else []
+    if shapes:
+        starts = [np.r_[x, np.zeros(n_par - n_lat)] for x in shapes]
+        costs = [cost(x) for x in starts]
+        if np.isfinite(np.min(costs)):
+            other = fit(starts[int(np.argmin(costs))])
+            if other.fun < res.fun:
+                res = other
+    if coord_starts > 0 and n_par > n_lat:
+        starts = [np.r_[lat, u] for lat in [np.zeros(n_lat), *shapes]
+                  for u in _coordinate_starts(n_par - n_lat, int(coord_starts))]
         costs = [cost(x) for x in starts]
         if np.isfinite(np.min(costs)):
             other = fit(starts[int(np.argmin(costs))])

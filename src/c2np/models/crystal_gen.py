@@ -108,6 +108,8 @@ class GenConfig:
     rank: str = "vote"
     refine_top: int = 2
     refine_evals: int = 200
+    refine_coord_starts: int = 0
+    refine_shape_starts: tuple[float, ...] = ()
     symmetric_margin: float = 0.0
     symmetric_margin_rel: float = 0.0
     symmetric_margin_per_angstrom: float = 0.0
@@ -120,6 +122,12 @@ class GenConfig:
         if self.refine_top < 0 or self.refine_evals < 1:
             raise C2NPInputError(f"refine_top must be >= 0 and refine_evals >= 1, got {self.refine_top}, "
                                  f"{self.refine_evals}")
+        if self.refine_coord_starts < 0:
+            raise C2NPInputError(f"refine_coord_starts must be >= 0, got {self.refine_coord_starts}")
+        # a JSON list becomes a tuple, so that the frozen config stays hashable
+        object.__setattr__(self, "refine_shape_starts", tuple(float(t) for t in self.refine_shape_starts))
+        if not all(0.0 < t < 1.0 for t in self.refine_shape_starts):
+            raise C2NPInputError(f"refine_shape_starts must be amplitudes in (0, 1), got {self.refine_shape_starts}")
         if not 0.0 <= self.mid_t_fraction <= 1.0:
             raise C2NPInputError(f"mid_t_fraction must be in [0, 1], got {self.mid_t_fraction!r}")
         if self.sample_steps < 0:
@@ -585,7 +593,9 @@ class CrystalGenerator(nn.Module):
             assert t is not None and c.cell is not None
             lat, frac, sl = c.cell
             lat, frac, mis = refine_to_profile(profile, t, lat, frac, sl, desc.scale_angstrom,
-                                               max_evals=self.cfg.refine_evals)
+                                               max_evals=self.cfg.refine_evals,
+                                               shape_starts=self.cfg.refine_shape_starts,
+                                               coord_starts=self.cfg.refine_coord_starts)
             new = self._read(lat, frac, sl, self.cell_of(np.zeros((3, 3)), frac, sl, desc)[2], c.composition,
                              c.composition_logprob, t, mis)
             if new is not None and new.min_pair_angstrom >= self.cfg.min_pair_angstrom:
