@@ -8,9 +8,10 @@ The dump (``benchmarks/inverse_heldout.py --dump-candidates``, same split / ``--
 ``--offset`` / variant) holds each candidate's cell; its ``refine_top`` template candidates of
 smallest mismatch are re-refined from their dumped (already refined) cells, once as they are
 (the control), once with the shape starts (``--shape-starts ""``: not) and, with
-``--coord-starts N``, once with N Wyckoff-coordinate starts (session 16); each set of candidates is answered by the
-production ``choose_candidate`` and scored by ``InverseTask.evaluate`` on the rows kept.
-``--materials`` keeps the rows of those materials (a diagnostic subset named by the user).
+``--coord-plan N[:AMPS]``, once per plan with N Wyckoff-coordinate starts (session 16); each
+set of candidates is answered by the production ``choose_candidate`` and scored by
+``InverseTask.evaluate`` on the rows kept. ``--materials`` keeps the rows of those materials
+(a diagnostic subset named by the user).
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--materials", default="", help="comma-separated: keep only their rows")
     ap.add_argument("--shape-starts", default="0.1,0.2,0.3,0.4")
-    ap.add_argument("--coord-starts", type=int, default=0,
-                    help="also a row re-refined with this many Wyckoff-coordinate starts (0: no such row)")
-    ap.add_argument("--coord-shape-starts", default="",
-                    help="shape starts of that row, combined with its coordinate starts (default: none)")
+    ap.add_argument("--write", default="",
+                    help="write each row's results JSON to WRITE/<row>/diffcsp-inverse__VARIANT.json")
+    ap.add_argument("--coord-plan", action="append", default=[], metavar="N[:AMPS]",
+                    help="also a row re-refined with N Wyckoff-coordinate starts, combined with the shape "
+                         "starts AMPS (comma-separated; none when omitted); repeatable, e.g. "
+                         "--coord-plan 32 --coord-plan 32:0.2,0.4")
     ap.add_argument("--refine-top", type=int, default=None, help="candidates re-refined (default: the generator's)")
     ap.add_argument("--refine-evals", type=int, default=None, help="profiles per refinement (default: the generator's)")
     ap.add_argument("--symmetric-margin", type=float, default=None, help="default: the generator's")
@@ -84,11 +87,16 @@ def main() -> int:
     top = cfg.refine_top if args.refine_top is None else args.refine_top
     evals = cfg.refine_evals if args.refine_evals is None else args.refine_evals
     dump = {r["sample_id"]: r for r in json.loads(Path(args.dump).read_text())}
-    coord_amps = tuple(float(x) for x in args.coord_shape_starts.split(",") if x)
     plans: list[tuple[str, tuple[float, ...] | None, int]] = [
         ("dumped", None, 0), ("re-refined", (), 0)] + ([("shape-starts", tuple(amps), 0)] if amps else [])
-    if args.coord_starts > 0:
-        plans.append(("coord-starts", coord_amps, args.coord_starts))
+    for spec in args.coord_plan:
+        n_txt, _, amp_txt = spec.partition(":")
+        try:
+            n_coord, coord_amps = int(n_txt), tuple(float(x) for x in amp_txt.split(",") if x)
+        except ValueError:
+            print(f"--coord-plan {spec!r}: expected N or N:AMP,AMP,...", file=sys.stderr)
+            return 2
+        plans.append((f"coord-starts {spec}", coord_amps, n_coord))
     preds: dict[str, dict] = {name: {} for name, _, _ in plans}
     t0 = time.process_time()
     for q in task.perturbed_queries(seed=args.seed, **VARIANTS[args.variant]):
@@ -124,9 +132,13 @@ def main() -> int:
                 preds[name][q.sample_id] = p
     print(f"{len(task._rows)} rows, {time.process_time() - t0:.0f} CPU s; margin {margin}, "
           f"refine top {top} x {evals} profiles, "
-          f"shape starts {amps}; coordinate starts {args.coord_starts} with shape starts {coord_amps}", flush=True)
+          f"shape starts {amps}; coordinate plans {args.coord_plan}", flush=True)
     for name, p in preds.items():
-        res = task.evaluate(p, model=name)
+        res = task.evaluate(p, model="diffcsp-inverse" if args.write else name)
+        if args.write:
+            folder = Path(args.write, name.replace(" ", "_").replace(":", "_").replace(",", "-"))
+            folder.mkdir(parents=True, exist_ok=True)
+            res.write(folder / f"diffcsp-inverse__{args.variant}.json")
         o = res.overall["joint_accuracy_paper"]
         per = res.data["metrics"].get("per_material", {})
         print(f"{name}: joint {o['mean']:.3f} {np.round(o['ci95'], 3).tolist()}",
