@@ -365,3 +365,24 @@ def test_memory_layout_of_the_input_does_not_change_the_answer() -> None:
     assert f_order.spacegroup == c_order.spacegroup
     assert np.array_equal(f_order.lattice.as_array(), c_order.lattice.as_array())
     assert np.array_equal(f_order.primitive_lattice_angstrom, c_order.primitive_lattice_angstrom)
+
+
+def test_scored_mean_square_residual_is_never_negative() -> None:
+    """The residual variance of a translation that maps a lattice exactly (E|c|² − |E c|²) is
+    0 up to rounding, never negative: its square root is the search's noise level (a negative
+    value gave NaN and a RuntimeWarning)."""
+    from scipy.spatial import cKDTree
+
+    from c2np.solver.frame import Bounds
+    from c2np.solver.scoring import score_batch
+
+    rng = np.random.default_rng(0)
+    g = np.stack(np.meshgrid(*[np.arange(-4, 5)] * 3, indexing="ij"), -1).reshape(-1, 3).astype(float)
+    for _ in range(40):
+        a = rng.uniform(2.5, 4.5)
+        x = g * a + rng.uniform(-1.0, 1.0, 3) * 0.37
+        x -= x.mean(axis=0)
+        pos4 = np.column_stack([x, np.full(len(x), 1.0e4)])
+        cands = np.array([[a, 0, 0], [a, a, 0], [a, a, a], [0, 2 * a, a]]) * (1 + rng.uniform(-1e-3, 1e-3))
+        sc = score_batch(cands, x, pos4[:, 3], cKDTree(pos4), pos4, Bounds(np.zeros((0, 4)), 1e9, 1e9, 0.0), 0.5)
+        assert np.all(sc.ms >= 0.0) and np.all(np.isfinite(sc.ms))

@@ -78,8 +78,10 @@ def score_batch(cands: np.ndarray, probe_pos: np.ndarray, probe_key: np.ndarray,
     # pair, so its own offset is removed before residuals are compared
     sq = np.bincount(cand_id[matched], weights=np.einsum("ij,ij->i", contrib[matched], contrib[matched]),
                      minlength=b)
-    ms = np.where(n_match > 0, sq / np.maximum(n_match, 1) - np.einsum("ij,ij->i", mean_shift, mean_shift),
-                  np.inf)
+    # a variance, E|c|^2 - |E c|^2: clipped at 0 where rounding makes an exact match slightly
+    # negative (its square root is the search's noise level, not NaN)
+    ms = np.where(n_match > 0, np.maximum(sq / np.maximum(n_match, 1)
+                                          - np.einsum("ij,ij->i", mean_shift, mean_shift), 0.0), np.inf)
     order = np.argsort(cand_id, kind="stable")
     dist_sorted = dist[order]
     splits = np.cumsum(n_in)[:-1]
