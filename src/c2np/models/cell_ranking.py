@@ -289,23 +289,21 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
                         options={"maxfev": int(max_evals), "initial_simplex": x0 + simplex, "xatol": 1e-4,
                                  "fatol": 1e-5})
 
+    def better_from(starts: list[np.ndarray], res: Any) -> Any:
+        """A fit from the best of ``starts`` (one profile each) when it beats ``res``."""
+        costs = [cost(x) for x in starts]
+        if starts and np.isfinite(np.min(costs)):
+            other = fit(starts[int(np.argmin(costs))])
+            if other.fun < res.fun:
+                return other
+        return res
+
     res = fit(np.zeros(n_par))
     shapes = _shape_starts(G0, basis, shape_starts) if len(shape_starts) and n_lat > 1 else []
-    if shapes:
-        starts = [np.r_[x, np.zeros(n_par - n_lat)] for x in shapes]
-        costs = [cost(x) for x in starts]
-        if np.isfinite(np.min(costs)):
-            other = fit(starts[int(np.argmin(costs))])
-            if other.fun < res.fun:
-                res = other
+    res = better_from([np.r_[x, np.zeros(n_par - n_lat)] for x in shapes], res)
     if coord_starts > 0 and n_par > n_lat:
-        starts = [np.r_[lat, u] for lat in [np.zeros(n_lat), *shapes]
-                  for u in _coordinate_starts(n_par - n_lat, int(coord_starts))]
-        costs = [cost(x) for x in starts]
-        if np.isfinite(np.min(costs)):
-            other = fit(starts[int(np.argmin(costs))])
-            if other.fun < res.fun:
-                res = other
+        res = better_from([np.r_[lat, u] for lat in [np.zeros(n_lat), *shapes]
+                           for u in _coordinate_starts(n_par - n_lat, int(coord_starts))], res)
     best = cell(res.x)
     if best is None or not np.isfinite(res.fun):
         return L0, f0, cost(np.zeros(n_par))
