@@ -94,7 +94,9 @@ def main() -> int:
         try:
             n_coord, coord_amps = int(n_txt), tuple(float(x) for x in amp_txt.split(",") if x)
         except ValueError:
-            print(f"--coord-plan {spec!r}: expected N or N:AMP,AMP,...", file=sys.stderr)
+            n_coord = -1
+        if n_coord < 1:
+            print(f"--coord-plan {spec!r}: expected N or N:AMP,AMP,... with N >= 1", file=sys.stderr)
             return 2
         plans.append((f"coord-starts {spec}", coord_amps, n_coord))
     preds: dict[str, dict] = {name: {} for name, _, _ in plans}
