@@ -285,7 +285,7 @@ def test_coordinate_starts_are_deterministic_halton_shifts() -> None:
 def test_coordinate_starts_recover_a_cell_whose_wyckoff_coordinate_starts_far() -> None:
     """A tetragonal cell (one free Wyckoff coordinate) shifted 0.3 along it: one local fit stays
     far off; with coordinate starts the fit returns to the crystal's own mismatch."""
-    from c2np.models.cell_ranking import _site_basis, refine_to_profile
+    from c2np.models.cell_ranking import _moved_orbits, _site_basis, refine_to_profile
     from c2np.models.cell_templates import metric_average, template_of
     from helpers import crystal_zoo
 
@@ -294,17 +294,14 @@ def test_coordinate_starts_recover_a_cell_whose_wyckoff_coordinate_starts_far() 
     desc = describe(part)
     ex = cell_example(desc, cell)
     t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
-    rot, tr = np.asarray(t.rotations, dtype=float), np.asarray(t.translations, dtype=float)
-    moved = ex.frac.copy()
-    for r, b, members in _site_basis(t):
-        p = ex.frac[r] + 0.3 * b.sum(axis=0)
-        for j, g in members:
-            moved[j] = rot[g] @ p + tr[g]
+    sites = _site_basis(t)
+    moved = _moved_orbits(ex.frac, sites, np.asarray(t.rotations, dtype=float), np.asarray(t.translations, dtype=float),
+                          np.full(sum(len(b) for _, b, _ in sites), 0.3))
     pp = particle_pair_profile(part, desc)
     s = desc.scale_angstrom
     own = refine_to_profile(pp, t, ex.lattice_angstrom, ex.frac, ex.slots, s, max_evals=1)[2]
-    one = refine_to_profile(pp, t, ex.lattice_angstrom, moved % 1.0, ex.slots, s, max_evals=60)[2]
-    lat, frac, multi = refine_to_profile(pp, t, ex.lattice_angstrom, moved % 1.0, ex.slots, s, max_evals=60,
+    one = refine_to_profile(pp, t, ex.lattice_angstrom, moved, ex.slots, s, max_evals=60)[2]
+    lat, frac, multi = refine_to_profile(pp, t, ex.lattice_angstrom, moved, ex.slots, s, max_evals=60,
                                          coord_starts=16)
     assert one > 0.5 > 2.0 * own
     assert multi <= own * 1.05

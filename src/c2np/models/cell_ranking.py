@@ -215,6 +215,22 @@ def _shape_starts(G0: np.ndarray, basis: np.ndarray, amplitudes: Sequence[float]
     return out
 
 
+def _moved_orbits(frac: np.ndarray, sites: list[tuple[int, np.ndarray, list[tuple[int, int]]]],
+                  rotations: np.ndarray, translations: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    """(n, 3) fractional coordinates, modulo 1: each orbit's first atom (``sites``, from
+    :func:`_site_basis`) moved by its coefficients of ``shifts`` along its Wyckoff directions
+    (in the order of ``sites``) and the orbit rebuilt from it by the operations
+    (``rotations`` (g, 3, 3), ``translations`` (g, 3))."""
+    f = np.array(frac, dtype=np.float64)
+    k = 0
+    for r, b, members in sites:
+        p = frac[r] + shifts[k:k + len(b)] @ b
+        k += len(b)
+        for j, g in members:
+            f[j] = rotations[g] @ p + translations[g]
+    return f % 1.0
+
+
 def _coordinate_starts(dims: int, n: int) -> np.ndarray:
     """(n, dims) shifts of the free Wyckoff coordinates in ``[-1/2, 1/2)``: the first n points
     of the unscrambled Halton sequence (deterministic, no seed needed), less 1/2."""
@@ -265,14 +281,7 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
         if ev.min() <= 1e-6 * ev0.max():
             return None
         L = (V * np.sqrt(ev)) @ V.T @ g0_inv_sqrt @ L0
-        f = f0.copy()
-        k = n_lat
-        for r, b, members in sites:
-            p = f0[r] + x[k:k + len(b)] @ b
-            k += len(b)
-            for j, g in members:
-                f[j] = rot[g] @ p + tr[g]
-        return L, f % 1.0
+        return L, _moved_orbits(f0, sites, rot, tr, x[n_lat:])
 
     def cost(x: np.ndarray) -> float:
         c = cell(x)
