@@ -91,6 +91,8 @@ def main() -> int:
                     help="answer from the candidates: vote, or the smallest pair-profile mismatch")
     ap.add_argument("--refine-top", type=int, default=None, help="rank 'refine': candidates refined per query")
     ap.add_argument("--refine-evals", type=int, default=None, help="rank 'refine': profiles per refinement")
+    ap.add_argument("--refine-screen-evals", type=int, default=None,
+                    help="rank 'refine': profiles of the screen of every template candidate (0: no screen)")
     ap.add_argument("--symmetric-margin", type=float, default=None,
                     help="prefer the more symmetric template within this profile mismatch of the best")
     ap.add_argument("--symmetric-margin-rel", type=float, default=None,
@@ -133,7 +135,8 @@ def main() -> int:
                                   ("min_pair_angstrom", args.min_pair_angstrom),
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
                                   ("rank", args.rank), ("refine_top", args.refine_top),
-                                  ("refine_evals", args.refine_evals), ("symmetric_margin", args.symmetric_margin),
+                                  ("refine_evals", args.refine_evals),
+                                  ("refine_screen_evals", args.refine_screen_evals), ("symmetric_margin", args.symmetric_margin),
                                   ("symmetric_margin_rel", args.symmetric_margin_rel),
                                   ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom))
                 if v is not None}

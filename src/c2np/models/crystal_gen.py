@@ -108,6 +108,7 @@ class GenConfig:
     rank: str = "vote"
     refine_top: int = 2
     refine_evals: int = 200
+    refine_screen_evals: int = 0
     refine_coord_starts: int = 0
     refine_shape_starts: tuple[float, ...] = ()
     symmetric_margin: float = 0.0
@@ -122,6 +123,8 @@ class GenConfig:
         if self.refine_top < 0 or self.refine_evals < 1:
             raise C2NPInputError(f"refine_top must be >= 0 and refine_evals >= 1, got {self.refine_top}, "
                                  f"{self.refine_evals}")
+        if self.refine_screen_evals < 0:
+            raise C2NPInputError(f"refine_screen_evals must be >= 0 (0: no screening), got {self.refine_screen_evals}")
         if self.refine_coord_starts < 0:
             raise C2NPInputError(f"refine_coord_starts must be >= 0, got {self.refine_coord_starts}")
         # a JSON list becomes a tuple, so that the frozen config stays hashable
@@ -584,23 +587,38 @@ class CrystalGenerator(nn.Module):
                  profile: np.ndarray) -> list[Candidate]:
         """A particle's candidates with the ``refine_top`` valid template-sampled ones of smallest
         mismatch replaced by their cells refined to the particle's pair profile
-        (:func:`~c2np.models.cell_ranking.refine_to_profile`, ``refine_evals`` profiles each)."""
+        (:func:`~c2np.models.cell_ranking.refine_to_profile`, ``refine_evals`` profiles each).
+
+        With ``refine_screen_evals`` > 0 every valid template-sampled candidate is first refined
+        with that many profiles (a screen), and the ``refine_top`` of smallest *screened*
+        mismatch are then refined from their screened cells with ``refine_evals`` more; the
+        other candidates keep their screened cells (a generated cell that starts far from the
+        particle's crystal can still be the one that fits it, docs/inverse_results.md, session 17)."""
         order = sorted((k for k, (c, t) in enumerate(row) if t is not None and c.cell is not None
                         and c.min_pair_angstrom >= self.cfg.min_pair_angstrom), key=lambda k: row[k][0].mismatch)
         out = [c for c, _ in row]
+        if self.cfg.refine_screen_evals > 0:
+            for k in order:
+                out[k] = self._refine_one(out[k], row[k][1], desc, profile, self.cfg.refine_screen_evals)
+            order = sorted(order, key=lambda k: out[k].mismatch)
         for k in order[: self.cfg.refine_top]:
-            c, t = row[k]
-            assert t is not None and c.cell is not None
-            lat, frac, sl = c.cell
-            lat, frac, mis = refine_to_profile(profile, t, lat, frac, sl, desc.scale_angstrom,
-                                               max_evals=self.cfg.refine_evals,
-                                               shape_starts=self.cfg.refine_shape_starts,
-                                               coord_starts=self.cfg.refine_coord_starts)
-            new = self._read(lat, frac, sl, self.cell_of(np.zeros((3, 3)), frac, sl, desc)[2], c.composition,
-                             c.composition_logprob, t, mis)
-            if new is not None and new.min_pair_angstrom >= self.cfg.min_pair_angstrom:
-                out[k] = new
+            out[k] = self._refine_one(out[k], row[k][1], desc, profile, self.cfg.refine_evals)
         return out
+
+    def _refine_one(self, c: Candidate, t: CellTemplate | None, desc: ParticleDescriptor, profile: np.ndarray,
+                    max_evals: int) -> Candidate:
+        """One candidate refined to the particle's pair profile with ``max_evals`` profiles (the
+        candidate itself when the refined cell cannot be read or has atoms too close)."""
+        assert t is not None and c.cell is not None
+        lat, frac, sl = c.cell
+        lat, frac, mis = refine_to_profile(profile, t, lat, frac, sl, desc.scale_angstrom, max_evals=max_evals,
+                                           shape_starts=self.cfg.refine_shape_starts,
+                                           coord_starts=self.cfg.refine_coord_starts)
+        new = self._read(lat, frac, sl, self.cell_of(np.zeros((3, 3)), frac, sl, desc)[2], c.composition,
+                         c.composition_logprob, t, mis)
+        if new is not None and new.min_pair_angstrom >= self.cfg.min_pair_angstrom:
+            return new
+        return c
 
     def _plans(self, n: int, logp: np.ndarray) -> list[tuple[list[tuple[int, ...]], CellTemplate | None]]:
         """The generation plans of :meth:`candidates` for ``n`` particles: (composition per
