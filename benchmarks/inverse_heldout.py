@@ -136,7 +136,8 @@ def main() -> int:
                                   ("sample_steps", args.sample_steps), ("z_candidates", args.z_candidates),
                                   ("rank", args.rank), ("refine_top", args.refine_top),
                                   ("refine_evals", args.refine_evals),
-                                  ("refine_screen_evals", args.refine_screen_evals), ("symmetric_margin", args.symmetric_margin),
+                                  ("refine_screen_evals", args.refine_screen_evals),
+                                  ("symmetric_margin", args.symmetric_margin),
                                   ("symmetric_margin_rel", args.symmetric_margin_rel),
                                   ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom))
                 if v is not None}

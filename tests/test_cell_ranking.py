@@ -316,3 +316,50 @@ def test_gen_config_checks_the_refinement_starts() -> None:
     with pytest.raises(C2NPInputError, match="refine_shape_starts"):
         GenConfig(refine_shape_starts=(0.2, 1.5))
     assert GenConfig(refine_shape_starts=[0.2, 0.4]).refine_shape_starts == (0.2, 0.4)  # type: ignore[arg-type]
+
+
+def test_the_screen_refines_a_candidate_that_starts_worse_but_fits() -> None:
+    """With one refinement (``refine_top`` 1), the candidate of smallest unrefined mismatch is
+    refined: a tetragonal cell moved along its free coordinate (stays far off). The screen
+    (``refine_screen_evals``) refines every candidate a little first, and the one that starts
+    worse (the crystal with c squeezed to 0.7) but fits is refined and found."""
+    import dataclasses
+
+    from c2np.models.cell_ranking import _moved_orbits, _site_basis, best_scale_mismatch
+    from c2np.models.cell_templates import template_of
+    from helpers import crystal_zoo
+
+    cell = crystal_zoo()["tetragonal"]
+    part = carve(cell, 10.0).particle
+    desc = describe(part)
+    ex = cell_example(desc, cell)
+    t = template_of(ex.lattice_angstrom, ex.frac, ex.slots, cell.material_id)
+    sites = _site_basis(t)
+    moved = _moved_orbits(ex.frac, sites, np.asarray(t.rotations, dtype=float), np.asarray(t.translations, dtype=float),
+                          np.full(sum(len(b) for _, b, _ in sites), -0.15))
+    pp = particle_pair_profile(part, desc)
+    cfg = GenConfig(rank="refine", read_rule="template", refine_top=1, refine_evals=60)
+
+    def generator(config: GenConfig) -> CrystalGenerator:
+        return CrystalGenerator(config, 4, [tuple(t.composition)], np.zeros(4), np.ones(4), np.zeros((3, 3)), 1.0)
+
+    gen = generator(cfg)
+
+    def candidate(lat: np.ndarray, frac: np.ndarray) -> Candidate:
+        lam, mis = best_scale_mismatch(pp, lat, frac, ex.slots, desc.scale_angstrom)
+        c = gen._read(lat * lam, frac, ex.slots, gen.cell_of(np.zeros((3, 3)), frac, ex.slots, desc)[2],
+                      tuple(t.composition), 0.0, t, mis)
+        assert c is not None
+        return c
+
+    stuck = candidate(ex.lattice_angstrom, moved)
+    squeezed = candidate(ex.lattice_angstrom * np.array([[1.0], [1.0], [0.7]]), ex.frac)
+    assert stuck.mismatch < squeezed.mismatch
+    row = [(stuck, t), (squeezed, t)]
+    plain = gen._refined(row, desc, pp)
+    screened = generator(dataclasses.replace(cfg, refine_screen_evals=20))._refined(row, desc, pp)
+    assert min(c.mismatch for c in plain) > 0.5
+    assert min(c.mismatch for c in screened) < 0.1
+    assert min(screened, key=lambda c: c.mismatch).spacegroup == stuck.spacegroup
+    with pytest.raises(C2NPInputError, match="refine_screen_evals"):
+        GenConfig(refine_screen_evals=-1)
