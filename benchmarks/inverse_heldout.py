@@ -39,7 +39,7 @@ from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass
 from c2np.models.cell_ranking import particle_pair_profile
 from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, load_generator
 from c2np.particle_descriptor import describe, position_noise_angstrom
-from c2np.predictions import InversePrediction
+from c2np.predictions import InversePrediction, inverse_values
 from c2np.tasks import InverseTask, training_material_rows
 
 TRAINING_MATERIALS = "training-materials"
@@ -101,6 +101,13 @@ def main() -> int:
                     help="... plus this times the particle's noise estimate (Å)")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
+    ap.add_argument("--write-predictions", action="store_true",
+                    help="also write every model's answers (MODEL__VARIANT.predictions.json: sample id -> "
+                         "a, b, c, alpha, beta, gamma, space group)")
+    ap.add_argument("--merge-predictions", default="",
+                    help="comma-separated folders of --write-predictions runs on disjoint rows (e.g. --every 2 "
+                         "--offset 0 and 1): their answers scored together on this run's rows, nothing generated; "
+                         "exit 2 when a row is answered twice or by no folder")
     ap.add_argument("--encoder-heads", default="", help="a c2np train run folder (task inverse)")
     ap.add_argument("--no-baselines", action="store_true", help="generators (and encoder heads) only")
     ap.add_argument("--spacegroups", default="",
@@ -123,6 +130,8 @@ def main() -> int:
         if len(task._rows) == 0:
             print(f"--spacegroups {args.spacegroups}: no evaluated row has one of these groups", file=sys.stderr)
             return 2
+    if args.merge_predictions:
+        return merge_predictions(task, args, out)
     t0 = time.time()
     fitted = {} if args.no_baselines else {"composition-lookup": CompositionLookup.fit(task),
                                            "majority-class": MajorityClass.fit(task)}
@@ -205,16 +214,57 @@ def main() -> int:
                         preds["encoder-heads"][sid] = InversePrediction.from_values(np.asarray(p6), int(g))
             print(f"{variant}: encoder-heads {time.time() - t2:.0f} s", flush=True)
         for name, p in preds.items():
-            res = task.evaluate(p, model=name)
-            res.write(out / f"{name}__{variant}.json")
-            o = res.overall
-            row = {"model": name, "variant": variant, "n": res.n_samples, "failed": res.n_failed,
-                   "joint_paper": o["joint_accuracy_paper"], "sg_acc": o["spacegroup_accuracy"],
-                   "per_radius_joint_min": min(v["joint_accuracy_paper"]["mean"]
-                                               for v in res.data["metrics"]["per_radius"].values())}
-            summary.append(row)
-            print(json.dumps({k: (v["mean"], v["ci95"]) if isinstance(v, dict) else v for k, v in row.items()}),
-                  flush=True)
+            if args.write_predictions:
+                (out / f"{name}__{variant}.predictions.json").write_text(
+                    json.dumps({sid: [*map(float, inverse_values(v)[0]), int(inverse_values(v)[1])]
+                                for sid, v in p.items()}))
+            summary.append(score(task, p, name, variant, out))
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+def score(task: InverseTask, preds: dict, name: str, variant: str, out: Path) -> dict:
+    """Score one model's answers of a variant through the harness, write its results JSON and
+    print (and return) its summary row."""
+    res = task.evaluate(preds, model=name)
+    res.write(out / f"{name}__{variant}.json")
+    o = res.overall
+    row = {"model": name, "variant": variant, "n": res.n_samples, "failed": res.n_failed,
+           "joint_paper": o["joint_accuracy_paper"], "sg_acc": o["spacegroup_accuracy"],
+           "per_radius_joint_min": min(v["joint_accuracy_paper"]["mean"]
+                                       for v in res.data["metrics"]["per_radius"].values())}
+    print(json.dumps({k: (v["mean"], v["ci95"]) if isinstance(v, dict) else v for k, v in row.items()}), flush=True)
+    return row
+
+
+def merge_predictions(task: InverseTask, args: argparse.Namespace, out: Path) -> int:
+    """``--merge-predictions``: the answers of every model and variant found in the folders,
+    joined (each of this run's rows answered by exactly one folder or by none; a row
+    answered twice, or an answer of a row outside this run, is an error), scored together."""
+    folders = [Path(f) for f in args.merge_predictions.split(",") if f]
+    summary = []
+    for variant in args.variants.split(","):
+        ids = {q.sample_id for q in task.perturbed_queries(seed=args.seed, **VARIANTS[variant])}
+        names = sorted({f.name.split("__")[0] for d in folders for f in d.glob(f"*__{variant}.predictions.json")})
+        if not names:
+            print(f"--merge-predictions: no *__{variant}.predictions.json in {args.merge_predictions}", file=sys.stderr)
+            return 2
+        for name in names:
+            merged: dict[str, InversePrediction] = {}
+            for d in folders:
+                f = d / f"{name}__{variant}.predictions.json"
+                if not f.is_file():
+                    print(f"{f}: missing (every folder must answer every model)", file=sys.stderr)
+                    return 2
+                part = json.loads(f.read_text())
+                twice = set(part) & set(merged)
+                outside = set(part) - ids
+                if twice or outside:
+                    print(f"{f}: {len(twice)} rows answered twice, {len(outside)} rows outside this run",
+                          file=sys.stderr)
+                    return 2
+                merged.update({sid: InversePrediction.from_values(v[:6], int(v[6])) for sid, v in part.items()})
+            summary.append(score(task, merged, name, variant, out))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return 0
 
