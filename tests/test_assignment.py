@@ -498,3 +498,33 @@ def test_far_rule_accepts_the_first_pairing_when_it_is_within_the_gap(sparse_alw
     exact = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
     assert exact.method == "auction" and exact.exact
     _check(exact, opt)
+
+
+def test_nearest_neighbours_searched_only_when_the_pairing_needs_them() -> None:
+    """Given the larger set's grid, a strong mismatch settled in aligned coordinates (a cloud
+    shrunk to 0.6 of the reference's size) runs no nearest-neighbour search of the sets as
+    they are; a good prediction does, and both agree with the precomputed-neighbours call."""
+    rng = np.random.default_rng(11)
+    ref = rng.uniform(-12, 12, size=(900, 3))
+    cases = {"shrunk": 0.6 * rng.uniform(-12, 12, size=(880, 3)),
+             "good": ref[:880] + rng.normal(scale=0.05, size=(880, 3))}
+    for name, pred in cases.items():
+        grid = assignment.PointGrid.build(ref)
+        calls: list[bool] = []      # per search: were the queries the prediction as it is?
+        real = assignment.nearest_neighbours
+
+        def counting(q, p, *, grid=None, _real=real, _calls=calls, _pred=pred):
+            _calls.append(bool(np.array_equal(q, _pred)))
+            return _real(q, p, grid=grid)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(assignment, "nearest_neighbours", counting)
+            lazy = min_sq_assignment(pred, ref, large_grid=grid)
+        eager = min_sq_assignment(pred, ref, nearest=real(pred, ref, grid=grid))
+        assert (lazy.sum_sq_angstrom2, lazy.lower_bound_angstrom2) == \
+            (eager.sum_sq_angstrom2, eager.lower_bound_angstrom2), name
+        _check(lazy, _optimum(pred, ref))
+        if name == "shrunk":     # one search, of the aligned image
+            assert lazy.method == "aligned" and calls == [False]
+        else:
+            assert lazy.exact and calls == [True]

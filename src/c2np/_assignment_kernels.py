@@ -253,6 +253,24 @@ def occupied_cells(points: np.ndarray, origin: np.ndarray, h: float, dims: np.nd
 
 
 @_jit
+def centroid_rms(points: np.ndarray):
+    """``(centroid (3,), RMS distance from it)`` of ``points`` (n >= 1, 3), two passes."""
+    n = points.shape[0]
+    c = np.zeros(3)
+    for i in range(n):
+        for d in range(3):
+            c[d] += points[i, d]
+    for d in range(3):
+        c[d] /= n
+    acc = 0.0
+    for i in range(n):
+        for d in range(3):
+            v = points[i, d] - c[d]
+            acc += v * v
+    return c, np.sqrt(acc / n)
+
+
+@_jit
 def far_queries(queries: np.ndarray, cell_start: np.ndarray, origin: np.ndarray, h: float,
                 dims: np.ndarray, reach: int) -> np.ndarray:
     """(m,) True for queries whose nearest grid point is at least ``reach`` cells away: outside

@@ -101,6 +101,7 @@ def _tree(points: np.ndarray) -> object:
 def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
                       tree_a: object | None = None, tree_b: object | None = None,
                       nearest: tuple[np.ndarray, np.ndarray] | None = None,
+                      large_grid: _Grid | None = None,
                       column_floor: np.ndarray | None = None,
                       max_rounds: int | None = None,
                       bids_per_point: int | None = None,
@@ -110,7 +111,9 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 
     ``tree_a`` / ``tree_b``: optional cKDTrees of the sets. ``nearest``: optional
     ``(d1, j1)`` — distances and indices of the smaller set's nearest neighbours in the
-    larger one (the caller may already have them). ``column_floor``: optional ``(n_l,)``
+    larger one (the caller may already have them); else, given ``large_grid`` (a
+    :class:`PointGrid` of the larger set), they are searched in it, and only where needed: a
+    strong mismatch settled in aligned coordinates needs none. ``column_floor``: optional ``(n_l,)``
     lower bounds (Å) of each larger-set point's distance to the smaller set, e.g. its
     nearest neighbour in a superset of the smaller set; they stand in for the exact
     distances in the bound of a degenerate pairing (a looser bound, no second
@@ -133,13 +136,38 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         small, large, large_tree = a, b, tree_b
     else:
         small, large, large_tree = b, a, tree_a
-    if nearest is None:
-        if large_tree is None:
-            large_tree = _tree(large)
-        d1, j1 = large_tree.query(small, k=1)  # type: ignore[attr-defined]
-    else:
-        d1, j1 = nearest
     ns, nl = len(small), len(large)
+    floor = None if column_floor is None else np.asarray(column_floor, dtype=np.float64)
+    if floor is not None and floor.shape != (nl,):
+        raise ValueError(f"min_sq_assignment: column_floor must have shape ({nl},), got {floor.shape}")
+    opts: dict[str, Any] = {"max_rounds": MAX_ROUNDS if max_rounds is None else max_rounds,
+                            "bids_per_point": BIDS_PER_POINT if bids_per_point is None
+                            else bids_per_point,
+                            "far_sum": None if far_rmsd_angstrom is None
+                            else ns * float(far_rmsd_angstrom) ** 2,
+                            "far_rel_gap": float(far_rel_gap)}
+    far_sum = opts["far_sum"]
+
+    def settled(res: AssignmentResult, rel: float) -> bool:
+        return res.exact or (far_sum is not None and res.lower_bound_angstrom2 >= far_sum
+                             and _within_rel_gap(res, rel))
+
+    fit = _alignment(small, large) if ns * nl > DENSE_MAX_ENTRIES else None
+    first: AssignmentResult | None = None
+    if fit is not None and fit[3]:
+        # a strong mismatch: the sets as they are cannot be paired well, so the pairing is
+        # solved aligned first, before (and usually without) the nearest-neighbour search
+        first = _aligned_assignment(small, large, *fit[:3], **opts)
+        if settled(first, ALIGN_ACCEPT_REL_GAP):
+            return first
+    if nearest is None:
+        if large_grid is not None:
+            nearest = nearest_neighbours(small, large, grid=large_grid)
+        else:
+            if large_tree is None:
+                large_tree = _tree(large)
+            nearest = large_tree.query(small, k=1)  # type: ignore[attr-defined]
+    d1, j1 = nearest
     if int(np.bincount(np.asarray(j1, dtype=np.int64), minlength=nl).max()) <= 1:  # all distinct
         s = float(np.sum(d1 * d1))
         return AssignmentResult(s, s, ns, True)
@@ -151,16 +179,6 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
         ri, ci = linear_sum_assignment(cost)
         s = float(cost[ri, ci].sum())
         return AssignmentResult(s, s, ns, True, method="dense")
-    floor = None if column_floor is None else np.asarray(column_floor, dtype=np.float64)
-    if floor is not None and floor.shape != (nl,):
-        raise ValueError(f"min_sq_assignment: column_floor must have shape ({nl},), got {floor.shape}")
-    opts: dict[str, Any] = {"max_rounds": MAX_ROUNDS if max_rounds is None else max_rounds,
-                            "bids_per_point": BIDS_PER_POINT if bids_per_point is None
-                            else bids_per_point,
-                            "far_sum": None if far_rmsd_angstrom is None
-                            else ns * float(far_rmsd_angstrom) ** 2,
-                            "far_rel_gap": float(far_rel_gap)}
-    fit = _alignment(small, large)
 
     def direct() -> AssignmentResult:
         return _sparse_assignment(small, large, np.asarray(d1, dtype=np.float64), column_floor=floor,
@@ -168,23 +186,13 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
 
     if fit is None:
         return direct()
-    far_sum = opts["far_sum"]
-
-    def settled(res: AssignmentResult, rel: float) -> bool:
-        return res.exact or (far_sum is not None and res.lower_bound_angstrom2 >= far_sum
-                             and _within_rel_gap(res, rel))
-
-    scale, c_s, c_l, strong = fit
-    if strong:  # the sets as they are cannot be paired well
-        first = _aligned_assignment(small, large, scale, c_s, c_l, **opts)
-        if settled(first, ALIGN_ACCEPT_REL_GAP):
-            return first
+    if first is not None:  # the strong mismatch's aligned result left a gap
         second = direct()
     else:  # a mild mismatch: as before, unless that leaves a gap
         first = direct()
         if settled(first, float(far_rel_gap)):
             return first
-        second = _aligned_assignment(small, large, scale, c_s, c_l, **opts)
+        second = _aligned_assignment(small, large, *fit[:3], **opts)
     best = first if first.sum_sq_angstrom2 <= second.sum_sq_angstrom2 else second
     lb = min(max(first.lower_bound_angstrom2, second.lower_bound_angstrom2), best.sum_sq_angstrom2)
     tol = max(first.tolerance_angstrom2, second.tolerance_angstrom2)
@@ -218,9 +226,9 @@ def _alignment(small: np.ndarray, large: np.ndarray
     :data:`STRONG_SCALE_REL`), when the sets differ by more than :data:`ALIGN_SHIFT_REL` of
     the larger RMS radius in centre or :data:`ALIGN_SCALE_REL` in size (else None: solved as
     they are)."""
-    c_s, c_l = small.mean(axis=0), large.mean(axis=0)
-    rms_s = math.sqrt(float(np.mean(np.sum((small - c_s) ** 2, axis=1))))
-    rms_l = math.sqrt(float(np.mean(np.sum((large - c_l) ** 2, axis=1))))
+    kern = _kernels()
+    c_s, rms_s = kern.centroid_rms(small)
+    c_l, rms_l = kern.centroid_rms(large)
     if not (rms_s > 0.0 and rms_l > 0.0 and math.isfinite(rms_s / rms_l)):
         return None
     scale = rms_s / rms_l

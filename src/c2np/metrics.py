@@ -721,14 +721,13 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         pred_small = len(ip) <= len(ig)
         small, large = (xp[ip], xg[ig]) if pred_small else (xg[ig], xp[ip])
         # one grid of the larger side gives the close pairs (F1) and the nearest
-        # neighbours (matched RMSD)
+        # neighbours (matched RMSD; searched there only when the pairing needs them)
         grid = PointGrid.build(large, min_side=tol_max * (1.0 + 1e-6))
-        d1, j1 = nearest_neighbours(small, large, grid=grid)
         si, lj, dv = close_pairs(small, grid, tol_max)
         # a larger-set atom is at least its nearest distance to the other particle's atoms
         # of any element from this element's atoms: the bound of a degenerate pairing
         # without a second search (docs/evaluation.md, "Ninth pass")
-        res = min_sq_assignment(small, large, nearest=(d1, j1),
+        res = min_sq_assignment(small, large, large_grid=grid,
                                 column_floor=d_gp[ig] if pred_small else d_pg[ip])
         sq_sum += res.sum_sq_angstrom2
         sq_lower += res.lower_bound_angstrom2
