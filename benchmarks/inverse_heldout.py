@@ -99,6 +99,8 @@ def main() -> int:
                     help="... plus this share of the best mismatch")
     ap.add_argument("--symmetric-margin-per-angstrom", type=float, default=None,
                     help="... plus this times the particle's noise estimate (Å)")
+    ap.add_argument("--anneal-slope", type=float, default=None,
+                    help="flowmm: inference anti-annealing of the coordinate velocity, (1 + c t) u")
     ap.add_argument("--dump-candidates", action="store_true",
                     help="write every generator's candidates per query (GEN__VARIANT.candidates.json)")
     ap.add_argument("--write-predictions", action="store_true",
@@ -148,7 +150,8 @@ def main() -> int:
                                   ("refine_screen_evals", args.refine_screen_evals),
                                   ("symmetric_margin", args.symmetric_margin),
                                   ("symmetric_margin_rel", args.symmetric_margin_rel),
-                                  ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom))
+                                  ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom),
+                                  ("anneal_slope", args.anneal_slope))
                 if v is not None}
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None

@@ -4,6 +4,7 @@ results, and the crystal generators' read-out, fit, save and load."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -311,3 +312,28 @@ def test_noisy_descriptor_neighbour_holds_noisy_copies(task: InverseTask) -> Non
     assert res.overall["joint_accuracy_paper"]["mean"] == 1.0
     with pytest.raises(C2NPInputError, match="noise_angstrom"):
         DescriptorNeighbour.fit(task, noise_angstrom=(0.0,))
+
+
+def test_flowmm_vector_fields_have_no_drift_and_anneal_slope_is_checked() -> None:
+    """FlowMM's coordinate fields live on the torus modulo translations: the masked mean over
+    each cell's atoms is removed (padding stays zero); a negative anti-annealing slope is bad
+    input, and a positive one changes the sampled cells (same seed)."""
+    import torch
+
+    from c2np.models.crystal_gen import CrystalGenerator, _no_drift
+
+    u = torch.randn(2, 5, 3)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    v = _no_drift(u, mask)
+    torch.testing.assert_close(v[0].mean(0), torch.zeros(3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(v[1, :3].mean(0), torch.zeros(3), atol=1e-6, rtol=0)
+    assert torch.all(v[1, 3:] == 0) and not torch.allclose(v[1, :3], u[1, :3])
+    with pytest.raises(C2NPInputError, match="anneal_slope"):
+        GenConfig(process="flowmm", anneal_slope=-1.0)
+    cfg = GenConfig(process="flowmm", hidden=16, layers=1, n_freq=2, steps=5)
+    model = CrystalGenerator(cfg, 4, [(3, 1, 1)], np.zeros(4), np.ones(4), np.zeros((3, 3)), 1.0)
+    feats = torch.zeros(1, 4)
+    plain = model.sample(feats, [(3, 1, 1)], torch.Generator().manual_seed(0))[0][1]
+    model.cfg = dataclasses.replace(cfg, anneal_slope=5.0)
+    annealed = model.sample(feats, [(3, 1, 1)], torch.Generator().manual_seed(0))[0][1]
+    assert not np.allclose(plain, annealed)

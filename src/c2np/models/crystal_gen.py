@@ -12,7 +12,10 @@ is permutation-equivariant and translation-invariant on the torus):
   lattice ``(L / s - mu) / sd`` and a variance-exploding wrapped-normal score process on
   ``F`` (sigma from 0.005 to 0.5), ancestral / reverse-SDE sampling.
 * ``flowmm``: FlowMM's flow matching — straight paths from N(0, I) to the lattice and
-  geodesics on the flat torus from uniform ``F``; Euler integration.
+  geodesics on the flat torus from uniform ``F``, the coordinate vector fields (target and
+  network) without their drift (mean over the cell's atoms: translations are no change of
+  crystal); Euler integration, the coordinate velocity scaled by ``1 + anneal_slope * t``
+  (FlowMM's inference anti-annealing).
 
 The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
 predicted by a classification head over the compositions seen in training, not given.
@@ -114,8 +117,11 @@ class GenConfig:
     symmetric_margin: float = 0.0
     symmetric_margin_rel: float = 0.0
     symmetric_margin_per_angstrom: float = 0.0
+    anneal_slope: float = 0.0
 
     def __post_init__(self) -> None:
+        if not self.anneal_slope >= 0.0:
+            raise C2NPInputError(f"anneal_slope must be >= 0, got {self.anneal_slope!r}")
         if self.z_candidates not in Z_CANDIDATES:
             raise C2NPInputError(f"z_candidates must be one of {list(Z_CANDIDATES)}, got {self.z_candidates!r}")
         if self.rank not in RANK_RULES:
@@ -307,6 +313,15 @@ class Denoiser(nn.Module):
         return out_l, out_f
 
 
+def _no_drift(u: Tensor, mask: Tensor) -> Tensor:
+    """Fractional velocities (B, n, 3) less their mean over each cell's atoms (``mask`` (B, n)):
+    FlowMM's tangent space of the torus modulo translations, where the conditional and the
+    learned vector fields live (a translation of the whole cell is no change of crystal)."""
+    m = mask[..., None].to(u.dtype)
+    mean = (u * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1.0)
+    return (u - mean) * m
+
+
 def _wrapped_score(d: Tensor, sigma: Tensor, n_images: int = 3) -> Tensor:
     """sigma * d/dx log of the wrapped normal (period 1, std sigma) at displacement d."""
     k = torch.arange(-n_images, n_images + 1, dtype=d.dtype, device=d.device)
@@ -389,9 +404,11 @@ class CrystalGenerator(nn.Module):
             fb = torch.rand(f0.shape, generator=g)
             d = (f0 - fb + 0.5) % 1.0 - 0.5
             ft = (fb + tt[:, None, None] * d) % 1.0
-            target_f, target_l = d, x_l0 - eps_l
+            target_f, target_l = _no_drift(d, mask), x_l0 - eps_l
             temb = self._temb(tt)
         out_l, out_f = self.net(x_lt, ft, slot, mask, temb, cond)
+        if self.cfg.process == "flowmm":
+            out_f = _no_drift(out_f, mask)
         m = mask[..., None].float()
         lf = (((out_f - target_f) ** 2) * m).sum() / (3 * m.sum())
         ll = ((out_l - target_l) ** 2).mean()
@@ -443,10 +460,12 @@ class CrystalGenerator(nn.Module):
                     x_l, f = self.project(x_l, f, template)
         else:
             for i in range(T, 0, -1):
-                tt = torch.full((B,), (T - i) / T)
+                t_now = (T - i) / T
+                tt = torch.full((B,), t_now)
                 out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
                 x_l = x_l + out_l / T
-                f = (f + out_f / T) % 1.0
+                # FlowMM's inference anti-annealing of the coordinate velocity: (1 + c t) u
+                f = (f + (1.0 + self.cfg.anneal_slope * t_now) * _no_drift(out_f, mask) / T) % 1.0
                 if template is not None:
                     x_l, f = self.project(x_l, f, template)
         out = []
