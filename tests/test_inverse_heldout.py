@@ -165,7 +165,17 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     model = CrystalGenerator.fit(ex, cfg, log=rows.append)
     assert rows and np.isfinite(rows[-1]["loss"])
     assert model.compositions == [(3, 1, 1)]
-    save_generator(model, tmp_path / "g", rows)
+    import os
+
+    old_mask = os.umask(0o027)
+    try:
+        save_generator(model, tmp_path / "g", rows)
+    finally:
+        os.umask(old_mask)
+    for name in ("model.safetensors", "config.json", "train_log.jsonl"):  # new files honour the umask
+        assert (tmp_path / "g" / name).stat().st_mode & 0o777 == 0o640, name
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["config.json", "model.safetensors",
+                                                                  "train_log.jsonl"]
     again = load_generator(tmp_path / "g")
     descs = [e.descriptor for e in ex[:3]]
     a, b = model.predict_descriptors(descs, seed=5), again.predict_descriptors(descs, seed=5)

@@ -941,14 +941,13 @@ def save_generator(model: CrystalGenerator, folder: str | Path, log_rows: Sequen
     """Write ``model.safetensors``, ``config.json`` and ``train_log.jsonl`` to ``folder``."""
     from safetensors.torch import save_file
 
-    from c2np.fileio import write_text
+    from c2np.fileio import atomic_path, write_text
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    tmp = out / "model.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    tmp.replace(out / "model.safetensors")
+    with atomic_path(out / "model.safetensors") as tmp:    # fsync'ed, renamed, mode by the umask
+        save_file(tensors, tmp)
     meta = {"config": asdict(model.cfg), "compositions": model.compositions,
             "n_desc": int(model.desc_mean.shape[0]), "kind": "c2np.crystal_gen/1"}
     write_text(out / "config.json", json.dumps(meta, indent=2) + "\n")
