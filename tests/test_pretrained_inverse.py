@@ -1,7 +1,7 @@
-"""The shipped task-2 crystal generator (pretrained/diffcsp-inverse, issue 13): it loads,
-stays within the size limit, and answers a cubic perovskite particle with its space group
-and lattice (a material of the kind it was trained on; its held-out scores are in
-docs/inverse_results.md)."""
+"""The shipped task-2 crystal generators (pretrained/diffcsp-inverse and
+pretrained/flowmm-inverse, issue 13): each loads, stays within the size limit, and answers a
+cubic perovskite particle with its space group and lattice (a material of the kind it was
+trained on; their held-out scores are in docs/inverse_results.md)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,29 @@ from c2np.carving import carve
 from c2np.models.crystal_gen import load_generator
 from helpers import perovskite
 
-FOLDER = Path(__file__).resolve().parents[1] / "pretrained" / "diffcsp-inverse"
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+FAMILIES = {"diffcsp-inverse": "diffcsp", "flowmm-inverse": "flowmm"}
 
 
-def test_pretrained_generator_files_and_size() -> None:
-    files = {p.name: p.stat().st_size for p in FOLDER.iterdir()}
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_pretrained_generator_files_and_size(name: str) -> None:
+    folder = PRETRAINED / name
+    files = {p.name: p.stat().st_size for p in folder.iterdir()}
     assert {"model.safetensors", "config.json", "train_log.jsonl", "README.md"} <= set(files)
     assert sum(files.values()) <= 10 * 1024 * 1024
-    meta = json.loads((FOLDER / "config.json").read_text())
+    meta = json.loads((folder / "config.json").read_text())
     assert meta["kind"] == "c2np.crystal_gen/1" and meta["config"]["pair_readout"] is True
-    cfg = meta["config"]      # the session-8 settings measured in docs/inverse_results.md
+    assert meta["config"]["process"] == FAMILIES[name]
+    cfg = meta["config"]      # the settings measured in docs/inverse_results.md
     assert (cfg["z_candidates"], cfg["read_rule"], cfg["rank"]) == ("templates", "template", "refine")
     assert cfg["symmetric_margin"] > 0 and cfg["refine_top"] >= 1
-    rows = [json.loads(line) for line in (FOLDER / "train_log.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
     assert rows[-1]["stopped"] in ("steps", "time budget")
 
 
-def test_pretrained_generator_predicts_a_cubic_perovskite() -> None:
-    model = load_generator(FOLDER)      # the shipped settings (config.json), sampler included
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_pretrained_generator_predicts_a_cubic_perovskite(name: str) -> None:
+    model = load_generator(PRETRAINED / name)   # the shipped settings (config.json), sampler included
     particle = carve(perovskite(a=4.02), 10.0).particle
     (pred,) = model.predict_particles([particle], seed=0)
     assert pred is not None
