@@ -28,8 +28,10 @@ from pathlib import Path
 
 import torch
 
+from c2np.cells import UnitCell
 from c2np.metrics import inverse_metrics
 from c2np.models.crystal_gen import CrystalGenerator, GenConfig, cell_example
+from c2np.particle import Particle
 from c2np.particle_descriptor import describe
 from c2np.tasks import ForwardTask, inverse_target
 
@@ -38,7 +40,8 @@ BASE = GenConfig(hidden=96, layers=4, n_freq=6, steps=100, lattice_param="x0", l
                  pair_readout=True, read_rule="longest", z_candidates="head", rank="vote")
 
 
-def pick_pairs(store: str, spacegroups: list[int], radius: float) -> list[tuple[str, int, float, object, object]]:
+def pick_pairs(store: str, spacegroups: list[int], radius: float
+               ) -> list[tuple[str, int, float, Particle, UnitCell]]:
     """One training pair per space group: (material id, space group, radius Å, particle, cell)
     of the first training material of that group, at the radius nearest ``radius``."""
     task = ForwardTask.open(store, split="train", subset="full")
@@ -58,7 +61,7 @@ def pick_pairs(store: str, spacegroups: list[int], radius: float) -> list[tuple[
     return [best[sg] for sg in spacegroups]
 
 
-def gate_one(process: str, particle: object, cell: object, *, steps: int, batch: int, samples: int,
+def gate_one(process: str, particle: Particle, cell: UnitCell, *, steps: int, batch: int, samples: int,
              seed: int, anneal_slope: float) -> dict:
     """Train on one pair, sample ``samples`` cells, score each; a row of the table."""
     cfg = replace(BASE, process=process, train_steps=steps, batch=batch, seed=seed, n_samples=samples,

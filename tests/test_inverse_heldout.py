@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -165,8 +166,6 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     model = CrystalGenerator.fit(ex, cfg, log=rows.append)
     assert rows and np.isfinite(rows[-1]["loss"])
     assert model.compositions == [(3, 1, 1)]
-    import os
-
     old_mask = os.umask(0o027)
     try:
         save_generator(model, tmp_path / "g", rows)
