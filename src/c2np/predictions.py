@@ -104,6 +104,9 @@ def _iter_extxyz_predictions(p: Path) -> Iterator[tuple[str, str, np.ndarray, np
 def _iter_h5_predictions(p: Path) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
     import h5py
 
+    from c2np.hdf5_guard import check_hdf5_readable
+
+    check_hdf5_readable(p)      # a child process reads it first: damage cannot crash this one
     try:
         f = h5py.File(p, "r")
     except OSError as exc:
