@@ -84,7 +84,7 @@ def loss_table(model, ex) -> None:
                 sig = model.sigma[tt][:, None, None].expand_as(f0)
                 noise = torch.randn(f0.shape, generator=g) * sig
                 target = _wrapped_score(noise, sig)
-                _, out_f = model.net(xlt, (f0 + noise) % 1.0, slot, mask, model._temb(tt), cond)
+                _, out_f, _ = model.net(xlt, (f0 + noise) % 1.0, slot, mask, model._temb(tt), cond)
                 cells.append(f"t{t}(sigma {float(model.sigma[t]):.3f}) {float(((out_f - target) ** 2).mean()):.3f}"
                              f"/{float((target ** 2).mean()):.2f}")
         print(f"composition {comp} ({len(by[comp])} pairs):", "  ".join(cells))

@@ -98,6 +98,8 @@ def main() -> int:
     ap.add_argument("--init", default=None, help="start from this generator folder's weights (same config)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
     ap.add_argument("--checkpoint-every", type=int, default=1000)
+    ap.add_argument("--type-known-fraction", type=float, default=0.5,
+                    help="mattergen: share of training rows whose species slots are given, not diffused")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.time()
@@ -112,7 +114,8 @@ def main() -> int:
                     steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr,
                     lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
                     sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout,
-                    balance_classes=args.balance_classes, mid_t_fraction=args.mid_t_fraction)
+                    balance_classes=args.balance_classes, mid_t_fraction=args.mid_t_fraction,
+                    type_known_fraction=args.type_known_fraction)
     rows: list[dict] = []
 
     def log(r: dict) -> None:

@@ -153,7 +153,8 @@ def test_longest_run_read_out_sees_through_small_errors() -> None:
 
 @pytest.mark.parametrize(("process", "sampler", "lattice_param"),
                          [("diffcsp", "sde", "eps"), ("diffcsp", "pc", "x0"), ("diffcsp", "ode", "x0"),
-                          ("flowmm", "sde", "eps"), ("diffcsp", "pair", "x0")])
+                          ("flowmm", "sde", "eps"), ("diffcsp", "pair", "x0"), ("mattergen", "pc", "x0"),
+                          ("mattergen", "sde", "eps")])
 def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str, sampler: str,
                                         lattice_param: str) -> None:
     fwd = ForwardTask(store, "train", "full")
@@ -188,30 +189,39 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
         load_generator(tmp_path / "g")
 
 
-@pytest.mark.parametrize("pair", [False, True])
-def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: bool) -> None:
+@pytest.mark.parametrize(("pair", "process"), [(False, "diffcsp"), (True, "diffcsp"), (True, "mattergen")])
+def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: bool, process: str) -> None:
     import torch
 
     from c2np.models.crystal_gen import Denoiser
 
     torch.manual_seed(0)
-    net = Denoiser(GenConfig(hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5)
+    net = Denoiser(GenConfig(process=process, hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5)
     x_l, f = torch.randn(1, 3, 3), torch.rand(1, 5, 3)
     slot = torch.tensor([[0, 0, 0, 1, 2]])
     mask = torch.ones(1, 5, dtype=torch.bool)
     temb, cond = torch.randn(1, 16), torch.randn(1, 16)
-    out_l, out_f = net(x_l, f, slot, mask, temb, cond)
-    l2, f2 = net(x_l, (f + torch.tensor([0.3, -0.7, 0.11])) % 1.0, slot, mask, temb, cond)
+    if process == "mattergen":          # a masked type (the absorbing state) is a token of its own
+        slot = torch.tensor([[0, 0, 3, 1, 2]])
+    out_l, out_f, out_t = net(x_l, f, slot, mask, temb, cond)
+    assert (out_t is None) == (process != "mattergen")
+    l2, f2, t2 = net(x_l, (f + torch.tensor([0.3, -0.7, 0.11])) % 1.0, slot, mask, temb, cond)
     torch.testing.assert_close(f2, out_f, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(l2, out_l, atol=1e-4, rtol=1e-4)
     perm = torch.tensor([2, 0, 1, 3, 4])
-    _, f3 = net(x_l, f[:, perm], slot, mask, temb, cond)
+    _, f3, t3 = net(x_l, f[:, perm], slot[:, perm], mask, temb, cond)
     torch.testing.assert_close(f3, out_f[:, perm], atol=1e-5, rtol=1e-5)
+    if out_t is not None:
+        assert t2 is not None and t3 is not None and out_t.shape == (1, 5, 3)
+        torch.testing.assert_close(t2, out_t, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(t3, out_t[:, perm], atol=1e-5, rtol=1e-5)
 
 
 def test_generator_config_is_checked() -> None:
     with pytest.raises(C2NPInputError, match="process"):
-        GenConfig(process="mattergen")
+        GenConfig(process="cdvae")
+    with pytest.raises(C2NPInputError, match="type_known_fraction"):
+        GenConfig(process="mattergen", type_known_fraction=1.5)
     with pytest.raises(C2NPInputError, match="sampler"):
         GenConfig(sampler="euler")
     with pytest.raises(C2NPInputError, match="lattice_param"):

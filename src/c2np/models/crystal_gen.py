@@ -3,7 +3,7 @@ lattice parameters.
 
 Conditioned on :func:`c2np.particle_descriptor.describe` of the particle (rotation invariant,
 lengths in units of the particle's scale ``s``), a model generates a **primitive cell**:
-lattice ``L`` (3 x 3, Å), fractional coordinates ``F`` (n x 3) and species. Two generative
+lattice ``L`` (3 x 3, Å), fractional coordinates ``F`` (n x 3) and species. Three generative
 processes share one CSPNet-like denoiser (fully connected within the cell; edge features
 are the lattice Gram matrix and Fourier features of fractional differences, so the network
 is permutation-equivariant and translation-invariant on the torus):
@@ -16,6 +16,13 @@ is permutation-equivariant and translation-invariant on the torus):
   network) without their drift (mean over the cell's atoms: translations are no change of
   crystal); Euler integration, the coordinate velocity scaled by ``1 + anneal_slope * t``
   (FlowMM's inference anti-annealing).
+* ``mattergen``: MatterGen's diffusion (:mod:`c2np.models.mattergen_process`) — the
+  symmetric (polar) lattice by a variance-preserving SDE towards an atom-count-dependent
+  limit, fractional coordinates by a wrapped VE SDE with sigma divided by ``n^(1/3)``, and
+  absorbing-state diffusion of the species slots (a type head; in training the types are
+  given, not corrupted, in a share ``type_known_fraction`` of the rows, MatterGen's
+  crystal-structure-prediction mode, which is how cells are sampled under a template);
+  reverse-SDE Euler–Maruyama sampling on ``steps`` times.
 
 The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
 predicted by a classification head over the compositions seen in training, not given.
@@ -44,6 +51,7 @@ from torch import Tensor, nn
 
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
+from c2np.models import mattergen_process as mgp
 from c2np.models.backbone import MLP, sinusoidal_embedding
 from c2np.models.cell_ranking import (
     best_scale_mismatch,
@@ -71,13 +79,15 @@ __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMP
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
            "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
 
-PROCESSES = ("diffcsp", "flowmm")
+PROCESSES = ("diffcsp", "flowmm", "mattergen")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
 SYMPREC_TEMPLATE_LADDER_ANGSTROM: tuple[float, ...] = (0.005, 0.002, 1e-3, 3e-4, 1e-4)
 READ_RULES = ("plateau", "longest", "tight", "template")
 Z_CANDIDATES = ("head", "all", "templates")
+#: signal-to-noise ratio of the mattergen process's Langevin corrector on coordinates (MatterGen's 0.4)
+LANGEVIN_SNR = 0.4
 RANK_RULES = ("vote", "profile", "stretch", "refine")
 
 
@@ -118,8 +128,11 @@ class GenConfig:
     symmetric_margin_rel: float = 0.0
     symmetric_margin_per_angstrom: float = 0.0
     anneal_slope: float = 0.0
+    type_known_fraction: float = 0.5
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.type_known_fraction <= 1.0:
+            raise C2NPInputError(f"type_known_fraction must be in [0, 1], got {self.type_known_fraction!r}")
         if not self.anneal_slope >= 0.0:
             raise C2NPInputError(f"anneal_slope must be >= 0, got {self.anneal_slope!r}")
         if self.z_candidates not in Z_CANDIDATES:
@@ -266,14 +279,17 @@ class _EdgeMLP(nn.Module):
 
 class Denoiser(nn.Module):
     """CSPNet-like network on padded cells: (lattice (B,3,3), frac (B,N,3), slot (B,N),
-    mask (B,N), time (B,), condition (B,H)) -> (lattice output (B,3,3), frac output (B,N,3))."""
+    mask (B,N), time (B,), condition (B,H)) -> (lattice output (B,3,3), frac output (B,N,3),
+    slot logits (B,N,N_SLOTS) or None). Only ``process="mattergen"`` has a slot head, and a
+    mask token (slot index ``N_SLOTS``) for its absorbing type process."""
 
     def __init__(self, cfg: GenConfig, n_desc: int) -> None:
         super().__init__()
         h = cfg.hidden
         self.n_freq = cfg.n_freq
         self.cond = MLP(n_desc, h, h, 2)
-        self.slot = nn.Embedding(N_SLOTS, h)
+        self.typed = cfg.process == "mattergen"
+        self.slot = nn.Embedding(N_SLOTS + 1 if self.typed else N_SLOTS, h)
         self.time = nn.Linear(h, h)
         self.edge = nn.ModuleList([_EdgeMLP(h, 9 + 6 * cfg.n_freq) for _ in range(cfg.layers)])
         self.node = nn.ModuleList([MLP(2 * h, h, h, 2) for _ in range(cfg.layers)])
@@ -283,9 +299,11 @@ class Denoiser(nn.Module):
         self.n_pair_freq = min(cfg.n_freq, 3) if cfg.pair_readout else 0
         if self.n_pair_freq:
             self.pair_f = nn.Linear(h, 3 * self.n_pair_freq)
+        if self.typed:
+            self.out_type = nn.Linear(h, N_SLOTS)
 
     def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
-                cond: Tensor) -> tuple[Tensor, Tensor]:
+                cond: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         B, N = slot.shape
         c = cond + self.time(t_emb)
         h = self.slot(slot) + c[:, None, :]
@@ -310,7 +328,7 @@ class Denoiser(nn.Module):
             sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
             w = self.pair_f(m).reshape(B, N, N, 3, K)
             out_f = out_f + (w * sin).sum(-1).mul(pm).sum(2) / deg
-        return out_l, out_f
+        return out_l, out_f, (self.out_type(h) if self.typed else None)
 
 
 def _no_drift(u: Tensor, mask: Tensor) -> Tensor:
@@ -342,9 +360,11 @@ class CrystalGenerator(nn.Module):
     lat_std: Tensor
     alpha_bar: Tensor
     sigma: Tensor
+    limit_density: Tensor
 
     def __init__(self, cfg: GenConfig, n_desc: int, compositions: Sequence[tuple[int, ...]],
-                 desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float) -> None:
+                 desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float,
+                 limit_density: float = 1.0) -> None:
         super().__init__()
         self.cfg = cfg
         self.compositions = [tuple(int(x) for x in c) for c in compositions]
@@ -358,6 +378,8 @@ class CrystalGenerator(nn.Module):
         ab, sig = _schedule(cfg, cfg.steps)
         self.register_buffer("alpha_bar", ab)
         self.register_buffer("sigma", sig)
+        if cfg.process == "mattergen":      # atoms per s^3 of the training cells (the lattice limit)
+            self.register_buffer("limit_density", torch.tensor(float(limit_density), dtype=torch.float32))
 
     # --- features ----------------------------------------------------------------------
     @staticmethod
@@ -382,6 +404,10 @@ class CrystalGenerator(nn.Module):
         B = feats.shape[0]
         cond = self._cond(feats)
         comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)
+        if self.cfg.process == "mattergen":
+            total, parts = self._mattergen_loss(x_l0, f0, slot, mask, cond, g)
+            total = total + comp_loss
+            return total, {"loss": total.item(), **parts, "comp": comp_loss.item()}
         eps_l = torch.randn(x_l0.shape, generator=g)
         if self.cfg.process == "diffcsp":
             t = torch.randint(1, self.cfg.steps + 1, (B,), generator=g)
@@ -406,7 +432,7 @@ class CrystalGenerator(nn.Module):
             ft = (fb + tt[:, None, None] * d) % 1.0
             target_f, target_l = _no_drift(d, mask), x_l0 - eps_l
             temb = self._temb(tt)
-        out_l, out_f = self.net(x_lt, ft, slot, mask, temb, cond)
+        out_l, out_f, _ = self.net(x_lt, ft, slot, mask, temb, cond)
         if self.cfg.process == "flowmm":
             out_f = _no_drift(out_f, mask)
         m = mask[..., None].float()
@@ -414,6 +440,120 @@ class CrystalGenerator(nn.Module):
         ll = ((out_l - target_l) ** 2).mean()
         total = self.cfg.lattice_weight * ll + lf + comp_loss
         return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
+
+    def _limit(self, n_atoms: Tensor) -> tuple[Tensor, Tensor]:
+        """MatterGen's lattice limit (normalised mean (B,3,3), std (B,)) for cells of ``n_atoms``."""
+        return mgp.limit_mean_std(n_atoms, float(self.limit_density), self.lat_mean, float(self.lat_std))
+
+    def _mattergen_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
+                        g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """MatterGen's denoising losses of one batch: the lattice noise (symmetric; or, with
+        ``lattice_param="x0"``, the clean lattice),
+        the wrapped-normal coordinate score (times sigma) and the cross-entropy of the masked
+        atoms' slots."""
+        B = x_l0.shape[0]
+        n = mask.sum(1).float()
+        t = mgp.T_EPS + (1.0 - mgp.T_EPS) * torch.rand(B, generator=g)
+        a = mgp.mean_coeff(t)[:, None, None]
+        mean_n, std_n = self._limit(n)
+        z = mgp.symmetric_noise((B, 3, 3), g)
+        x_lt = a * x_l0 + (1 - a) * mean_n + (1 - a ** 2).sqrt() * std_n[:, None, None] * z
+        sig = mgp.coord_sigma(t, n)[:, None, None].expand_as(f0)
+        noise = torch.randn(f0.shape, generator=g) * sig
+        ft = (f0 + noise) % 1.0
+        known = torch.rand(B, generator=g) < self.cfg.type_known_fraction
+        slot_t, masked = mgp.mask_types(slot, mask, t, N_SLOTS, known, g)
+        out_l, out_f, logits = self.net(x_lt, ft, slot_t, mask, self._temb(t), cond)
+        assert logits is not None
+        m = mask[..., None].float()
+        lf = (((out_f - _wrapped_score(noise, sig)) ** 2) * m).sum() / (3 * m.sum())
+        ll = ((mgp.symmetrize(out_l) - (z if self.cfg.lattice_param == "eps" else x_l0)) ** 2).mean()
+        lt = (nn.functional.cross_entropy(logits[masked], slot[masked]) if bool(masked.any())
+              else logits.sum() * 0.0)
+        total = self.cfg.lattice_weight * ll + lf + lt
+        return total, {"lattice": ll.item(), "frac": lf.item(), "types": lt.item()}
+
+    @torch.no_grad()
+    def _mattergen_sample(self, cond: Tensor, comps: Sequence[tuple[int, ...]], slot: Tensor, mask: Tensor,
+                          g: torch.Generator, template: CellTemplate | None) -> tuple[Tensor, Tensor, Tensor]:
+        """MatterGen's reverse process (Euler–Maruyama on ``steps`` times from 1 to
+        :data:`~c2np.models.mattergen_process.T_EPS`): the lattice from its atom-count limit, the
+        coordinates from the wrapped prior, the slots from all masked (revealed within the
+        composition) unless a template gives them or the model was trained with every type
+        given (``type_known_fraction`` 1)."""
+        B, N = slot.shape
+        n = mask.sum(1).float()
+        mean_n, std_n = self._limit(n)
+        x_l = mean_n + std_n[:, None, None] * mgp.symmetric_noise((B, 3, 3), g)
+        f = (torch.randn(B, N, 3, generator=g) * mgp.coord_sigma(torch.ones(B), n)[:, None, None]) % 1.0
+        budget = torch.as_tensor(np.array([list(c) + [0] * (N_SLOTS - len(c)) for c in comps]), dtype=torch.long)
+        gen_types = template is None and self.cfg.type_known_fraction < 1.0
+        if gen_types:
+            slot = torch.where(mask, torch.full_like(slot, N_SLOTS), slot)
+        if template is not None:
+            for _ in range(3):
+                x_l, f = self.project(x_l, f, template)
+        K = self.cfg.steps
+        times = mgp.T_EPS + (1.0 - mgp.T_EPS) * torch.arange(K + 1, dtype=torch.float32) / K
+        log_ratio = math.log(mgp.COORD_SIGMA_MAX / mgp.COORD_SIGMA_MIN)
+        for k in range(K, 0, -1):
+            t, dt = times[k], float(times[k] - times[k - 1])
+            tb = torch.full((B,), float(t))
+            out_l, out_f, logits = self.net(x_l, f, slot, mask, self._temb(tb), cond)
+            a = mgp.mean_coeff(t)
+            std_l = (1 - a ** 2).sqrt() * std_n[:, None, None]
+            if self.cfg.lattice_param == "eps":
+                score_l = -mgp.symmetrize(out_l) / std_l
+            else:                           # the clean lattice predicted: the score of its Gaussian
+                score_l = -(x_l - a * mgp.symmetrize(out_l) - (1 - a) * mean_n) / std_l ** 2
+            bt = mgp.beta(t)
+            g2 = bt * std_n[:, None, None] ** 2
+            sig = mgp.coord_sigma(tb, n)[:, None, None]
+            if self.cfg.sampler == "pc":    # MatterGen's ancestral lattice step (DDPM posterior)
+                # the last step goes to t = 0 (noise removal: the clean lattice's posterior mean)
+                a_p = mgp.mean_coeff(times[k - 1] if k > 1 else torch.tensor(0.0))
+                ab, ab_p = a ** 2, a_p ** 2
+                y0 = ((x_l - mean_n) + std_l ** 2 * score_l) / a     # E[x0 - m | x_t] (Tweedie)
+                y = (a_p * (1 - ab / ab_p) / (1 - ab)) * y0 + ((a / a_p) * (1 - ab_p) / (1 - ab)) * (x_l - mean_n)
+                x_l = mean_n + y
+                if k > 1:
+                    var = (1 - ab_p) / (1 - ab) * (1 - ab / ab_p)
+                    x_l = x_l + var.sqrt() * std_n[:, None, None] * mgp.symmetric_noise((B, 3, 3), g)
+            else:                           # Euler–Maruyama on the reverse SDE
+                x_l = x_l + (0.5 * bt * (x_l - mean_n) + g2 * score_l) * dt
+                if k > 1:
+                    x_l = x_l + (g2 * dt).sqrt() * mgp.symmetric_noise((B, 3, 3), g)
+            if self.cfg.sampler == "pc":    # MatterGen's: wrapped ancestral predictor, Langevin corrector
+                sig_p = (mgp.coord_sigma(torch.full((B,), float(times[k - 1])), n)[:, None, None] if k > 1
+                         else torch.zeros_like(sig))      # the last step to sigma 0 (noise removal)
+                f = f + (sig ** 2 - sig_p ** 2) * (out_f / sig)
+                if k > 1:
+                    f = f + (sig_p ** 2 * (sig ** 2 - sig_p ** 2) / sig ** 2).sqrt() * torch.randn(f.shape, generator=g)
+                    f = self._langevin_coords(f % 1.0, x_l, slot, mask, tb, sig_p, cond, g)
+            else:                           # Euler–Maruyama on the reverse SDE
+                g2f = 2.0 * sig ** 2 * log_ratio
+                f = f + g2f * (out_f / sig) * dt
+                if k > 1:
+                    f = f + (g2f * dt).sqrt() * torch.randn(f.shape, generator=g)
+            f = f % 1.0
+            if gen_types:
+                assert logits is not None
+                slot = mgp.unmask_types(slot, logits, budget, 1.0 if k == 1 else dt / float(t), N_SLOTS, g)
+            if template is not None:
+                x_l, f = self.project(x_l, f, template)
+        return x_l, f, slot
+
+    def _langevin_coords(self, f: Tensor, x_l: Tensor, slot: Tensor, mask: Tensor, t: Tensor, sig: Tensor,
+                         cond: Tensor, g: torch.Generator) -> Tensor:
+        """One Langevin corrector step on the coordinates at noise ``sig`` (B,1,1), MatterGen's
+        step size ``2 (snr |z| / |score|)^2`` per cell (:data:`LANGEVIN_SNR`)."""
+        _, out_f, _ = self.net(x_l, f, slot, mask, self._temb(t - (1.0 - mgp.T_EPS) / self.cfg.steps), cond)
+        m = mask[..., None].to(f.dtype)
+        score = out_f / sig * m
+        z = torch.randn(f.shape, generator=g) * m
+        ratio = z.flatten(1).norm(dim=1) / score.flatten(1).norm(dim=1).clamp(min=1e-12)
+        step = (2.0 * (LANGEVIN_SNR * ratio) ** 2)[:, None, None]
+        return f + step * score + (2.0 * step).sqrt() * z
 
     # --- sampling ----------------------------------------------------------------------
     @torch.no_grad()
@@ -450,7 +590,9 @@ class CrystalGenerator(nn.Module):
             for _ in range(3):              # uniform start: a few passes make the wrapped average exact
                 x_l, f = self.project(x_l, f, template)
         T = self.cfg.steps
-        if self.cfg.process == "diffcsp":
+        if self.cfg.process == "mattergen":
+            x_l, f, slot = self._mattergen_sample(cond, comps, slot, mask, g, template)
+        elif self.cfg.process == "diffcsp":
             ab_k, sig_k = self.schedule(self.cfg.sample_steps or T)
             K = len(sig_k) - 1
             for k in range(K, 0, -1):
@@ -462,7 +604,7 @@ class CrystalGenerator(nn.Module):
             for i in range(T, 0, -1):
                 t_now = (T - i) / T
                 tt = torch.full((B,), t_now)
-                out_l, out_f = self.net(x_l, f, slot, mask, self._temb(tt), cond)
+                out_l, out_f, _ = self.net(x_l, f, slot, mask, self._temb(tt), cond)
                 x_l = x_l + out_l / T
                 # FlowMM's inference anti-annealing of the coordinate velocity: (1 + c t) u
                 f = (f + (1.0 + self.cfg.anneal_slope * t_now) * _no_drift(out_f, mask) / T) % 1.0
@@ -510,13 +652,13 @@ class CrystalGenerator(nn.Module):
         sig, sig_p = sigs
         s2, s2p = sig ** 2, sig_p ** 2
         if self.cfg.sampler == "pc":
-            _, out_f = self.net(x_l, f, slot, mask, temb, cond)
+            _, out_f, _ = self.net(x_l, f, slot, mask, temb, cond)
             eps_c = self.cfg.step_lr * (sig / self.cfg.sigma_min) ** 2
             f = f + eps_c * out_f / sig
             if not last:
                 f = f + (2 * eps_c).sqrt() * torch.randn(f.shape, generator=g)
             f = f % 1.0
-        out_l, out_f = self.net(x_l, f, slot, mask, temb, cond)
+        out_l, out_f, _ = self.net(x_l, f, slot, mask, temb, cond)
         ab, ab_prev = abs_
         a = ab / ab_prev
         if self.cfg.lattice_param == "x0":
@@ -716,10 +858,17 @@ class CrystalGenerator(nn.Module):
         g = torch.Generator().manual_seed(cfg.seed)
         feats = cls.features([e.descriptor for e in examples])
         lat_n = np.stack([e.lattice_angstrom / e.descriptor.scale_angstrom for e in examples])
+        density = 1.0
+        if cfg.process == "mattergen":      # the symmetric lattice, atoms per s^3
+            lat_n = mgp.symmetric_polar_factor(torch.as_tensor(lat_n)).numpy()
+            density = float(np.mean([len(e.slots) for e in examples] / np.abs(np.linalg.det(lat_n))))
         lat_mean = lat_n.mean(axis=0)
         lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
+        if cfg.process == "mattergen":      # the lattice in units of s, O(1), as MatterGen's in Å
+            lat_mean, lat_std = np.zeros((3, 3)), 1.0
         comps = sorted({_composition_key(e.slots) for e in examples})
-        model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std)
+        model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std,
+                    limit_density=density)
         if init_state is not None:
             model.load_state_dict(init_state)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
