@@ -476,7 +476,7 @@ class CrystalGenerator(nn.Module):
     @torch.no_grad()
     def _mattergen_sample(self, cond: Tensor, comps: Sequence[tuple[int, ...]], slot: Tensor, mask: Tensor,
                           g: torch.Generator, template: CellTemplate | None) -> tuple[Tensor, Tensor, Tensor]:
-        """MatterGen's reverse process (Euler–Maruyama on ``steps`` times from 1 to
+        """MatterGen's reverse process (``sample_steps`` or else ``steps`` times from 1 to
         :data:`~c2np.models.mattergen_process.T_EPS`): the lattice from its atom-count limit, the
         coordinates from the wrapped prior, the slots from all masked (revealed within the
         composition) unless a template gives them or the model was trained with every type
@@ -493,7 +493,7 @@ class CrystalGenerator(nn.Module):
         if template is not None:
             for _ in range(3):
                 x_l, f = self.project(x_l, f, template)
-        K = self.cfg.steps
+        K = self.cfg.sample_steps or self.cfg.steps
         times = mgp.T_EPS + (1.0 - mgp.T_EPS) * torch.arange(K + 1, dtype=torch.float32) / K
         log_ratio = math.log(mgp.COORD_SIGMA_MAX / mgp.COORD_SIGMA_MIN)
         for k in range(K, 0, -1):
