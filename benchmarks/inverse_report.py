@@ -14,7 +14,7 @@ from pathlib import Path
 
 from c2np.evaluation.results import Results
 
-ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "encoder-heads", "descriptor-neighbour",
+ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "mattergen-inverse", "encoder-heads", "descriptor-neighbour",
          "descriptor-neighbour-noisy", "composition-lookup", "majority-class"]
 VARIANTS = ["clean", "noise0.02", "noise0.05", "random-centre"]
 

@@ -1,5 +1,5 @@
-"""The shipped task-2 crystal generators (pretrained/diffcsp-inverse and
-pretrained/flowmm-inverse, issue 13): each loads, stays within the size limit, and answers a
+"""The shipped task-2 crystal generators (pretrained/diffcsp-inverse, flowmm-inverse and
+mattergen-inverse, issue 13): each loads, stays within the size limit, and answers a
 cubic perovskite particle with its space group and lattice (a material of the kind it was
 trained on; their held-out scores are in docs/inverse_results.md)."""
 
@@ -16,7 +16,7 @@ from c2np.models.crystal_gen import load_generator
 from helpers import perovskite
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
-FAMILIES = {"diffcsp-inverse": "diffcsp", "flowmm-inverse": "flowmm"}
+FAMILIES = {"diffcsp-inverse": "diffcsp", "flowmm-inverse": "flowmm", "mattergen-inverse": "mattergen"}
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
