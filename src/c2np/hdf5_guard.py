@@ -90,14 +90,16 @@ def forget() -> None:
         _PASSED.clear()
 
 
-def check_hdf5_readable(path: str | Path) -> None:
-    """Raise :class:`~c2np.errors.C2NPInputError` naming ``path`` when a child process cannot
-    read the whole HDF5 file (crash, kill, error or time-out); return when it can."""
+def check_hdf5_readable(path: str | Path, *, error: type[C2NPInputError] = C2NPInputError,
+                        what: str = "HDF5 file") -> None:
+    """Raise ``error`` (a :class:`~c2np.errors.C2NPInputError`) naming ``path`` ("not a
+    readable {what}") when a child process cannot read the whole HDF5 file (crash, kill,
+    error or time-out); return when it can."""
     p = Path(path)
     try:
         key = _key(p)
     except OSError as exc:
-        raise C2NPInputError(f"{p}: cannot read ({exc.strerror or exc})") from exc
+        raise error(f"{p}: cannot read ({exc.strerror or exc})") from exc
     with _LOCK:
         if key in _PASSED:
             return
@@ -107,10 +109,10 @@ def check_hdf5_readable(path: str | Path) -> None:
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              timeout=timeout, close_fds=True, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise C2NPInputError(f"{p}: not a readable HDF5 file (reading it did not end within "
-                             f"{timeout:.0f} s; damaged?)") from exc
+        raise error(f"{p}: not a readable {what} (reading it did not end within {timeout:.0f} s; "
+                    "damaged?)") from exc
     except OSError as exc:
-        raise C2NPInputError(f"{p}: could not start a process to check the file ({exc})") from exc
+        raise error(f"{p}: could not start a process to check the file ({exc})") from exc
     out = res.stdout.decode(errors="replace").strip()
     if res.returncode == 0 and out.endswith("ok"):
         with _LOCK:
@@ -122,4 +124,4 @@ def check_hdf5_readable(path: str | Path) -> None:
         why = out.splitlines()[-1]
     else:
         why = f"the check exited with code {res.returncode}"
-    raise C2NPInputError(f"{p}: not a readable HDF5 file ({why})")
+    raise error(f"{p}: not a readable {what} ({why})")

@@ -545,10 +545,8 @@ class DatasetStore:
         from c2np.hdf5_guard import check_hdf5_readable
 
         if not shard_ok:    # a shard's bytes were checked against its manifest's SHA-256
-            try:
-                check_hdf5_readable(p)  # a child process reads it first: damage cannot crash this one
-            except C2NPInputError as exc:
-                raise C2NPStoreError(str(exc).replace("HDF5 file", "HDF5 store", 1)) from exc
+            # a child process reads it first: damage cannot crash this one
+            check_hdf5_readable(p, error=C2NPStoreError, what="HDF5 store")
         try:
             f = h5py.File(p, "r")
         except OSError as exc:

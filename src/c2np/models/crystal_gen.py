@@ -22,7 +22,8 @@ is permutation-equivariant and translation-invariant on the torus):
   absorbing-state diffusion of the species slots (a type head; in training the types are
   given, not corrupted, in a share ``type_known_fraction`` of the rows, MatterGen's
   crystal-structure-prediction mode, which is how cells are sampled under a template);
-  reverse-SDE Euler–Maruyama sampling on ``steps`` times.
+  sampler ``pc`` is MatterGen's (ancestral steps, a Langevin corrector on the coordinates,
+  noise removal at the last step), ``sde`` Euler–Maruyama.
 
 The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
 predicted by a classification head over the compositions seen in training, not given.
@@ -86,8 +87,6 @@ SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05,
 SYMPREC_TEMPLATE_LADDER_ANGSTROM: tuple[float, ...] = (0.005, 0.002, 1e-3, 3e-4, 1e-4)
 READ_RULES = ("plateau", "longest", "tight", "template")
 Z_CANDIDATES = ("head", "all", "templates")
-#: signal-to-noise ratio of the mattergen process's Langevin corrector on coordinates (MatterGen's 0.4)
-LANGEVIN_SNR = 0.4
 RANK_RULES = ("vote", "profile", "stretch", "refine")
 
 
@@ -448,9 +447,8 @@ class CrystalGenerator(nn.Module):
     def _mattergen_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
                         g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
         """MatterGen's denoising losses of one batch: the lattice noise (symmetric; or, with
-        ``lattice_param="x0"``, the clean lattice),
-        the wrapped-normal coordinate score (times sigma) and the cross-entropy of the masked
-        atoms' slots."""
+        ``lattice_param="x0"``, the clean lattice), the wrapped-normal coordinate score (times
+        sigma) and the cross-entropy of the masked atoms' slots."""
         B = x_l0.shape[0]
         n = mask.sum(1).float()
         t = mgp.T_EPS + (1.0 - mgp.T_EPS) * torch.rand(B, generator=g)
@@ -495,64 +493,82 @@ class CrystalGenerator(nn.Module):
                 x_l, f = self.project(x_l, f, template)
         K = self.cfg.sample_steps or self.cfg.steps
         times = mgp.T_EPS + (1.0 - mgp.T_EPS) * torch.arange(K + 1, dtype=torch.float32) / K
-        log_ratio = math.log(mgp.COORD_SIGMA_MAX / mgp.COORD_SIGMA_MIN)
         for k in range(K, 0, -1):
-            t, dt = times[k], float(times[k] - times[k - 1])
+            t, t_prev, last = times[k], times[k - 1], k == 1
             tb = torch.full((B,), float(t))
             out_l, out_f, logits = self.net(x_l, f, slot, mask, self._temb(tb), cond)
-            a = mgp.mean_coeff(t)
-            std_l = (1 - a ** 2).sqrt() * std_n[:, None, None]
-            if self.cfg.lattice_param == "eps":
-                score_l = -mgp.symmetrize(out_l) / std_l
-            else:                           # the clean lattice predicted: the score of its Gaussian
-                score_l = -(x_l - a * mgp.symmetrize(out_l) - (1 - a) * mean_n) / std_l ** 2
-            bt = mgp.beta(t)
-            g2 = bt * std_n[:, None, None] ** 2
-            sig = mgp.coord_sigma(tb, n)[:, None, None]
-            if self.cfg.sampler == "pc":    # MatterGen's ancestral lattice step (DDPM posterior)
-                # the last step goes to t = 0 (noise removal: the clean lattice's posterior mean)
-                a_p = mgp.mean_coeff(times[k - 1] if k > 1 else torch.tensor(0.0))
-                ab, ab_p = a ** 2, a_p ** 2
-                y0 = ((x_l - mean_n) + std_l ** 2 * score_l) / a     # E[x0 - m | x_t] (Tweedie)
-                y = (a_p * (1 - ab / ab_p) / (1 - ab)) * y0 + ((a / a_p) * (1 - ab_p) / (1 - ab)) * (x_l - mean_n)
-                x_l = mean_n + y
-                if k > 1:
-                    var = (1 - ab_p) / (1 - ab) * (1 - ab / ab_p)
-                    x_l = x_l + var.sqrt() * std_n[:, None, None] * mgp.symmetric_noise((B, 3, 3), g)
-            else:                           # Euler–Maruyama on the reverse SDE
-                x_l = x_l + (0.5 * bt * (x_l - mean_n) + g2 * score_l) * dt
-                if k > 1:
-                    x_l = x_l + (g2 * dt).sqrt() * mgp.symmetric_noise((B, 3, 3), g)
-            if self.cfg.sampler == "pc":    # MatterGen's: wrapped ancestral predictor, Langevin corrector
-                sig_p = (mgp.coord_sigma(torch.full((B,), float(times[k - 1])), n)[:, None, None] if k > 1
-                         else torch.zeros_like(sig))      # the last step to sigma 0 (noise removal)
-                f = f + (sig ** 2 - sig_p ** 2) * (out_f / sig)
-                if k > 1:
-                    f = f + (sig_p ** 2 * (sig ** 2 - sig_p ** 2) / sig ** 2).sqrt() * torch.randn(f.shape, generator=g)
-                    f = self._langevin_coords(f % 1.0, x_l, slot, mask, tb, sig_p, cond, g)
-            else:                           # Euler–Maruyama on the reverse SDE
-                g2f = 2.0 * sig ** 2 * log_ratio
-                f = f + g2f * (out_f / sig) * dt
-                if k > 1:
-                    f = f + (g2f * dt).sqrt() * torch.randn(f.shape, generator=g)
-            f = f % 1.0
+            x_l = self._mattergen_lattice_step(x_l, out_l, mean_n, std_n, t, t_prev, last, g)
+            # the corrector's time: one grid step before t (as a difference, to keep float32 rounding)
+            t_corr = tb - (1.0 - mgp.T_EPS) / K
+            f = self._mattergen_coord_step(f, out_f, x_l, slot, mask, cond, n, (t, t_prev, t_corr), last, g)
             if gen_types:
                 assert logits is not None
-                slot = mgp.unmask_types(slot, logits, budget, 1.0 if k == 1 else dt / float(t), N_SLOTS, g)
+                p_reveal = 1.0 if last else float(t - t_prev) / float(t)
+                slot = mgp.unmask_types(slot, logits, budget, p_reveal, N_SLOTS, g)
             if template is not None:
                 x_l, f = self.project(x_l, f, template)
         return x_l, f, slot
 
+    def _mattergen_lattice_step(self, x_l: Tensor, out_l: Tensor, mean_n: Tensor, std_n: Tensor, t: Tensor,
+                                t_prev: Tensor, last: bool, g: torch.Generator) -> Tensor:
+        """One reverse lattice step from ``t`` to ``t_prev``: MatterGen's ancestral step (the DDPM
+        posterior; the last step goes to t = 0, the clean lattice's posterior mean) for
+        ``sampler="pc"``, else Euler–Maruyama on the reverse VP SDE."""
+        a = mgp.mean_coeff(t)
+        std_n = std_n[:, None, None]
+        std_l = (1 - a ** 2).sqrt() * std_n
+        if self.cfg.lattice_param == "eps":
+            score = -mgp.symmetrize(out_l) / std_l
+        else:                           # the clean lattice predicted: the score of its Gaussian
+            score = -(x_l - a * mgp.symmetrize(out_l) - (1 - a) * mean_n) / std_l ** 2
+        if self.cfg.sampler == "pc":
+            a_p = mgp.mean_coeff(torch.tensor(0.0) if last else t_prev)
+            ab, ab_p = a ** 2, a_p ** 2
+            y0 = ((x_l - mean_n) + std_l ** 2 * score) / a     # E[x0 - m | x_t] (Tweedie)
+            y = (a_p * (1 - ab / ab_p) / (1 - ab)) * y0 + ((a / a_p) * (1 - ab_p) / (1 - ab)) * (x_l - mean_n)
+            if last:
+                return mean_n + y
+            var = (1 - ab_p) / (1 - ab) * (1 - ab / ab_p)
+            return mean_n + y + var.sqrt() * std_n * mgp.symmetric_noise(tuple(x_l.shape), g)
+        bt, dt = mgp.beta(t), float(t - t_prev)
+        g2 = bt * std_n ** 2
+        x_l = x_l + (0.5 * bt * (x_l - mean_n) + g2 * score) * dt
+        return x_l if last else x_l + (g2 * dt).sqrt() * mgp.symmetric_noise(tuple(x_l.shape), g)
+
+    def _mattergen_coord_step(self, f: Tensor, out_f: Tensor, x_l: Tensor, slot: Tensor, mask: Tensor,
+                              cond: Tensor, n: Tensor, times: tuple[Tensor, Tensor, Tensor], last: bool,
+                              g: torch.Generator) -> Tensor:
+        """One reverse coordinate step from ``t`` to ``t_prev`` (``times`` = (t, t_prev, the
+        corrector's time (B,) = t_prev)), wrapped into [0, 1): MatterGen's wrapped ancestral
+        predictor and one Langevin corrector step at ``t_prev`` for ``sampler="pc"`` (the last
+        step to sigma 0: noise removal), else Euler–Maruyama."""
+        t, t_prev, t_corr = times
+        B = f.shape[0]
+        sig = mgp.coord_sigma(torch.full((B,), float(t)), n)[:, None, None]
+        score = out_f / sig
+        if self.cfg.sampler == "pc":
+            if last:
+                return (f + sig ** 2 * score) % 1.0
+            sig_p = mgp.coord_sigma(torch.full((B,), float(t_prev)), n)[:, None, None]
+            f = f + (sig ** 2 - sig_p ** 2) * score
+            f = f + (sig_p ** 2 * (sig ** 2 - sig_p ** 2) / sig ** 2).sqrt() * torch.randn(f.shape, generator=g)
+            return self._langevin_coords(f % 1.0, x_l, slot, mask, t_corr, sig_p, cond, g) % 1.0
+        g2 = 2.0 * sig ** 2 * math.log(mgp.COORD_SIGMA_MAX / mgp.COORD_SIGMA_MIN)
+        dt = float(t - t_prev)
+        f = f + g2 * score * dt
+        return (f if last else f + (g2 * dt).sqrt() * torch.randn(f.shape, generator=g)) % 1.0
+
     def _langevin_coords(self, f: Tensor, x_l: Tensor, slot: Tensor, mask: Tensor, t: Tensor, sig: Tensor,
                          cond: Tensor, g: torch.Generator) -> Tensor:
-        """One Langevin corrector step on the coordinates at noise ``sig`` (B,1,1), MatterGen's
-        step size ``2 (snr |z| / |score|)^2`` per cell (:data:`LANGEVIN_SNR`)."""
-        _, out_f, _ = self.net(x_l, f, slot, mask, self._temb(t - (1.0 - mgp.T_EPS) / self.cfg.steps), cond)
+        """One Langevin corrector step on the coordinates at time ``t`` (B,) and noise ``sig``
+        (B,1,1), MatterGen's step size ``2 (snr |z| / |score|)^2`` per cell
+        (:data:`~c2np.models.mattergen_process.LANGEVIN_SNR`)."""
+        _, out_f, _ = self.net(x_l, f, slot, mask, self._temb(t), cond)
         m = mask[..., None].to(f.dtype)
         score = out_f / sig * m
         z = torch.randn(f.shape, generator=g) * m
         ratio = z.flatten(1).norm(dim=1) / score.flatten(1).norm(dim=1).clamp(min=1e-12)
-        step = (2.0 * (LANGEVIN_SNR * ratio) ** 2)[:, None, None]
+        step = (2.0 * (mgp.LANGEVIN_SNR * ratio) ** 2)[:, None, None]
         return f + step * score + (2.0 * step).sqrt() * z
 
     # --- sampling ----------------------------------------------------------------------
@@ -587,8 +603,9 @@ class CrystalGenerator(nn.Module):
             if any(tuple(c) != template.composition for c in comps) or not np.array_equal(
                     template.slots, slot[0].numpy()):
                 raise C2NPInputError("sample: a template needs every row of its composition, slots sorted")
-            for _ in range(3):              # uniform start: a few passes make the wrapped average exact
-                x_l, f = self.project(x_l, f, template)
+            if self.cfg.process != "mattergen":     # mattergen projects its own start
+                for _ in range(3):          # uniform start: a few passes make the wrapped average exact
+                    x_l, f = self.project(x_l, f, template)
         T = self.cfg.steps
         if self.cfg.process == "mattergen":
             x_l, f, slot = self._mattergen_sample(cond, comps, slot, mask, g, template)
@@ -862,10 +879,11 @@ class CrystalGenerator(nn.Module):
         if cfg.process == "mattergen":      # the symmetric lattice, atoms per s^3
             lat_n = mgp.symmetric_polar_factor(torch.as_tensor(lat_n)).numpy()
             density = float(np.mean([len(e.slots) for e in examples] / np.abs(np.linalg.det(lat_n))))
-        lat_mean = lat_n.mean(axis=0)
-        lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
         if cfg.process == "mattergen":      # the lattice in units of s, O(1), as MatterGen's in Å
             lat_mean, lat_std = np.zeros((3, 3)), 1.0
+        else:
+            lat_mean = lat_n.mean(axis=0)
+            lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
         comps = sorted({_composition_key(e.slots) for e in examples})
         model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std,
                     limit_density=density)

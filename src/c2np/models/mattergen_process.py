@@ -31,7 +31,7 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["BETA_MIN", "BETA_MAX", "LIMIT_STD_REL", "COORD_SIGMA_MIN", "COORD_SIGMA_MAX", "T_EPS",
+__all__ = ["BETA_MIN", "BETA_MAX", "LIMIT_STD_REL", "COORD_SIGMA_MIN", "COORD_SIGMA_MAX", "T_EPS", "LANGEVIN_SNR",
            "symmetric_noise", "symmetrize", "symmetric_polar_factor", "mean_coeff", "beta",
            "limit_mean_std", "coord_sigma", "mask_types", "unmask_types"]
 
@@ -43,6 +43,8 @@ COORD_SIGMA_MIN = 0.01
 COORD_SIGMA_MAX = 5.0
 #: the smallest diffusion time trained and sampled (t in [T_EPS, 1])
 T_EPS = 1e-3
+#: signal-to-noise ratio of the Langevin corrector on the coordinates (MatterGen's 0.4)
+LANGEVIN_SNR = 0.4
 
 
 def symmetric_noise(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
