@@ -11,7 +11,7 @@ at the paper tolerance). A family passes when, for every material, at least ``--
 its cells are right; a family that fails is not trained at scale (AGENTS: gates before scale).
 
     OMP_NUM_THREADS=1 nice -n 5 python benchmarks/crystal_gen_gate.py out/strict.h5 \
-        --process diffcsp flowmm mattergen --json out/gate.json
+        --process diffcsp flowmm mattergen cdvae --json out/gate.json
 
 Prints a table (per process and material: cells right / sampled, final loss, seconds) and
 writes it as JSON with ``--json``. Exit code 0 when every process passes, 1 otherwise.
@@ -62,12 +62,12 @@ def pick_pairs(store: str, spacegroups: list[int], radius: float
 
 
 def gate_one(process: str, particle: Particle, cell: UnitCell, *, steps: int, batch: int, samples: int,
-             seed: int, anneal_slope: float, type_known_fraction: float = 0.5) -> dict:
+             seed: int, anneal_slope: float, type_known_fraction: float = 0.5, ld_steps_per_level: int = 2) -> dict:
     """Train on one pair, sample ``samples`` cells, score each; a row of the table."""
     cfg = replace(BASE, process=process, train_steps=steps, batch=batch, seed=seed, n_samples=samples,
                   sampler="pc" if process == "mattergen" else "sde",   # MatterGen's own predictor-corrector
                   anneal_slope=anneal_slope if process == "flowmm" else 0.0,
-                  type_known_fraction=type_known_fraction)
+                  type_known_fraction=type_known_fraction, ld_steps_per_level=ld_steps_per_level)
     ex = cell_example(describe(particle), cell)
     target = inverse_target(cell)
     rows: list[dict] = []
@@ -100,6 +100,8 @@ def main() -> int:
                     help="mattergen only: share of training rows with their types given (1: types never "
                          "generated, the crystal-structure-prediction mode; below 1 the gate's cells get their "
                          "types from the type process)")
+    ap.add_argument("--ld-steps-per-level", type=int, default=2,
+                    help="cdvae: Langevin steps per noise level (100 levels)")
     ap.add_argument("--pass-share", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
@@ -113,7 +115,8 @@ def main() -> int:
         for mid, sg, r, particle, cell in pairs:
             row = gate_one(process, particle, cell, steps=args.steps, batch=args.batch, samples=args.samples,
                            seed=args.seed, anneal_slope=args.anneal_slope,
-                           type_known_fraction=args.type_known_fraction)
+                           type_known_fraction=args.type_known_fraction,
+                           ld_steps_per_level=args.ld_steps_per_level)
             row["radius_angstrom"] = r
             out.append(row)
             print(f"{process:8s} {mid:10s} {sg:4d} {row['n_atoms_cell']:5d} {r:5.1f} "

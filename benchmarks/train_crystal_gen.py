@@ -100,6 +100,8 @@ def main() -> int:
     ap.add_argument("--checkpoint-every", type=int, default=1000)
     ap.add_argument("--type-known-fraction", type=float, default=0.5,
                     help="mattergen: share of training rows whose species slots are given, not diffused")
+    ap.add_argument("--ld-steps-per-level", type=int, default=1,
+                    help="cdvae: annealed-Langevin steps per noise level (--sample-steps levels)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     t0 = time.time()
@@ -115,7 +117,7 @@ def main() -> int:
                     lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
                     sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout,
                     balance_classes=args.balance_classes, mid_t_fraction=args.mid_t_fraction,
-                    type_known_fraction=args.type_known_fraction)
+                    type_known_fraction=args.type_known_fraction, ld_steps_per_level=args.ld_steps_per_level)
     rows: list[dict] = []
 
     def log(r: dict) -> None:

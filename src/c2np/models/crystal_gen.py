@@ -24,6 +24,13 @@ is permutation-equivariant and translation-invariant on the torus):
   crystal-structure-prediction mode, which is how cells are sampled under a template);
   sampler ``pc`` is MatterGen's (ancestral steps, a Langevin corrector on the coordinates,
   noise removal at the last step), ``sde`` Euler–Maruyama.
+* ``cdvae``: CDVAE's VAE + score decoder (:mod:`c2np.models.cdvae_process`) — a second copy
+  of the network encodes the training cell into a latent ``z`` (KL-regularised; ``z ~ N(0, I)``
+  at sampling); the lattice's six parameters are regressed from ``z``, the particle and the
+  cell's composition (not diffused); the coordinates come from annealed Langevin dynamics on a
+  noise-conditional score of isotropic Cartesian noise (``steps`` geometric levels,
+  ``ld_steps_per_level`` Langevin steps each), the lattice held at the regressed one. The
+  species are given by the composition, as in DiffCSP (CDVAE's type noise is not used).
 
 The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
 predicted by a classification head over the compositions seen in training, not given.
@@ -42,7 +49,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +59,7 @@ from torch import Tensor, nn
 
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
+from c2np.models import cdvae_process as cdp
 from c2np.models import mattergen_process as mgp
 from c2np.models.backbone import MLP, sinusoidal_embedding
 from c2np.models.cell_ranking import (
@@ -80,7 +88,7 @@ __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMP
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
            "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
 
-PROCESSES = ("diffcsp", "flowmm", "mattergen")
+PROCESSES = ("diffcsp", "flowmm", "mattergen", "cdvae")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
@@ -128,8 +136,13 @@ class GenConfig:
     symmetric_margin_per_angstrom: float = 0.0
     anneal_slope: float = 0.0
     type_known_fraction: float = 0.5
+    ld_steps_per_level: int = 1
 
     def __post_init__(self) -> None:
+        if self.ld_steps_per_level < 1:
+            raise C2NPInputError(f"ld_steps_per_level must be >= 1, got {self.ld_steps_per_level}")
+        if self.process == "cdvae" and self.steps < 2:
+            raise C2NPInputError(f"process 'cdvae' needs steps >= 2 noise levels, got {self.steps}")
         if not 0.0 <= self.type_known_fraction <= 1.0:
             raise C2NPInputError(f"type_known_fraction must be in [0, 1], got {self.type_known_fraction!r}")
         if not self.anneal_slope >= 0.0:
@@ -301,8 +314,10 @@ class Denoiser(nn.Module):
         if self.typed:
             self.out_type = nn.Linear(h, N_SLOTS)
 
-    def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
-                cond: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def trunk(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor, cond: Tensor
+              ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """The message-passing layers: (node states h (B,N,H), last messages (B,N,N,H), pair
+        mask (B,N,N,1), degree (B,N,1), masked mean of h (B,H), condition + time (B,H))."""
         B, N = slot.shape
         c = cond + self.time(t_emb)
         h = self.slot(slot) + c[:, None, :]
@@ -316,6 +331,12 @@ class Denoiser(nn.Module):
             m = edge(h, e) * pm
             h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
         pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
+        return h, m, pm, deg, pooled, c
+
+    def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
+                cond: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        B, N = slot.shape
+        h, m, pm, deg, pooled, c = self.trunk(x_l, f, slot, mask, t_emb, cond)
         out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
         out_f = self.out_f(h)
         if self.n_pair_freq:
@@ -360,10 +381,13 @@ class CrystalGenerator(nn.Module):
     alpha_bar: Tensor
     sigma: Tensor
     limit_density: Tensor
+    lp_mean: Tensor
+    lp_std: Tensor
+    cd_sigmas: Tensor
 
     def __init__(self, cfg: GenConfig, n_desc: int, compositions: Sequence[tuple[int, ...]],
                  desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float,
-                 limit_density: float = 1.0) -> None:
+                 limit_density: float = 1.0, lattice_stats: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         super().__init__()
         self.cfg = cfg
         self.compositions = [tuple(int(x) for x in c) for c in compositions]
@@ -379,6 +403,15 @@ class CrystalGenerator(nn.Module):
         self.register_buffer("sigma", sig)
         if cfg.process == "mattergen":      # atoms per s^3 of the training cells (the lattice limit)
             self.register_buffer("limit_density", torch.tensor(float(limit_density), dtype=torch.float32))
+        if cfg.process == "cdvae":          # the encoder, the latent and the lattice head
+            h = cfg.hidden
+            self.encoder = Denoiser(replace(cfg, layers=min(cfg.layers, 2), pair_readout=False), n_desc)
+            self.fc_mu, self.fc_logvar, self.z_proj = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+            self.lattice_head = MLP(2 * h + len(self.compositions), h, 6, 2)
+            mean, std = lattice_stats if lattice_stats is not None else (np.zeros(6), np.ones(6))
+            self.register_buffer("lp_mean", torch.as_tensor(mean, dtype=torch.float32).reshape(6))
+            self.register_buffer("lp_std", torch.as_tensor(std, dtype=torch.float32).reshape(6))
+            self.register_buffer("cd_sigmas", cdp.noise_levels(cfg.steps))
 
     # --- features ----------------------------------------------------------------------
     @staticmethod
@@ -403,8 +436,11 @@ class CrystalGenerator(nn.Module):
         B = feats.shape[0]
         cond = self._cond(feats)
         comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)
-        if self.cfg.process == "mattergen":
-            total, parts = self._mattergen_loss(x_l0, f0, slot, mask, cond, g)
+        if self.cfg.process in ("mattergen", "cdvae"):
+            if self.cfg.process == "mattergen":
+                total, parts = self._mattergen_loss(x_l0, f0, slot, mask, cond, g)
+            else:
+                total, parts = self._cdvae_loss(x_l0, f0, slot, mask, comp, cond, g)
             total = total + comp_loss
             return total, {"loss": total.item(), **parts, "comp": comp_loss.item()}
         eps_l = torch.randn(x_l0.shape, generator=g)
@@ -439,6 +475,73 @@ class CrystalGenerator(nn.Module):
         ll = ((out_l - target_l) ** 2).mean()
         total = self.cfg.lattice_weight * ll + lf + comp_loss
         return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
+
+    def _cdvae_latent(self, cond: Tensor, z: Tensor, comp: Tensor) -> tuple[Tensor, Tensor]:
+        """The decoder's condition (particle + latent, (B,H)) and the standardised lattice
+        parameters (B, 6) regressed from it and the composition index ``comp`` (B,; -1: none)."""
+        zc = cond + self.z_proj(z)
+        onehot = nn.functional.one_hot(comp.clamp(min=0), len(self.compositions)).to(zc.dtype)
+        onehot = onehot * (comp >= 0)[:, None].to(zc.dtype)
+        return zc, self.lattice_head(torch.cat([zc, z, onehot], dim=-1))
+
+    def _cdvae_lattice(self, pred: Tensor, n_atoms: Tensor) -> Tensor:
+        """Lattices (B,3,3) in units of s from standardised parameters (B,6) of cells of
+        ``n_atoms`` (B,) atoms (lengths scaled by ``n^(1/3)``, CDVAE's ``scale_length``)."""
+        p = pred * self.lp_std + self.lp_mean
+        p = torch.cat([p[:, :3] * n_atoms[:, None].float() ** (1.0 / 3.0), p[:, 3:]], dim=-1)
+        return cdp.lattice_from_parameters(p)
+
+    def _cdvae_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor, cond: Tensor,
+                    g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """CDVAE's losses of one batch (the lattice in units of s): the latent's KL divergence
+        (weight :data:`~c2np.models.cdvae_process.KL_WEIGHT`), the lattice parameters' squared
+        error (standardised; weight ``lattice_weight``) and the coordinate score's (the minimum
+        image displacement noisy -> clean over sigma, Cartesian); the decoder sees the true
+        lattice (CDVAE's teacher forcing, kept for the whole run)."""
+        B = x_l0.shape[0]
+        n = mask.sum(1).float()
+        _, _, _, _, pooled, _ = self.encoder.trunk(x_l0, f0, slot, mask, self._temb(torch.zeros(B)), cond)
+        mu, logvar = self.fc_mu(pooled), self.fc_logvar(pooled).clamp(-10.0, 10.0)
+        z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+        zc, pred_lp = self._cdvae_latent(cond, z, comp)
+        lp = cdp.lattice_parameters(x_l0)
+        lp = torch.cat([lp[:, :3] / n[:, None] ** (1.0 / 3.0), lp[:, 3:]], dim=-1)
+        ll = ((pred_lp - (lp - self.lp_mean) / self.lp_std) ** 2).mean()
+        sig = self.cd_sigmas[torch.randint(0, len(self.cd_sigmas), (B,), generator=g)]
+        ft = cdp.perturb(f0, x_l0, sig, g)
+        target = cdp.min_image_displacement(ft, f0, x_l0) / sig[:, None, None]
+        _, out_f, _ = self.net(x_l0, ft, slot, mask, self._temb(cdp.level_time(sig)), zc)
+        m = mask[..., None].float()
+        lf = ((((out_f @ x_l0) - target) ** 2) * m).sum() / (3 * m.sum())
+        kl = cdp.kl_divergence(mu, logvar)
+        total = self.cfg.lattice_weight * ll + lf + cdp.KL_WEIGHT * kl
+        return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
+
+    @torch.no_grad()
+    def _cdvae_sample(self, cond: Tensor, comps: Sequence[tuple[int, ...]], slot: Tensor, mask: Tensor,
+                      g: torch.Generator, template: CellTemplate | None) -> tuple[Tensor, Tensor]:
+        """CDVAE's generation: ``z ~ N(0, I)``, the lattice from the head (projected onto the
+        template's metric symmetry), uniform coordinates, then annealed Langevin dynamics over
+        the ``steps`` noise levels (``ld_steps_per_level`` steps each; projected onto the
+        template after every step)."""
+        B, N = slot.shape
+        z = torch.randn(B, self.cfg.hidden, generator=g)
+        idx = torch.as_tensor([self.compositions.index(tuple(c)) if tuple(c) in self.compositions else -1
+                               for c in comps], dtype=torch.long)
+        zc, pred_lp = self._cdvae_latent(cond, z, idx)
+        x_l = self._cdvae_lattice(pred_lp, mask.sum(1))
+        f = torch.rand(B, N, 3, generator=g)
+        if template is not None:
+            for _ in range(3):
+                x_l, f = self.project(x_l, f, template)
+        for sigma in self.cd_sigmas:
+            temb = self._temb(cdp.level_time(sigma.expand(B)))
+            for _ in range(self.cfg.ld_steps_per_level):
+                _, out_f, _ = self.net(x_l, f, slot, mask, temb, zc)
+                f = cdp.langevin_step(f, out_f @ x_l, x_l, float(sigma), g)
+                if template is not None:
+                    x_l, f = self.project(x_l, f, template)
+        return x_l, f
 
     def _limit(self, n_atoms: Tensor) -> tuple[Tensor, Tensor]:
         """MatterGen's lattice limit (normalised mean (B,3,3), std (B,)) for cells of ``n_atoms``."""
@@ -603,12 +706,14 @@ class CrystalGenerator(nn.Module):
             if any(tuple(c) != template.composition for c in comps) or not np.array_equal(
                     template.slots, slot[0].numpy()):
                 raise C2NPInputError("sample: a template needs every row of its composition, slots sorted")
-            if self.cfg.process != "mattergen":     # mattergen projects its own start
+            if self.cfg.process not in ("mattergen", "cdvae"):     # these project their own start
                 for _ in range(3):          # uniform start: a few passes make the wrapped average exact
                     x_l, f = self.project(x_l, f, template)
         T = self.cfg.steps
         if self.cfg.process == "mattergen":
             x_l, f, slot = self._mattergen_sample(cond, comps, slot, mask, g, template)
+        elif self.cfg.process == "cdvae":
+            x_l, f = self._cdvae_sample(cond, comps, slot, mask, g, template)
         elif self.cfg.process == "diffcsp":
             ab_k, sig_k = self.schedule(self.cfg.sample_steps or T)
             K = len(sig_k) - 1
@@ -879,14 +984,19 @@ class CrystalGenerator(nn.Module):
         if cfg.process == "mattergen":      # the symmetric lattice, atoms per s^3
             lat_n = mgp.symmetric_polar_factor(torch.as_tensor(lat_n)).numpy()
             density = float(np.mean([len(e.slots) for e in examples] / np.abs(np.linalg.det(lat_n))))
-        if cfg.process == "mattergen":      # the lattice in units of s, O(1), as MatterGen's in Å
+        stats = None
+        if cfg.process == "cdvae":          # CDVAE's lattice parameters, lengths / n^(1/3), standardised
+            lp = cdp.lattice_parameters(torch.as_tensor(lat_n)).numpy()
+            lp[:, :3] /= np.array([len(e.slots) for e in examples], dtype=np.float64)[:, None] ** (1.0 / 3.0)
+            stats = (lp.mean(0), lp.std(0) + 1e-3)
+        if cfg.process in ("mattergen", "cdvae"):   # the lattice in units of s, O(1), as theirs in Å
             lat_mean, lat_std = np.zeros((3, 3)), 1.0
         else:
             lat_mean = lat_n.mean(axis=0)
             lat_std = float(np.std(lat_n - lat_mean)) + 1e-3
         comps = sorted({_composition_key(e.slots) for e in examples})
         model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std,
-                    limit_density=density)
+                    limit_density=density, lattice_stats=stats)
         if init_state is not None:
             model.load_state_dict(init_state)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
