@@ -80,7 +80,7 @@ def gate_one(process: str, particle: Particle, cell: UnitCell, *, steps: int, ba
     sgs = sorted({int(c.spacegroup) for c in cands})
     return {"process": process, "material": cell.material_id, "target_spacegroup": target.spacegroup,
             "n_atoms_cell": int(len(ex.slots)), "steps": steps, "loss_last": rows[-1]["loss"],
-            "frac_loss_last": rows[-1]["frac"], "sampled": samples, "readable": len(cands),
+            "frac_loss_last": rows[-1].get("frac"), "sampled": samples, "readable": len(cands),
             "right": int(sum(right)), "spacegroups_read": sgs, "cpu_s": round(fit_s, 1)}
 
 

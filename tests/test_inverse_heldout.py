@@ -154,7 +154,7 @@ def test_longest_run_read_out_sees_through_small_errors() -> None:
 @pytest.mark.parametrize(("process", "sampler", "lattice_param"),
                          [("diffcsp", "sde", "eps"), ("diffcsp", "pc", "x0"), ("diffcsp", "ode", "x0"),
                           ("flowmm", "sde", "eps"), ("diffcsp", "pair", "x0"), ("mattergen", "pc", "x0"),
-                          ("mattergen", "sde", "eps"), ("cdvae", "sde", "x0")])
+                          ("mattergen", "sde", "eps"), ("cdvae", "sde", "x0"), ("adit", "sde", "x0")])
 def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, process: str, sampler: str,
                                         lattice_param: str) -> None:
     fwd = ForwardTask(store, "train", "full")
@@ -219,7 +219,7 @@ def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: boo
 
 def test_generator_config_is_checked() -> None:
     with pytest.raises(C2NPInputError, match="process"):
-        GenConfig(process="adit")
+        GenConfig(process="dimenet")
     with pytest.raises(C2NPInputError, match="ld_steps_per_level"):
         GenConfig(process="cdvae", ld_steps_per_level=0)
     with pytest.raises(C2NPInputError, match="noise levels"):

@@ -31,6 +31,11 @@ is permutation-equivariant and translation-invariant on the torus):
   noise-conditional score of isotropic Cartesian noise (``steps`` geometric levels,
   ``ld_steps_per_level`` Langevin steps each), the lattice held at the regressed one. The
   species are given by the composition, as in DiffCSP (CDVAE's type noise is not used).
+* ``adit``: ADiT's latent diffusion (:mod:`c2np.models.adit_process`) — a transformer
+  autoencoder of cells into per-atom latents (the first :data:`~c2np.models.adit_process.AE_FRACTION`
+  of the training steps), then a diffusion transformer over those latents (linear interpolant,
+  clean-latent prediction, ``steps`` Euler steps), the autoencoder frozen; the generated latents
+  are decoded into coordinates and a lattice. Species given, as in DiffCSP.
 
 The cell's composition (atoms per species slot, i.e. formula units x stoichiometry) is
 predicted by a classification head over the compositions seen in training, not given.
@@ -59,6 +64,7 @@ from torch import Tensor, nn
 
 from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
+from c2np.models import adit_process as adp
 from c2np.models import cdvae_process as cdp
 from c2np.models import mattergen_process as mgp
 from c2np.models.backbone import MLP, sinusoidal_embedding
@@ -88,7 +94,7 @@ __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMP
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
            "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
 
-PROCESSES = ("diffcsp", "flowmm", "mattergen", "cdvae")
+PROCESSES = ("diffcsp", "flowmm", "mattergen", "cdvae", "adit")
 SAMPLERS = ("sde", "ode", "pc")
 SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 SYMPREC_FINE_SWEEP_ANGSTROM: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3)
@@ -392,7 +398,9 @@ class CrystalGenerator(nn.Module):
         self.cfg = cfg
         self.compositions = [tuple(int(x) for x in c) for c in compositions]
         self.templates: list[CellTemplate] = []     # space-group templates (z_candidates="templates")
-        self.net = Denoiser(cfg, n_desc)
+        # adit generates latents with its own transformers; the denoiser only conditions (no layers)
+        self.net = Denoiser(replace(cfg, layers=0, pair_readout=False) if cfg.process == "adit" else cfg, n_desc)
+        self.train_progress = 0.0           # share of the training run done (set by fit; adit's stages)
         self.comp_head = MLP(cfg.hidden, cfg.hidden, len(self.compositions), 2)
         self.register_buffer("desc_mean", torch.as_tensor(desc_mean, dtype=torch.float32))
         self.register_buffer("desc_std", torch.as_tensor(desc_std, dtype=torch.float32))
@@ -408,10 +416,14 @@ class CrystalGenerator(nn.Module):
             self.encoder = Denoiser(replace(cfg, layers=min(cfg.layers, 2), pair_readout=False), n_desc)
             self.fc_mu, self.fc_logvar, self.z_proj = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
             self.lattice_head = MLP(2 * h + len(self.compositions), h, 6, 2)
+            self.register_buffer("cd_sigmas", cdp.noise_levels(cfg.steps))
+        if cfg.process == "adit":           # the autoencoder (first stage) and the latent DiT (second)
+            self.ae = adp.LatentAutoencoder(cfg.hidden, max(cfg.layers // 2, 1), cfg.n_freq, N_SLOTS)
+            self.dit = adp.LatentDiT(cfg.hidden, cfg.layers, N_SLOTS)
+        if cfg.process in ("cdvae", "adit"):    # standardisation of the six lattice parameters
             mean, std = lattice_stats if lattice_stats is not None else (np.zeros(6), np.ones(6))
             self.register_buffer("lp_mean", torch.as_tensor(mean, dtype=torch.float32).reshape(6))
             self.register_buffer("lp_std", torch.as_tensor(std, dtype=torch.float32).reshape(6))
-            self.register_buffer("cd_sigmas", cdp.noise_levels(cfg.steps))
 
     # --- features ----------------------------------------------------------------------
     @staticmethod
@@ -436,11 +448,13 @@ class CrystalGenerator(nn.Module):
         B = feats.shape[0]
         cond = self._cond(feats)
         comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)
-        if self.cfg.process in ("mattergen", "cdvae"):
+        if self.cfg.process in ("mattergen", "cdvae", "adit"):
             if self.cfg.process == "mattergen":
                 total, parts = self._mattergen_loss(x_l0, f0, slot, mask, cond, g)
-            else:
+            elif self.cfg.process == "cdvae":
                 total, parts = self._cdvae_loss(x_l0, f0, slot, mask, comp, cond, g)
+            else:
+                total, parts = self._adit_loss(x_l0, f0, slot, mask, cond, g)
             total = total + comp_loss
             return total, {"loss": total.item(), **parts, "comp": comp_loss.item()}
         eps_l = torch.randn(x_l0.shape, generator=g)
@@ -476,6 +490,66 @@ class CrystalGenerator(nn.Module):
         total = self.cfg.lattice_weight * ll + lf + comp_loss
         return total, {"loss": total.item(), "lattice": ll.item(), "frac": lf.item(), "comp": comp_loss.item()}
 
+    def _standard_lattice_parameters(self, lattice: Tensor, n_atoms: Tensor) -> Tensor:
+        """(B, 6) standardised lattice parameters (lengths / ``n^(1/3)``, angles) of lattices
+        (B,3,3) in units of s with ``n_atoms`` (B,) atoms; :meth:`_lattice_from_standard` inverts."""
+        lp = cdp.lattice_parameters(lattice)
+        lp = torch.cat([lp[:, :3] / n_atoms[:, None].float() ** (1.0 / 3.0), lp[:, 3:]], dim=-1)
+        return (lp - self.lp_mean) / self.lp_std
+
+    def _lattice_from_standard(self, pred: Tensor, n_atoms: Tensor) -> Tensor:
+        """Lattices (B,3,3) in units of s from standardised parameters (B,6) of cells of
+        ``n_atoms`` (B,) atoms (lengths scaled by ``n^(1/3)``, CDVAE's ``scale_length``)."""
+        p = pred * self.lp_std + self.lp_mean
+        p = torch.cat([p[:, :3] * n_atoms[:, None].float() ** (1.0 / 3.0), p[:, 3:]], dim=-1)
+        return cdp.lattice_from_parameters(p)
+
+    def _adit_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
+                   g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """ADiT's losses of one batch, by stage (``train_progress`` below
+        :data:`~c2np.models.adit_process.AE_FRACTION`: the autoencoder's reconstruction and KL;
+        after: the latent diffusion's, the autoencoder frozen). Cells keep spglib's standard origin
+        (ADiT translates them at random; see :mod:`c2np.models.adit_process`)."""
+        B = x_l0.shape[0]
+        n = mask.sum(1)
+        lp = self._standard_lattice_parameters(x_l0, n)
+        if self.train_progress < adp.AE_FRACTION:
+            mu, logvar = self.ae.encode(f0, lp, slot, mask)
+            z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+            frac, lp_pred = self.ae.decode(z, slot, mask)
+            m = mask[..., None].float()
+            lf = (adp.wrapped_sq_error(frac, f0) * m).sum() / (3 * m.sum())
+            ll = ((lp_pred - lp) ** 2).mean()
+            kl = ((-0.5 * (1.0 + logvar - mu ** 2 - logvar.exp()).sum(-1)) * mask).sum() / mask.sum()
+            total = adp.FRAC_WEIGHT * lf + self.cfg.lattice_weight * ll + adp.KL_WEIGHT * kl
+            return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
+        with torch.no_grad():
+            mu, logvar = self.ae.encode(f0, lp, slot, mask)
+            x1 = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+        t = torch.rand(B, generator=g)
+        pred = self.dit(adp.interpolate(x1, t, g), slot, mask, self._temb(t), cond)
+        lz = adp.latent_loss(pred, x1, t, mask)
+        return lz, {"latent": lz.item()}
+
+    @torch.no_grad()
+    def _adit_sample(self, cond: Tensor, slot: Tensor, mask: Tensor, g: torch.Generator,
+                     template: CellTemplate | None) -> tuple[Tensor, Tensor]:
+        """ADiT's generation: latents from N(0, I) by ``steps`` Euler steps of the interpolant's
+        ODE, decoded; with a template the decoded cell is projected onto its symmetry."""
+        B, N = slot.shape
+        x = torch.randn(B, N, adp.LATENT_DIM, generator=g)
+        K = self.cfg.steps
+        for k in range(K):
+            t = k / K
+            pred = self.dit(x, slot, mask, self._temb(torch.full((B,), t)), cond)
+            x = adp.euler_step(x, pred, t, 1.0 / K)
+        frac, lp = self.ae.decode(x, slot, mask)
+        x_l, f = self._lattice_from_standard(lp, mask.sum(1)), frac % 1.0
+        if template is not None:
+            for _ in range(3):
+                x_l, f = self.project(x_l, f, template)
+        return x_l, f
+
     def _cdvae_latent(self, cond: Tensor, z: Tensor, comp: Tensor) -> tuple[Tensor, Tensor]:
         """The decoder's condition (particle + latent, (B,H)) and the standardised lattice
         parameters (B, 6) regressed from it and the composition index ``comp`` (B,; -1: none)."""
@@ -483,13 +557,6 @@ class CrystalGenerator(nn.Module):
         onehot = nn.functional.one_hot(comp.clamp(min=0), len(self.compositions)).to(zc.dtype)
         onehot = onehot * (comp >= 0)[:, None].to(zc.dtype)
         return zc, self.lattice_head(torch.cat([zc, z, onehot], dim=-1))
-
-    def _cdvae_lattice(self, pred: Tensor, n_atoms: Tensor) -> Tensor:
-        """Lattices (B,3,3) in units of s from standardised parameters (B,6) of cells of
-        ``n_atoms`` (B,) atoms (lengths scaled by ``n^(1/3)``, CDVAE's ``scale_length``)."""
-        p = pred * self.lp_std + self.lp_mean
-        p = torch.cat([p[:, :3] * n_atoms[:, None].float() ** (1.0 / 3.0), p[:, 3:]], dim=-1)
-        return cdp.lattice_from_parameters(p)
 
     def _cdvae_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor, cond: Tensor,
                     g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
@@ -504,9 +571,7 @@ class CrystalGenerator(nn.Module):
         mu, logvar = self.fc_mu(pooled), self.fc_logvar(pooled).clamp(-10.0, 10.0)
         z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
         zc, pred_lp = self._cdvae_latent(cond, z, comp)
-        lp = cdp.lattice_parameters(x_l0)
-        lp = torch.cat([lp[:, :3] / n[:, None] ** (1.0 / 3.0), lp[:, 3:]], dim=-1)
-        ll = ((pred_lp - (lp - self.lp_mean) / self.lp_std) ** 2).mean()
+        ll = ((pred_lp - self._standard_lattice_parameters(x_l0, n)) ** 2).mean()
         sig = self.cd_sigmas[torch.randint(0, len(self.cd_sigmas), (B,), generator=g)]
         ft = cdp.perturb(f0, x_l0, sig, g)
         target = cdp.min_image_displacement(ft, f0, x_l0) / sig[:, None, None]
@@ -529,7 +594,7 @@ class CrystalGenerator(nn.Module):
         idx = torch.as_tensor([self.compositions.index(tuple(c)) if tuple(c) in self.compositions else -1
                                for c in comps], dtype=torch.long)
         zc, pred_lp = self._cdvae_latent(cond, z, idx)
-        x_l = self._cdvae_lattice(pred_lp, mask.sum(1))
+        x_l = self._lattice_from_standard(pred_lp, mask.sum(1))
         f = torch.rand(B, N, 3, generator=g)
         if template is not None:
             for _ in range(3):
@@ -542,6 +607,14 @@ class CrystalGenerator(nn.Module):
                 if template is not None:
                     x_l, f = self.project(x_l, f, template)
         return x_l, f
+
+    def stage_progress(self) -> float:
+        """Progress (0-1) within the current training stage, for the learning-rate schedule:
+        ``train_progress`` itself, except for adit, whose two stages each get a whole schedule."""
+        p, f = self.train_progress, adp.AE_FRACTION
+        if self.cfg.process != "adit":
+            return p
+        return p / f if p < f else (p - f) / (1.0 - f)
 
     def _limit(self, n_atoms: Tensor) -> tuple[Tensor, Tensor]:
         """MatterGen's lattice limit (normalised mean (B,3,3), std (B,)) for cells of ``n_atoms``."""
@@ -706,7 +779,7 @@ class CrystalGenerator(nn.Module):
             if any(tuple(c) != template.composition for c in comps) or not np.array_equal(
                     template.slots, slot[0].numpy()):
                 raise C2NPInputError("sample: a template needs every row of its composition, slots sorted")
-            if self.cfg.process not in ("mattergen", "cdvae"):     # these project their own start
+            if self.cfg.process not in ("mattergen", "cdvae", "adit"):     # these project their own
                 for _ in range(3):          # uniform start: a few passes make the wrapped average exact
                     x_l, f = self.project(x_l, f, template)
         T = self.cfg.steps
@@ -714,6 +787,8 @@ class CrystalGenerator(nn.Module):
             x_l, f, slot = self._mattergen_sample(cond, comps, slot, mask, g, template)
         elif self.cfg.process == "cdvae":
             x_l, f = self._cdvae_sample(cond, comps, slot, mask, g, template)
+        elif self.cfg.process == "adit":
+            x_l, f = self._adit_sample(cond, slot, mask, g, template)
         elif self.cfg.process == "diffcsp":
             ab_k, sig_k = self.schedule(self.cfg.sample_steps or T)
             K = len(sig_k) - 1
@@ -985,11 +1060,11 @@ class CrystalGenerator(nn.Module):
             lat_n = mgp.symmetric_polar_factor(torch.as_tensor(lat_n)).numpy()
             density = float(np.mean([len(e.slots) for e in examples] / np.abs(np.linalg.det(lat_n))))
         stats = None
-        if cfg.process == "cdvae":          # CDVAE's lattice parameters, lengths / n^(1/3), standardised
+        if cfg.process in ("cdvae", "adit"):    # six lattice parameters, lengths / n^(1/3), standardised
             lp = cdp.lattice_parameters(torch.as_tensor(lat_n)).numpy()
             lp[:, :3] /= np.array([len(e.slots) for e in examples], dtype=np.float64)[:, None] ** (1.0 / 3.0)
             stats = (lp.mean(0), lp.std(0) + 1e-3)
-        if cfg.process in ("mattergen", "cdvae"):   # the lattice in units of s, O(1), as theirs in Å
+        if cfg.process in ("mattergen", "cdvae", "adit"):   # the lattice in units of s, O(1), as theirs in Å
             lat_mean, lat_std = np.zeros((3, 3)), 1.0
         else:
             lat_mean = lat_n.mean(axis=0)
@@ -1020,14 +1095,15 @@ class CrystalGenerator(nn.Module):
             cls_k = int(rng.choice(len(comps), p=freq))
             idx = rng.choice(members[cls_k], cfg.batch)
             n = sum(comps[cls_k])
-            loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
-                                     torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
-                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
             progress = step / cfg.train_steps
             if time_budget_s is not None:
                 progress = max(progress, (time.monotonic() - t_start) / max(time_budget_s, 1e-9))
+            model.train_progress = progress
+            loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
+                                     torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
+                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
             for group in opt.param_groups:
-                group["lr"] = cfg.lr * learning_rate_factor(progress)
+                group["lr"] = cfg.lr * learning_rate_factor(model.stage_progress())
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
