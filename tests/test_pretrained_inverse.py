@@ -1,5 +1,5 @@
-"""The shipped task-2 crystal generators (pretrained/diffcsp-inverse, flowmm-inverse and
-mattergen-inverse, issue 13): each loads, stays within the size limit, and answers a
+"""The shipped task-2 crystal generators (pretrained/diffcsp-inverse, flowmm-inverse,
+mattergen-inverse, cdvae-inverse and adit-inverse, issue 13): each loads, stays within the size limit, and answers a
 cubic perovskite particle with its space group and lattice (a material of the kind it was
 trained on; their held-out scores are in docs/inverse_results.md)."""
 
@@ -16,7 +16,8 @@ from c2np.models.crystal_gen import load_generator
 from helpers import perovskite
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
-FAMILIES = {"diffcsp-inverse": "diffcsp", "flowmm-inverse": "flowmm", "mattergen-inverse": "mattergen"}
+FAMILIES = {"diffcsp-inverse": "diffcsp", "flowmm-inverse": "flowmm", "mattergen-inverse": "mattergen",
+            "cdvae-inverse": "cdvae", "adit-inverse": "adit"}
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
@@ -26,8 +27,9 @@ def test_pretrained_generator_files_and_size(name: str) -> None:
     assert {"model.safetensors", "config.json", "train_log.jsonl", "README.md"} <= set(files)
     assert sum(files.values()) <= 10 * 1024 * 1024
     meta = json.loads((folder / "config.json").read_text())
-    assert meta["kind"] == "c2np.crystal_gen/1" and meta["config"]["pair_readout"] is True
-    assert meta["config"]["process"] == FAMILIES[name]
+    assert meta["kind"] == "c2np.crystal_gen/1" and meta["config"]["process"] == FAMILIES[name]
+    # the CSPNet-like denoiser's periodic pair read-out; adit generates with its own transformers
+    assert meta["config"]["pair_readout"] is (FAMILIES[name] != "adit")
     cfg = meta["config"]      # the settings measured in docs/inverse_results.md
     assert (cfg["z_candidates"], cfg["read_rule"], cfg["rank"]) == ("templates", "template", "refine")
     assert cfg["symmetric_margin"] > 0 and cfg["refine_top"] >= 1
