@@ -4,6 +4,10 @@ radii), per radius, per space group and the space-group confusion matrix.
 
     python benchmarks/inverse_report.py out/inverse > out/inverse/report.md
     python benchmarks/inverse_report.py out/run_clean out/run_noise   # several folders, one report
+    python benchmarks/inverse_report.py out/tables --plot docs/inverse_per_radius.png
+
+``--plot PATH`` also draws joint accuracy (paper tolerance) against the radius, one panel per
+variant (clean and 0.02 Å when present), one line per model with its 95 % CI as a band.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 
 from c2np.evaluation.results import Results
 
-ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "mattergen-inverse", "encoder-heads", "descriptor-neighbour",
+ORDER = ["solver", "diffcsp-inverse", "flowmm-inverse", "mattergen-inverse", "cdvae-inverse", "adit-inverse",
+         "encoder-heads", "descriptor-neighbour",
          "descriptor-neighbour-noisy", "composition-lookup", "majority-class"]
 VARIANTS = ["clean", "noise0.02", "noise0.05", "random-centre"]
 
@@ -24,11 +29,43 @@ def cell(v: dict) -> str:
     return f"{v['mean']:.3f} [{lo:.2f}, {hi:.2f}]"
 
 
+def plot_per_radius(res: dict, models: list[str], path: Path) -> None:
+    """Joint accuracy (paper) against R per model, a panel per variant (clean, noise0.02), CI bands."""
+    from matplotlib.figure import Figure
+
+    variants = [v for v in ("clean", "noise0.02") if any(k[1] == v for k in res)]
+    fig = Figure(figsize=(5.5 * len(variants) + 2.2, 4.2), layout="constrained")
+    axes = fig.subplots(1, len(variants), sharey=True, squeeze=False)[0]
+    for ax, variant in zip(axes, variants):
+        for m in models:
+            if (m, variant) not in res or m == "majority-class":
+                continue
+            pr = res[(m, variant)].data["metrics"]["per_radius"]
+            radii = sorted(pr, key=float)
+            cells = [pr[r]["joint_accuracy_paper"] for r in radii]
+            x = [float(r) for r in radii]
+            style = {"solver": ":", "descriptor-neighbour": "--", "descriptor-neighbour-noisy": "--",
+                     "composition-lookup": "-."}.get(m, "-")
+            line, = ax.plot(x, [c["mean"] for c in cells], style, marker=".", label=m, lw=1.4)
+            ax.fill_between(x, [c["ci95"][0] for c in cells], [c["ci95"][1] for c in cells],
+                            color=line.get_color(), alpha=0.06, lw=0)
+        ax.axhline(0.9 if variant == "clean" else 0.8, color="k", lw=0.8, alpha=0.5)
+        n = res[next(k for k in res if k[1] == variant)].data["metrics"]["per_radius"]
+        per_r = min(int(c["joint_accuracy_paper"]["n"]) for c in n.values())
+        ax.set_title(f"held-out, {variant}: {per_r}+ rows per R, bands 95 % CI", fontsize=10)
+        ax.set_xlabel("particle radius R (Å)")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].set_ylabel("joint accuracy (paper tolerance)")
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    fig.savefig(path, dpi=120)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", nargs="+", type=Path,
                     help="folders of MODEL__VARIANT.json results files (inverse_heldout.py --out)")
+    ap.add_argument("--plot", type=Path, default=None, help="write the per-radius figure (PNG) here")
     args = ap.parse_args(argv)
     res = {}
     for folder in args.folders:
@@ -108,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in sorted(conf, key=int):
                 print(f"| {t} | " + " | ".join(str(conf[t].get(c, 0)) for c in cols) + " |")
             print()
+    if args.plot is not None:
+        plot_per_radius(res, models, args.plot)
     return 0
 
 
