@@ -34,8 +34,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-__all__ = ["LATENT_DIM", "KL_WEIGHT", "FRAC_WEIGHT", "AE_FRACTION", "LOGVAR_INIT", "LatentAutoencoder", "LatentDiT", "interpolate",
-           "latent_loss", "euler_step", "wrapped_sq_error", "frac_features"]
+__all__ = ["LATENT_DIM", "KL_WEIGHT", "FRAC_WEIGHT", "AE_FRACTION", "LOGVAR_INIT", "LatentAutoencoder", "LatentDiT",
+           "interpolate", "latent_loss", "euler_step", "wrapped_sq_error", "frac_features"]
 
 #: latent numbers per atom (ADiT's latent_dim)
 LATENT_DIM = 8
