@@ -1326,7 +1326,11 @@ def load_generator(folder: str | Path) -> CrystalGenerator:
     n = int(meta["n_desc"])
     model = CrystalGenerator(cfg, n, [tuple(c) for c in meta["compositions"]], np.zeros(n), np.ones(n),
                              np.zeros((3, 3)), 1.0)
-    model.load_state_dict(tensors)
+    try:
+        model.load_state_dict(tensors)
+    except RuntimeError as exc:         # missing, unexpected or mis-shaped tensors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise C2NPInputError(f"{p / 'model.safetensors'}: the weights do not match config.json ({first})") from exc
     model.templates = load_templates(p) or []
     model.eval()
     return model
