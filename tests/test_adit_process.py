@@ -17,9 +17,11 @@ def test_wrapped_error_is_periodic() -> None:
 
 
 def test_frac_features_are_periodic() -> None:
+    from c2np.models.backbone import periodic_features
+
     f = torch.rand(2, 5, 3)
-    torch.testing.assert_close(adp.frac_features(f + 1.0, 3), adp.frac_features(f, 3), atol=1e-5, rtol=0)
-    assert adp.frac_features(f, 3).shape == (2, 5, 18)
+    torch.testing.assert_close(periodic_features(f + 1.0, 3), periodic_features(f, 3), atol=1e-5, rtol=0)
+    assert periodic_features(f, 3).shape == (2, 5, 18)
 
 
 def test_interpolant_ends_and_loss_weighting() -> None:

@@ -29,13 +29,13 @@ starts at :data:`LOGVAR_INIT`: from 0 the decoder learned to ignore the latent.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
+from c2np.models.backbone import periodic_features
+
 __all__ = ["LATENT_DIM", "KL_WEIGHT", "FRAC_WEIGHT", "AE_FRACTION", "LOGVAR_INIT", "LatentAutoencoder", "LatentDiT",
-           "interpolate", "latent_loss", "euler_step", "wrapped_sq_error", "frac_features"]
+           "interpolate", "latent_loss", "euler_step", "wrapped_sq_error"]
 
 #: latent numbers per atom (ADiT's latent_dim)
 LATENT_DIM = 8
@@ -47,13 +47,6 @@ FRAC_WEIGHT = 10.0
 LOGVAR_INIT = -6.0
 #: share of the training steps spent on the autoencoder (the rest on the latent diffusion)
 AE_FRACTION = 0.4
-
-
-def frac_features(frac: Tensor, n_freq: int) -> Tensor:
-    """(B, N, 3) fractional coordinates -> (B, N, 6 n_freq) periodic Fourier features."""
-    k = torch.arange(1, n_freq + 1, dtype=frac.dtype, device=frac.device) * (2 * math.pi)
-    x = frac[..., None] * k
-    return torch.cat([torch.sin(x), torch.cos(x)], dim=-1).flatten(-2)
 
 
 def wrapped_sq_error(pred: Tensor, target: Tensor) -> Tensor:
@@ -89,7 +82,7 @@ class LatentAutoencoder(nn.Module):
         """Posterior mean and log-variance (B, N, LATENT_DIM) of cells given as fractional
         coordinates (B,N,3), standardised lattice parameters (B,6), slots (B,N) and mask (B,N)."""
         # the raw coordinates too (ADiT's input): the decoder's identity map is then linear
-        x = (self.slot(slot) + self.frac_in(torch.cat([frac, frac_features(frac, self.n_freq)], dim=-1))
+        x = (self.slot(slot) + self.frac_in(torch.cat([frac, periodic_features(frac, self.n_freq)], dim=-1))
              + self.lattice_in(lattice_params)[:, None, :])
         x = self.encoder(x, src_key_padding_mask=~mask)
         mu, logvar = self.quant(x).chunk(2, dim=-1)

@@ -40,7 +40,7 @@ from c2np.errors import C2NPInputError
 from c2np.models.data import MAX_SPECIES_SLOTS, Condition, species_slots
 from c2np.particle import Particle
 
-__all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding",
+__all__ = ["scatter_sum", "scatter_mean", "knn_graph", "gaussian_rbf", "sinusoidal_embedding", "periodic_features",
            "MLP", "ConditionBatch", "collate_conditions", "ParticleBatch", "collate_particles",
            "CellEncoder", "Conditioner", "CountHead", "frame_features", "EGNN", "AdaLNBlock",
            "to_padded", "from_padded", "padded_attention", "N_FRAME_FEATURES", "N_Z", "lattice_site_vectors",
@@ -107,6 +107,14 @@ def sinusoidal_embedding(t: Tensor, dim: int, *, max_period: float = 1e4) -> Ten
     args = 1000.0 * t.unsqueeze(-1) * freqs
     emb = torch.cat([torch.sin(args), torch.cos(args)], dim=-1)
     return F.pad(emb, (0, dim - 2 * half))
+
+
+def periodic_features(frac: Tensor, n_freq: int) -> Tensor:
+    """(..., 3) fractional coordinates or differences -> (..., 6 n_freq) Fourier features
+    ``sin, cos (2 pi k x)``, k = 1..n_freq, per component (period 1)."""
+    k = torch.arange(1, n_freq + 1, dtype=frac.dtype, device=frac.device) * (2 * math.pi)
+    x = frac[..., None] * k
+    return torch.cat([torch.sin(x), torch.cos(x)], dim=-1).flatten(-2)
 
 
 class MLP(nn.Sequential):

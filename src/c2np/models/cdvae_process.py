@@ -30,7 +30,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["SIGMA_BEGIN", "SIGMA_END", "KL_WEIGHT", "STEP_LR_REL", "noise_levels", "level_time",
-           "lattice_parameters", "lattice_from_parameters", "perturb", "min_image_displacement",
+           "lattice_parameters", "lattice_from_parameters", "scaled_lattice_parameters",
+           "lattice_from_scaled_parameters", "perturb", "min_image_displacement", "reparameterize",
            "kl_divergence", "langevin_step"]
 
 #: the largest coordinate noise (units of s)
@@ -94,6 +95,20 @@ def lattice_from_parameters(params: Tensor, *, min_angle_deg: float = 20.0) -> T
     return rows * length[:, :, None]
 
 
+def scaled_lattice_parameters(lattice: Tensor, n_atoms: Tensor) -> Tensor:
+    """(B, 6) :func:`lattice_parameters` of lattices (B, 3, 3) with the lengths divided by
+    ``n^(1/3)`` of their cells' ``n_atoms`` (B,) (CDVAE's ``scale_length``)."""
+    lp = lattice_parameters(lattice)
+    return torch.cat([lp[:, :3] / n_atoms[:, None].to(lp.dtype) ** (1.0 / 3.0), lp[:, 3:]], dim=-1)
+
+
+def lattice_from_scaled_parameters(params: Tensor, n_atoms: Tensor) -> Tensor:
+    """Inverse of :func:`scaled_lattice_parameters`: (B, 3, 3) lattices of cells of ``n_atoms``
+    (B,) atoms (:func:`lattice_from_parameters`)."""
+    p = torch.cat([params[:, :3] * n_atoms[:, None].to(params.dtype) ** (1.0 / 3.0), params[:, 3:]], dim=-1)
+    return lattice_from_parameters(p)
+
+
 def min_image_displacement(frac_from: Tensor, frac_to: Tensor, lattice: Tensor) -> Tensor:
     """(B, N, 3) Cartesian displacement from each atom at ``frac_from`` to the nearest periodic
     image of ``frac_to`` (over the 27 images of the wrapped fractional difference)."""
@@ -110,9 +125,18 @@ def perturb(frac: Tensor, lattice: Tensor, sigma: Tensor, g: torch.Generator) ->
     return (frac + noise @ torch.linalg.inv(lattice)) % 1.0
 
 
-def kl_divergence(mu: Tensor, logvar: Tensor) -> Tensor:
-    """KL(N(mu, exp(logvar)) || N(0, I)) summed over the latent, averaged over the batch."""
-    return (-0.5 * (1.0 + logvar - mu ** 2 - logvar.exp()).sum(-1)).mean()
+def reparameterize(mu: Tensor, logvar: Tensor, g: torch.Generator) -> Tensor:
+    """A draw of N(mu, exp(logvar)), differentiable in both (the VAE's reparameterisation)."""
+    return mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+
+
+def kl_divergence(mu: Tensor, logvar: Tensor, mask: Tensor | None = None) -> Tensor:
+    """KL(N(mu, exp(logvar)) || N(0, I)) summed over the last (latent) axis, averaged over the
+    rest; with ``mask`` (the leading axes, e.g. (B, N) atoms) over the True entries only."""
+    kl = -0.5 * (1.0 + logvar - mu ** 2 - logvar.exp()).sum(-1)
+    if mask is None:
+        return kl.mean()
+    return (kl * mask).sum() / mask.sum()
 
 
 def langevin_step(frac: Tensor, pred: Tensor, lattice: Tensor, sigma: float, g: torch.Generator) -> Tensor:

@@ -67,7 +67,7 @@ from c2np.errors import C2NPInputError
 from c2np.models import adit_process as adp
 from c2np.models import cdvae_process as cdp
 from c2np.models import mattergen_process as mgp
-from c2np.models.backbone import MLP, sinusoidal_embedding
+from c2np.models.backbone import MLP, periodic_features, sinusoidal_embedding
 from c2np.models.cell_ranking import (
     best_scale_mismatch,
     cell_pair_profile,
@@ -272,12 +272,6 @@ def _composition_key(slots: np.ndarray) -> tuple[int, ...]:
     return tuple(int(np.sum(slots == k)) for k in range(N_SLOTS))
 
 
-def _fourier(d: Tensor, n_freq: int) -> Tensor:
-    k = torch.arange(1, n_freq + 1, dtype=d.dtype, device=d.device) * (2 * math.pi)
-    x = d[..., None] * k
-    return torch.cat([torch.sin(x), torch.cos(x)], dim=-1).flatten(-2)
-
-
 class _EdgeMLP(nn.Module):
     """The edge MLP of :class:`Denoiser`: Linear-SiLU-Linear on [h_i, h_j, e_ij], with the
     first layer split by input so the node parts are computed per node, not per edge."""
@@ -328,7 +322,7 @@ class Denoiser(nn.Module):
         c = cond + self.time(t_emb)
         h = self.slot(slot) + c[:, None, :]
         gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 1, 1, 9).expand(B, N, N, 9)
-        four = _fourier(f[:, None, :, :] - f[:, :, None, :], self.n_freq)
+        four = periodic_features(f[:, None, :, :] - f[:, :, None, :], self.n_freq)
         e = torch.cat([gram, four], dim=-1)
         pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
         deg = pm.sum(dim=2).clamp(min=1.0)
@@ -493,16 +487,12 @@ class CrystalGenerator(nn.Module):
     def _standard_lattice_parameters(self, lattice: Tensor, n_atoms: Tensor) -> Tensor:
         """(B, 6) standardised lattice parameters (lengths / ``n^(1/3)``, angles) of lattices
         (B,3,3) in units of s with ``n_atoms`` (B,) atoms; :meth:`_lattice_from_standard` inverts."""
-        lp = cdp.lattice_parameters(lattice)
-        lp = torch.cat([lp[:, :3] / n_atoms[:, None].float() ** (1.0 / 3.0), lp[:, 3:]], dim=-1)
-        return (lp - self.lp_mean) / self.lp_std
+        return (cdp.scaled_lattice_parameters(lattice, n_atoms) - self.lp_mean) / self.lp_std
 
     def _lattice_from_standard(self, pred: Tensor, n_atoms: Tensor) -> Tensor:
         """Lattices (B,3,3) in units of s from standardised parameters (B,6) of cells of
         ``n_atoms`` (B,) atoms (lengths scaled by ``n^(1/3)``, CDVAE's ``scale_length``)."""
-        p = pred * self.lp_std + self.lp_mean
-        p = torch.cat([p[:, :3] * n_atoms[:, None].float() ** (1.0 / 3.0), p[:, 3:]], dim=-1)
-        return cdp.lattice_from_parameters(p)
+        return cdp.lattice_from_scaled_parameters(pred * self.lp_std + self.lp_mean, n_atoms)
 
     def _adit_loss(self, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, cond: Tensor,
                    g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
@@ -515,17 +505,15 @@ class CrystalGenerator(nn.Module):
         lp = self._standard_lattice_parameters(x_l0, n)
         if self.train_progress < adp.AE_FRACTION:
             mu, logvar = self.ae.encode(f0, lp, slot, mask)
-            z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
-            frac, lp_pred = self.ae.decode(z, slot, mask)
+            frac, lp_pred = self.ae.decode(cdp.reparameterize(mu, logvar, g), slot, mask)
             m = mask[..., None].float()
             lf = (adp.wrapped_sq_error(frac, f0) * m).sum() / (3 * m.sum())
             ll = ((lp_pred - lp) ** 2).mean()
-            kl = ((-0.5 * (1.0 + logvar - mu ** 2 - logvar.exp()).sum(-1)) * mask).sum() / mask.sum()
+            kl = cdp.kl_divergence(mu, logvar, mask)
             total = adp.FRAC_WEIGHT * lf + self.cfg.lattice_weight * ll + adp.KL_WEIGHT * kl
             return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
         with torch.no_grad():
-            mu, logvar = self.ae.encode(f0, lp, slot, mask)
-            x1 = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+            x1 = cdp.reparameterize(*self.ae.encode(f0, lp, slot, mask), g)
         t = torch.rand(B, generator=g)
         pred = self.dit(adp.interpolate(x1, t, g), slot, mask, self._temb(t), cond)
         lz = adp.latent_loss(pred, x1, t, mask)
@@ -569,7 +557,7 @@ class CrystalGenerator(nn.Module):
         n = mask.sum(1).float()
         _, _, _, _, pooled, _ = self.encoder.trunk(x_l0, f0, slot, mask, self._temb(torch.zeros(B)), cond)
         mu, logvar = self.fc_mu(pooled), self.fc_logvar(pooled).clamp(-10.0, 10.0)
-        z = mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+        z = cdp.reparameterize(mu, logvar, g)
         zc, pred_lp = self._cdvae_latent(cond, z, comp)
         ll = ((pred_lp - self._standard_lattice_parameters(x_l0, n)) ** 2).mean()
         sig = self.cd_sigmas[torch.randint(0, len(self.cd_sigmas), (B,), generator=g)]
@@ -1061,8 +1049,8 @@ class CrystalGenerator(nn.Module):
             density = float(np.mean([len(e.slots) for e in examples] / np.abs(np.linalg.det(lat_n))))
         stats = None
         if cfg.process in ("cdvae", "adit"):    # six lattice parameters, lengths / n^(1/3), standardised
-            lp = cdp.lattice_parameters(torch.as_tensor(lat_n)).numpy()
-            lp[:, :3] /= np.array([len(e.slots) for e in examples], dtype=np.float64)[:, None] ** (1.0 / 3.0)
+            lp = cdp.scaled_lattice_parameters(torch.as_tensor(lat_n),
+                                               torch.as_tensor([len(e.slots) for e in examples])).numpy()
             stats = (lp.mean(0), lp.std(0) + 1e-3)
         if cfg.process in ("mattergen", "cdvae", "adit"):   # the lattice in units of s, O(1), as theirs in Å
             lat_mean, lat_std = np.zeros((3, 3)), 1.0
