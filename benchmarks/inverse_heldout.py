@@ -37,7 +37,8 @@ import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES, load_generator
+from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES
+from c2np.models.generator_pool import GeneratorPool, load_inverse_generator
 from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction, inverse_values
 from c2np.tasks import InverseTask, training_material_rows
@@ -139,8 +140,8 @@ def main() -> int:
                                            "majority-class": MajorityClass.fit(task)}
     neighbours = {} if args.no_baselines else {"descriptor-neighbour": DescriptorNeighbour.fit(task),
                                                "descriptor-neighbour-noisy": DescriptorNeighbour.fit_noisy(task)}
-    gens = {Path(g).name: load_generator(g) for g in args.generators.split(",") if g}
-    for gen in gens.values():
+    gens = {Path(g).name: load_inverse_generator(g) for g in args.generators.split(",") if g}
+    for gname, gen in gens.items():
         over = {k: v for k, v in (("n_samples", args.n_samples), ("sampler", args.sampler),
                                   ("step_lr", args.step_lr), ("read_rule", args.read_rule),
                                   ("min_pair_angstrom", args.min_pair_angstrom),
@@ -153,6 +154,11 @@ def main() -> int:
                                   ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom),
                                   ("anneal_slope", args.anneal_slope))
                 if v is not None}
+        if isinstance(gen, GeneratorPool):
+            if over:
+                print(f"{gname}: a generator pool takes no setting overrides ({', '.join(over)})", file=sys.stderr)
+                return 2
+            continue
         gen.cfg = dataclasses.replace(gen.cfg, **over)
     heads = None
     if args.encoder_heads:
@@ -201,7 +207,7 @@ def main() -> int:
                                          "mismatch": x.mismatch, "composition_logprob": x.composition_logprob,
                                          "volume_angstrom3": x.volume_angstrom3,
                                          "template_spacegroup": x.template_spacegroup,
-                                         "n_operations": x.n_operations,
+                                         "n_operations": x.n_operations, "generator": x.generator,
                                          **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
                                              "slots": x.cell[2].tolist()} if x.cell is not None else {})}
                                         for x in c]}

@@ -1143,8 +1143,9 @@ class Candidate:
     (Å), its pair-profile mismatch with the particle (nan when not computed), the count
     head's log-probability of its composition, its cell volume (Å^3), the space group of
     the template it was sampled under (0: none), the generated cell itself (lattice (3, 3)
-    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading, and the number of
-    symmetry operations of its template's primitive cell (0: none)."""
+    rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading, the number of
+    symmetry operations of its template's primitive cell (0: none) and, in a
+    :class:`~c2np.models.generator_pool.GeneratorPool`, the name of the member that made it."""
 
     composition: tuple[int, ...]
     params: np.ndarray
@@ -1156,6 +1157,7 @@ class Candidate:
     template_spacegroup: int = 0
     cell: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     n_operations: int = 0
+    generator: str = ""
 
 
 def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,
