@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from c2np.cli._common import console, handle_errors, print_json
+from c2np.errors import C2NPInputError
 from c2np.fileio import check_output_path
 
 
@@ -90,7 +91,8 @@ def train_cmd(
 
 @handle_errors
 def predict_cmd(
-    run: Path = typer.Option(..., "--run", help="Run folder written by c2np train."),
+    run: Path = typer.Option(..., "--run", help="Run folder written by c2np train, or a task-2 crystal "
+                             "generator or generator pool folder (pretrained/<family>-inverse)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Dataset store (.h5)."),
     cells: Optional[Path] = typer.Option(None, "--cells", help="Instead of --store: CIF folder or zip."),
     protocol: str = typer.Option("paper", "--protocol", help="Protocol for --cells."),
@@ -115,11 +117,25 @@ def predict_cmd(
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
     check_output_path(out)
+    from c2np.models.generator_predict import is_generator_folder, predict_generator
     from c2np.models.training import predict
     from c2np.sharding import parse_shard
 
     shard_spec = parse_shard(shard) if shard is not None else None
     ds = _open_dataset(store, cells, protocol, radii)
+    if is_generator_folder(run):    # a shipped task-2 crystal generator or pool: its own settings
+        if steps is not None or device != "cpu" or checkpoint != "best":
+            raise C2NPInputError(f"{run}: a crystal generator folder predicts with its own settings on the CPU "
+                                 "(no --steps, --device or --checkpoint)")
+        res = predict_generator(run, ds, split, out, subset=subset, per_group=per_group, seed=seed,
+                                shard=shard_spec, progress=not json_out)
+        if json_out:
+            print_json(res)
+            return
+        console().print(escape(f"{res['n_samples']} predictions ({res['model']}, {res['kind']}, {split}; "
+                               f"{res['n_no_answer']} without an answer) -> {out} "
+                               f"at {res['samples_per_s']:.3g} samples/s"))
+        return
     summary = predict(run, ds, split, out, subset=subset, seed=seed, steps=steps, per_group=per_group,
                       checkpoint=checkpoint, device=device, allow_other_store=allow_other_store,
                       progress=not json_out, shard=shard_spec)

@@ -1301,14 +1301,18 @@ def save_generator(model: CrystalGenerator, folder: str | Path, log_rows: Sequen
 def load_generator(folder: str | Path) -> CrystalGenerator:
     """A generator written by :func:`save_generator` (with the folder's space-group templates,
     :data:`c2np.models.cell_templates.TEMPLATES_FILE`, when it has them)."""
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     p = Path(folder)
     try:
         meta = json.loads((p / "config.json").read_text())
-        tensors = load_file(str(p / "model.safetensors"))
     except (OSError, ValueError) as exc:
         raise C2NPInputError(f"{p}: not a crystal generator folder ({exc})") from exc
+    try:
+        tensors = load_file(str(p / "model.safetensors"))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise C2NPInputError(f"{p / 'model.safetensors'}: not readable weights ({exc})") from exc
     try:
         cfg = GenConfig(**meta["config"])
     except TypeError as exc:          # a field this version does not know

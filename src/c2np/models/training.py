@@ -42,7 +42,8 @@ from c2np.sharding import check_shard_set, ids_sha256, shard_positions
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
-           "reference_fidelity", "validation_rows"]
+           "reference_fidelity", "validation_rows", "query_items", "batch_seed", "batch_shard_positions",
+           "merge_predictions", "PARTIAL_PREDICTIONS_SCHEMA"]
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CHECKPOINTS: tuple[str, ...] = ("best", "last")
@@ -568,7 +569,6 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     import torch
 
     from c2np.predictions import write_forward_predictions, write_inverse_predictions
-    from c2np.tasks import ForwardTask, InverseTask, opaque_sample_id, select_rows
 
     model, meta = load_run(run_dir, checkpoint=checkpoint, device=device)
     check = _check_store(meta, store, what="predict")
@@ -579,25 +579,11 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
             f"fingerprint {check['store_fingerprint'][:16]}...; pass --allow-other-store to predict anyway")
     check["allow_other_store"] = bool(allow_other_store)
     forward = model.task == "forward"
-    task_cls = ForwardTask if forward else InverseTask
-    keep: set[str] | None = None
-    if per_group is not None and subset == "eval":  # fewer rotations than the harness's subset
-        rec = store.recipes
-        ids = [rec.sample_id(int(r)) for r in select_rows(rec, split, "eval", per_group=int(per_group))]
-        keep = set(ids) if forward else {opaque_sample_id(str(store.fingerprint), i) for i in ids}
-        task = task_cls(store, split, "full")
-    else:
-        task = task_cls(store, split, subset)
     out = Path(out)
     t0 = time.perf_counter()
     size = int(model.cfg.batch_size)
     with torch.no_grad():
-        if forward:
-            items: list[Any] = [(q.sample_id, condition_from_query(q)) for q in task.queries()
-                                if keep is None or q.sample_id in keep]
-        else:
-            assert isinstance(task, InverseTask)
-            items = [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+        items = query_items(store, split, subset=subset, per_group=per_group, forward=forward)
         part_record: dict[str, Any] = {}
         batches: list[int] | None = None
         if shard is not None:
@@ -609,7 +595,7 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                         "seed": seed, "steps": steps, "batch": size, "store_fingerprint": str(store.fingerprint)},
                 "shard": {"index": int(shard[0]), "count": int(shard[1])}, "n_rows": len(items),
                 "sample_ids_sha256": ids_sha256([sid for sid, _ in items]),
-                "positions": _batch_shard_positions(len(items), size, shard)}
+                "positions": batch_shard_positions(len(items), size, shard)}
         if forward:
             preds = _sample_forward(model, items, seed, steps=steps, batch=size, batches=batches,
                                     progress=progress, desc=f"sampling {meta['model']}")
@@ -633,11 +619,33 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     return summary
 
 
+def query_items(store: Any, split: str, *, subset: str = "eval", per_group: int | None = None,
+                forward: bool) -> list[tuple[str, Any]]:
+    """The rows ``c2np evaluate`` scores for ``split`` / ``subset`` (``per_group`` rotations per
+    (material, R) of the eval subset; None: the harness's), as the model may see them: task 1
+    (store id, :class:`Condition` of the query), task 2 (opaque id, the query's particle)."""
+    from c2np.tasks import ForwardTask, InverseTask, opaque_sample_id, select_rows
+
+    task_cls = ForwardTask if forward else InverseTask
+    keep: set[str] | None = None
+    if per_group is not None and subset == "eval":  # fewer rotations than the harness's subset
+        rec = store.recipes
+        ids = [rec.sample_id(int(r)) for r in select_rows(rec, split, "eval", per_group=int(per_group))]
+        keep = set(ids) if forward else {opaque_sample_id(str(store.fingerprint), i) for i in ids}
+        task = task_cls(store, split, "full")
+    else:
+        task = task_cls(store, split, subset)
+    if forward:
+        return [(q.sample_id, condition_from_query(q)) for q in task.queries() if keep is None or q.sample_id in keep]
+    assert isinstance(task, InverseTask)
+    return [(q.sample_id, q.particle) for q in task.queries() if keep is None or q.sample_id in keep]
+
+
 #: Schema of the provenance record of ``predict --shard I/N`` (a partial prediction file).
 PARTIAL_PREDICTIONS_SCHEMA = "c2np.partial-predictions/1"
 
 
-def _batch_shard_positions(n_rows: int, batch: int, shard: tuple[int, int]) -> list[int]:
+def batch_shard_positions(n_rows: int, batch: int, shard: tuple[int, int]) -> list[int]:
     """Positions of shard (i, n) when whole batches of ``batch`` rows are dealt round robin."""
     picked = shard_positions(-(-n_rows // batch), *shard)
     return [k for b in picked for k in range(int(b) * batch, min((int(b) + 1) * batch, n_rows))]
@@ -681,7 +689,7 @@ def merge_predictions(parts: list[str | Path], out: str | Path) -> dict[str, Any
     seconds = 0.0
     for path, rec in docs:
         idx, cnt = int(rec["shard"]["index"]), int(rec["shard"]["count"])
-        expected = _batch_shard_positions(n_rows, size, (idx, cnt))
+        expected = batch_shard_positions(n_rows, size, (idx, cnt))
         if list(rec["positions"]) != expected:
             raise C2NPInputError(f"merge-predictions: {path}: its rows are not those of shard {idx}/{cnt}")
         header, body, body_ids = _prediction_units(path, task)

@@ -1,0 +1,98 @@
+"""`c2np predict --run <crystal generator or pool folder>` (issue 13): the shipped task-2
+generators write the prediction files `c2np evaluate` scores, for the same rows and ids as a
+trained run; shards merge into exactly one run's file; bad combinations are one clear line."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from c2np.cli import build_app
+from c2np.models.generator_pool import PoolRule, save_pool
+from c2np.models.generator_predict import is_generator_folder
+from c2np.store import build_store
+from helpers import perovskite
+
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+runner = CliRunner()
+app = build_app()
+
+
+def _cheap_copy(name: str, dst: Path) -> Path:
+    """The shipped folder with few samples and short fits (the test's cost, not the shipped settings)."""
+    shutil.copytree(PRETRAINED / name, dst)
+    meta = json.loads((dst / "config.json").read_text())
+    meta["config"].update(n_samples=1, sample_steps=20, refine_screen_evals=0, refine_evals=10)
+    (dst / "config.json").write_text(json.dumps(meta))
+    templates = json.loads((dst / "templates.json").read_text())
+    keep = [next(t for t in templates if t["spacegroup"] == sg) for sg in (62, 221)]
+    (dst / "templates.json").write_text(json.dumps(keep))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cells = [perovskite(a=a, ids=f"M{i}", A=z) for i, (a, z) in enumerate(zip((3.4, 4.0, 4.6, 5.2, 5.8),
+                                                                              (19, 11, 37, 55, 3)))]
+    return build_store(cells, tmp_path_factory.mktemp("g") / "strict.h5", "strict", radii_angstrom=[6, 7],
+                       progress=False)
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return list(csv.reader(path.read_text().splitlines()))
+
+
+def test_generator_and_pool_folders_predict_evaluate_and_shard(store_path: Path, tmp_path: Path) -> None:
+    gen = _cheap_copy("diffcsp-inverse", tmp_path / "diffcsp")
+    assert is_generator_folder(gen) and not is_generator_folder(tmp_path)
+    one = tmp_path / "one.csv"
+    args = ["predict", "--run", str(gen), "--store", str(store_path), "--split", "heldout"]
+    r = runner.invoke(app, [*args, "-o", str(one), "--json"])
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    rows = _rows(one)
+    assert rows[0][0] == "sample_id" and len(rows) - 1 == summary["n_samples"] >= 16
+    assert summary["kind"] == "crystal generator (diffcsp)" and summary["store_check"]["store_protocol"] == "strict"
+    # the harness scores the file: every row of the eval subset answered
+    r = runner.invoke(app, ["evaluate", "--store", str(store_path), "--task", "inverse", "--split", "heldout",
+                            "--workers", "1", "--no-progress", "--predictions", str(one),
+                            "-o", str(tmp_path / "res.json")])
+    assert r.exit_code in (0, 1), r.output
+    res = json.loads((tmp_path / "res.json").read_text())
+    assert res["n_samples"] == summary["n_samples"] and res["n_failed"] == 0
+    # two shards merge into exactly the one run's file
+    parts = []
+    for i in range(2):
+        part = tmp_path / f"part{i}.csv"
+        r = runner.invoke(app, [*args, "-o", str(part), "--shard", f"{i}/2", "--json"])
+        assert r.exit_code == 0, r.output
+        parts.append(str(part))
+    merged = tmp_path / "merged.csv"
+    r = runner.invoke(app, ["merge-predictions", *parts, "-o", str(merged)])
+    assert r.exit_code == 0, r.output
+    assert merged.read_text() == one.read_text()
+    # a pool folder predicts through the same command
+    pool = save_pool(tmp_path / "pool", [("d", gen), ("f", _cheap_copy("flowmm-inverse", tmp_path / "flowmm"))],
+                     PoolRule())
+    r = runner.invoke(app, [*args, "-o", str(tmp_path / "pool.csv"), "--run", str(pool), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["kind"] == "generator pool"
+    assert [x[0] for x in _rows(tmp_path / "pool.csv")] == [x[0] for x in rows]
+
+
+def test_generator_folder_refuses_training_run_options(store_path: Path, tmp_path: Path) -> None:
+    gen = _cheap_copy("flowmm-inverse", tmp_path / "flowmm")
+    base = ["predict", "--run", str(gen), "--store", str(store_path), "--split", "heldout"]
+    for extra in (["--steps", "10"], ["--device", "cuda"], ["--checkpoint", "last"]):
+        r = runner.invoke(app, [*base, "-o", str(tmp_path / "x.csv"), *extra])
+        assert r.exit_code == 2 and "its own settings" in r.output and "Traceback" not in r.output
+    r = runner.invoke(app, [*base, "-o", str(tmp_path / "x.extxyz")])
+    assert r.exit_code == 2 and ".csv" in r.output
+    (gen / "model.safetensors").write_bytes(b"not weights")
+    r = runner.invoke(app, [*base, "-o", str(tmp_path / "y.csv")])
+    assert r.exit_code == 2 and "Traceback" not in r.output and "model.safetensors" in r.output
