@@ -46,6 +46,10 @@ def _run(exc: BaseException) -> tuple[int, str]:
     (NotADirectoryError(errno.ENOTDIR, "Not a directory", "file/x"), 2, "a part of the path is a file"),
     (MemoryError(), 2, "out of memory"),
     (ZeroDivisionError("division by zero"), 2, "unexpected ZeroDivisionError: division by zero"),
+    (ModuleNotFoundError("No module named 'safetensors'", name="safetensors"), 2,
+     "needs the optional package 'safetensors': pip install torch==2.13.0 && pip install 'c2np[torch]'"),
+    (ModuleNotFoundError("No module named 'dask.distributed'", name="dask.distributed"), 2, "c2np[dask]"),
+    (ModuleNotFoundError("No module named 'h5py'", name="h5py"), 2, "the installation is incomplete"),
 ])
 def test_every_error_is_one_line_with_its_exit_code(exc: BaseException, code: int, text: str) -> None:
     got, out = _run(exc)

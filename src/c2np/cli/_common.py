@@ -60,10 +60,29 @@ def os_error_message(exc: OSError) -> str:
     return (f"{' -> '.join(names)}: {what}" if names else what) + hint
 
 
+#: the install command of each optional top-level module a command may need
+OPTIONAL_MODULES: dict[str, str] = {
+    "torch": "pip install torch==2.13.0 && pip install 'c2np[torch]'",
+    "safetensors": "pip install torch==2.13.0 && pip install 'c2np[torch]'",
+    "dask": "pip install 'c2np[dask]'",
+    "distributed": "pip install 'c2np[dask]'",
+}
+
+
+def missing_module_message(exc: ModuleNotFoundError) -> str:
+    """One line for a missing module: the optional extra that provides it, or (any other
+    module) a broken installation."""
+    top = (exc.name or "").split(".")[0]
+    if top in OPTIONAL_MODULES:
+        return f"this command needs the optional package {top!r}: {OPTIONAL_MODULES[top]}"
+    return f"missing Python module {exc.name!r}: the installation is incomplete (reinstall c2np)"
+
+
 def handle_errors(func: F) -> F:
     """Decorator mapping every error to one line on stderr and an exit code, never a
     traceback: :class:`C2NPNoAnswerError` and other :class:`C2NPError` -> 1; bad input,
-    limits, file and environment errors (full disk, read-only folder), memory -> 2. Set
+    limits, file and environment errors (full disk, read-only folder, a missing optional
+    package), memory -> 2. Set
     ``C2NP_DEBUG=1`` to see the traceback of an unexpected error."""
 
     @functools.wraps(func)
@@ -84,6 +103,8 @@ def handle_errors(func: F) -> F:
             fail("out of memory; lower the sizes (c2np --limit ..., see docs/reliability.md)", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except ModuleNotFoundError as exc:   # an optional dependency this command needs
+            fail(missing_module_message(exc), EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: still one line, never a traceback
             if os.environ.get("C2NP_DEBUG"):
                 raise
