@@ -231,3 +231,57 @@ def test_report_of_a_submissions_folder_scores_it_first(bench: Path, tmp_path: P
                             "--json"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "s" / "index.html").is_file() and (tmp_path / "s" / "results").is_dir()
+
+
+def test_a_leaderboard_on_fewer_rotations_scores_every_row_on_the_same_samples(bench: Path, tmp_path: Path,
+                                                                              store) -> None:
+    """``--per-group 1``: baselines written on 1 rotation per (material, R), a submission that
+    declares the same passes, one that covers the harness's 8 is named, never mixed in."""
+    from c2np.benchmark import run_benchmark
+    from c2np.tasks import select_rows
+
+    one = run_benchmark(bench / "ds.h5", tmp_path / "b1", tasks=("inverse",), per_group=1, n_resamples=10,
+                        inverse_models=["composition-lookup", "majority-class"], progress=False)
+    n_one = len(select_rows(store.recipes, "id", per_group=1))
+    assert 0 < n_one < len(select_rows(store.recipes, "id"))
+    rows = {(r.model, r.split): r.n_samples for r in one.rows}
+    assert rows[("majority-class", "id")] == n_one
+    sub = one.submissions_dir / "majority-class"
+    assert yaml.safe_load((sub / "model.yml").read_text())["rotations_per_material_radius"] == 1
+    assert check_submission(sub, store)[1] == []
+    _, problems = check_submission(sub, store, per_group=8)
+    assert [p.place for p in problems] == ["rotations_per_material_radius"]
+    # files of 8 rotations declared as 1: the expected ids are those of the declaration
+    f = _copy(bench, "majority-class", tmp_path / "lied")
+    _edit(f, rotations_per_material_radius=1)
+    assert "missing" in _messages(check_submission(f, store)[1])
+    _edit(f, rotations_per_material_radius=0)
+    assert "rotations_per_material_radius" in _messages(check_submission(f, store)[1])
+    # the leaderboard refuses to mix row sets and names the submission and the key
+    runner = CliRunner()
+    app = build_app()
+    subs = tmp_path / "mixed"
+    shutil.copytree(one.submissions_dir, subs)
+    shutil.copytree(bench / "bench" / "submissions" / "solver", subs / "solver")
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(tmp_path / "s"),
+                            "--per-group", "1", "--bootstrap", "10", "--workers", "1"])
+    assert r.exit_code == 2 and "rotations_per_material_radius" in r.output and "solver" in r.output
+    shutil.rmtree(subs / "solver")
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(tmp_path / "s"),
+                            "--per-group", "1", "--bootstrap", "10", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    lb = json.loads((tmp_path / "s" / "leaderboard.json").read_text())
+    assert lb["extra"]["rotations_per_material_radius"] == 1
+    assert {row["n_samples"] for row in lb["rows"] if row["split"] == "id"} == {n_one}
+    # c2np evaluate scores such a file on the same rows
+    out = tmp_path / "e.json"
+    r = runner.invoke(app, ["evaluate", "--store", str(bench / "ds.h5"), "--task", "inverse", "-p",
+                            str(sub / "inverse" / "id.csv"), "--split", "id", "--per-group", "1", "-o", str(out),
+                            "--bootstrap", "10", "--no-progress"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["n_samples"] == n_one and res["n_failed"] == 0
+    assert res["subset_definition"]["rotations_per_material_radius"] == 1
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(tmp_path / "z"),
+                            "--per-group", "0"])
+    assert r.exit_code == 2 and "--per-group" in r.output and "Traceback" not in r.output

@@ -44,7 +44,14 @@ from c2np.report import (
 )
 from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
-from c2np.tasks import ForwardTask, inverse_target, opaque_sample_id, open_task, select_rows
+from c2np.tasks import (
+    EVAL_ROTATIONS_PER_GROUP,
+    ForwardTask,
+    inverse_target,
+    opaque_sample_id,
+    open_task,
+    select_rows,
+)
 
 __all__ = ["BenchmarkSummary", "run_benchmark", "baseline_model_yml", "summary_json"]
 
@@ -95,14 +102,14 @@ class BenchmarkSummary:
 
 
 def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_seconds: float,
-                       subset: str) -> str:
+                       subset: str, per_group: int = EVAL_ROTATIONS_PER_GROUP) -> str:
     """The ``model.yml`` of a built-in baseline as a submission (schema ``c2np.submission/1``)."""
     import yaml
 
     from c2np.version import __version__
 
     title, kind, what = _BASELINE_INFO[name]
-    doc = {
+    doc: dict[str, Any] = {
         "schema": "c2np.submission/1",
         "model": {"id": name, "name": title, "version": __version__, "family": "baseline", "kind": kind,
                   "authors": ["c2np"], "repository": f"c2np {__version__} (c2np.baselines)", "license": "MIT",
@@ -117,12 +124,15 @@ def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_s
         "tasks": [task],
         "subset": subset,
     }
+    if subset == "eval" and per_group != EVAL_ROTATIONS_PER_GROUP:
+        doc["rotations_per_material_radius"] = int(per_group)
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
 
 def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Sequence[str], tasks: Sequence[str],
                                 splits: Sequence[str], subset: str, say: Callable[[str], None],
-                                executor: Executor | None = None) -> dict[str, float]:
+                                executor: Executor | None = None,
+                                per_group: int = EVAL_ROTATIONS_PER_GROUP) -> dict[str, float]:
     """Predict with every baseline and write ``sub_dir/<name>/<task>/<split>.*``; a sample a
     baseline does not answer gets an explicit unusable entry (an empty particle / NaN row),
     so every id is present and the harness scores it as a failure. ``executor`` runs the
@@ -133,7 +143,7 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
         for task_name in tasks:
             if split == "heldout" and task_name == "forward":
                 continue
-            task = open_task(task_name, store, split, subset)
+            task = open_task(task_name, store, split, subset, per_group=per_group)
             ids = [q.sample_id for q in task.queries()]
             table: Mapping[str, Callable[[Any], Callable[[Any], Any]]] = (
                 FORWARD_BASELINES if isinstance(task, ForwardTask) else INVERSE_BASELINES)
@@ -162,10 +172,12 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                   inverse_models: Sequence[str] | None = None,
                   seed: int = 0, n_resamples: int = 1000, progress: bool = True,
                   log: Callable[[str], None] | None = None, workers: int = 1,
-                  executor: Executor | None = None) -> BenchmarkSummary:
+                  executor: Executor | None = None,
+                  per_group: int = EVAL_ROTATIONS_PER_GROUP) -> BenchmarkSummary:
     """Predict with the baselines, write them as submissions under ``out/submissions``,
     then build the leaderboard (results, tables, plots, report site) from every submission
-    there. ``workers`` processes score task-1 samples; ``executor`` runs the baselines'
+    there; ``per_group`` rotations per (material, R) of the ``eval`` subset (every submission
+    there must cover the same). ``workers`` processes score task-1 samples; ``executor`` runs the baselines'
     predictions (e.g. the solver's sweeps; default: this process). Results depend on neither."""
     from c2np.leaderboard import build_leaderboard
     from c2np.submissions import prediction_file
@@ -183,6 +195,8 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
                              f"{', '.join(SPLITS)}")
     if subset not in ("eval", "full"):
         raise C2NPInputError(f"--subset: unknown subset {subset!r}; choose eval or full")
+    if per_group < 1:
+        raise C2NPInputError(f"--per-group must be >= 1, got {per_group}")
     store = DatasetStore.open(store_path)
     protocol = get_protocol(store.protocol)
     fwd = list(FORWARD_BASELINES) if forward_models is None else list(forward_models)
@@ -199,16 +213,17 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
         all_splits.append("heldout")  # strict protocol: task 2 on held-out materials
     sub_dir = out / "submissions"
     seconds = _write_baseline_predictions(store, sub_dir, names, tasks, all_splits, subset, say,
-                                          executor=executor)
+                                          executor=executor, per_group=per_group)
     from c2np.fileio import write_text
 
     for name in names:
         task = "forward" if name in FORWARD_BASELINES else "inverse"
         write_text(sub_dir / name / "model.yml",
-                   baseline_model_yml(name, task, store, inference_seconds=seconds[name], subset=subset))
+                   baseline_model_yml(name, task, store, inference_seconds=seconds[name], subset=subset,
+                                      per_group=per_group))
     lb = build_leaderboard(sub_dir, store, results_dir=out / "results", leaderboard_dir=out,
                            site_dir=out / "report", tasks=tasks, splits=splits, n_resamples=n_resamples,
-                           seed=seed, workers=workers, progress=progress, log=say)
+                           seed=seed, workers=workers, progress=progress, log=say, per_group=per_group)
     per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
     inverse_preds: dict[tuple[str, str], Path] = {}
     forward_preds: dict[tuple[str, str], Path] = {}
@@ -221,7 +236,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
         if path is not None:
             (forward_preds if task_name == "forward" else inverse_preds)[(model, split)] = path
     plots = _plots(store, protocol, lb.rows, per_radius, inverse_preds, forward_preds, out / "plots", splits,
-                   subset)
+                   subset, per_group)
     footer = ("## Plots\n\n" + "\n".join(f"![{p.stem}](plots/{p.name})" for p in plots)
               + "\n\nInteractive report (tables with intervals, plots, 3D particle viewer): "
                 "[report/index.html](report/index.html)")
@@ -237,7 +252,7 @@ _LABELS = METRIC_LABELS
 def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
            per_radius: dict[tuple[str, str], dict[str, dict[int, float]]],
            inverse_preds: dict[tuple[str, str], Path], forward_preds: dict[tuple[str, str], Path],
-           plot_dir: Path, splits: Sequence[str], subset: str) -> list[Path]:
+           plot_dir: Path, splits: Sequence[str], subset: str, per_group: int) -> list[Path]:
     plots: list[Path] = []
     for (task, metric), series in per_radius.items():
         plots.append(plot_metric_vs_radius(series, _LABELS.get(metric, metric), protocol,
@@ -252,7 +267,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
     # confusion matrix of the solver (or the first inverse model) on the last split
     for (model, split), path in sorted(inverse_preds.items(), key=lambda kv: (kv[0][0] != "solver", kv[0][1] != "ood")):
         preds = read_inverse_predictions(path)
-        sel = select_rows(store.recipes, split, subset)
+        sel = select_rows(store.recipes, split, subset, per_group=per_group)
         t = store.recipes
         true_sg, pred_sg = [], []
         for r in sel:
@@ -265,7 +280,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
         break
     # a predicted particle beside the true one: the largest OOD particle, memorisation if run
     split = "ood" if "ood" in splits else splits[-1]
-    sel = select_rows(store.recipes, split, subset)
+    sel = select_rows(store.recipes, split, subset, per_group=per_group)
     if len(sel):
         row = int(sel[np.argmax(store.recipes.radius_angstrom[sel])])
         sid = store.recipes.sample_id(row)

@@ -66,14 +66,15 @@ class LeaderboardSummary:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def check_submissions(root: str | os.PathLike[str], store: Any, *, splits: Sequence[str] = DEFAULT_SPLITS
-                      ) -> list[tuple[Path, dict[str, Any] | None, list[Problem]]]:
-    """``(folder, model.yml, problems)`` of every submission under ``root``; no submission at
-    all is bad input."""
+def check_submissions(root: str | os.PathLike[str], store: Any, *, splits: Sequence[str] = DEFAULT_SPLITS,
+                      per_group: int | None = None) -> list[tuple[Path, dict[str, Any] | None, list[Problem]]]:
+    """``(folder, model.yml, problems)`` of every submission under ``root`` (``per_group``: the
+    rotations per (material, R) every ``eval`` submission must cover); no submission at all is
+    bad input."""
     folders = find_submissions(root)
     if not folders:
         raise C2NPInputError(f"{root}: no submission folders (sub-folders with a model.yml)")
-    return [(f, *check_submission(f, store, splits=splits)) for f in folders]
+    return [(f, *check_submission(f, store, splits=splits, per_group=per_group)) for f in folders]
 
 
 def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
@@ -81,22 +82,27 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
                       site_dir: str | os.PathLike[str], tasks: Sequence[str] | None = None,
                       splits: Sequence[str] = DEFAULT_SPLITS,
                       n_resamples: int = 1000, seed: int = 0, workers: int = 1, progress: bool = False,
-                      log: Callable[[str], None] | None = None, title: str = "C2NP leaderboard"
-                      ) -> LeaderboardSummary:
+                      log: Callable[[str], None] | None = None, title: str = "C2NP leaderboard",
+                      per_group: int | None = None) -> LeaderboardSummary:
     """Check every submission (any problem raises :class:`SubmissionProblems`), score each
     (task, split) file with the harness (``c2np.tasks.evaluate_task``), write
     ``results_dir/<model>__<task>__<protocol>__<split>.json``, ``leaderboard.md`` / ``.json``
     into ``leaderboard_dir`` and the report site into ``site_dir``. ``store`` is an open
-    ``DatasetStore`` (or a path); ``tasks`` restricts what is scored."""
+    ``DatasetStore`` (or a path); ``tasks`` restricts what is scored; ``per_group`` is the
+    rotations per (material, R) of the ``eval`` rows every submission must cover (default the
+    harness's 8), so that every row of a table is scored on the same samples."""
     from c2np.site.builder import build_site
     from c2np.site.sources import models_from_results
     from c2np.store import DatasetStore
-    from c2np.tasks import evaluate_task
+    from c2np.tasks import EVAL_ROTATIONS_PER_GROUP, evaluate_task
 
     t0 = time.perf_counter()
     say = log or (lambda _m: None)
+    per_group = EVAL_ROTATIONS_PER_GROUP if per_group is None else int(per_group)
+    if per_group < 1:
+        raise C2NPInputError(f"--per-group must be >= 1, got {per_group}")
     st: Any = store if hasattr(store, "recipes") else DatasetStore.open(store)
-    checked = check_submissions(submissions_dir, st, splits=splits)
+    checked = check_submissions(submissions_dir, st, splits=splits, per_group=per_group)
     problems = [p for _f, _d, ps in checked for p in ps]
     if problems:
         raise SubmissionProblems(problems)
@@ -115,14 +121,16 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
                 assert path is not None  # checked above
                 say(f"scoring {task} · {split} · {model_id}")
                 res = evaluate_task(task, st, path, split, subset, model=model_id, seed=seed,
-                                    n_resamples=n_resamples, progress=progress, workers=workers)
+                                    n_resamples=n_resamples, progress=progress, workers=workers,
+                                    per_group=per_group)
                 written.append(res.write(res_dir / f"{model_id}__{task}__{st.recipes.protocol}__{split}.json"))
                 documents.append(dict(res.data))
     if not documents:
         raise C2NPInputError(f"{submissions_dir}: no prediction files to score for tasks {list(tasks or [])}")
     rows = normalise([row_from_results(d, p) for d, p in zip(documents, written)])
     extra = {"store": str(st.path), "fingerprint": st.fingerprint, "protocol": st.recipes.protocol,
-             "splits": ",".join(splits), "submissions": ", ".join(f.name for f, _, _ in checked)}
+             "splits": ",".join(splits), "rotations_per_material_radius": per_group,
+             "submissions": ", ".join(f.name for f, _, _ in checked)}
     paths = write_leaderboard(rows, leaderboard_dir, headline={k: [m.value for m in v] for k, v in HEADLINE.items()},
                               extra=extra)
     site = build_site(models_from_results(documents), site_dir, store=st, title=title, log=say)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from c2np.fileio import read_text_bounded
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
            "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
-           "check_submission", "find_submissions"]
+           "check_submission", "find_submissions", "rotations_per_group"]
 
 SUBMISSION_SCHEMA = "c2np.submission/1"
 MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -86,6 +86,7 @@ MODEL_SCHEMA: dict[str, Any] = {
         "tasks": {"type": "array", "minItems": 1, "uniqueItems": True,
                   "items": {"enum": list(PREDICTION_SUFFIXES)}},
         "subset": {"enum": ["eval", "full"], "default": "eval"},
+        "rotations_per_material_radius": {"type": "integer", "minimum": 1, "maximum": 1000},
     },
 }
 
@@ -239,11 +240,24 @@ def _file_ids(task: str, path: Path) -> list[tuple[str, str]]:
     return [(f"line {row.line}", sid) for sid, row in read_inverse_predictions(path).items()]
 
 
+def rotations_per_group(doc: Mapping[str, Any]) -> int:
+    """Rotations per (material, R) of the ``eval`` rows a ``model.yml`` document covers
+    (``rotations_per_material_radius``; default the harness's 8)."""
+    from c2np.tasks import EVAL_ROTATIONS_PER_GROUP
+
+    value = doc.get("rotations_per_material_radius", EVAL_ROTATIONS_PER_GROUP)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 1 \
+        else EVAL_ROTATIONS_PER_GROUP
+
+
 def check_submission(folder: str | os.PathLike[str], store: Any, *,
-                     splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[dict[str, Any] | None, list[Problem]]:
+                     splits: Sequence[str] = DEFAULT_SPLITS, per_group: int | None = None
+                     ) -> tuple[dict[str, Any] | None, list[Problem]]:
     """``(model.yml document, problems)`` of a submission folder scored on ``store`` (an open
-    ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). No problems means the
-    leaderboard can score it; see docs/submissions.md for the list of checks."""
+    ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). The expected ``eval`` rows
+    are the ones the file declares (``rotations_per_material_radius``); ``per_group``, when
+    given, is what the leaderboard scores and the declaration must equal it. No problems means
+    the leaderboard can score it; see docs/submissions.md for the list of checks."""
     from c2np.tasks import TASK_NAMES, opaque_sample_id, select_rows
 
     f = Path(folder)
@@ -273,6 +287,14 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
                                 f"{proto!r} differs from the store's protocol {store.recipes.protocol!r}"))
     tasks = [t for t in doc.get("tasks") or [] if t in TASK_NAMES] if isinstance(doc.get("tasks"), list) else []
     subset = doc.get("subset", "eval") if doc.get("subset", "eval") in ("eval", "full") else "eval"
+    declared = rotations_per_group(doc)
+    if subset == "full" and "rotations_per_material_radius" in doc:
+        problems.append(Problem(str(yml), "rotations_per_material_radius",
+                                "applies to subset eval only (subset full covers every rotation)"))
+    elif subset == "eval" and per_group is not None and declared != per_group:
+        problems.append(Problem(str(yml), "rotations_per_material_radius",
+                                f"the files cover {declared} rotation(s) per (material, R); this leaderboard "
+                                f"scores {per_group} (c2np leaderboard --per-group), so the rows would differ"))
     ids = store.recipes.sample_ids()
     index = {sid: i for i, sid in enumerate(ids)}
     opaque: dict[str, str] | None = None
@@ -290,7 +312,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
             problems += ps
             if path is None:
                 continue
-            expected = [ids[int(r)] for r in select_rows(store.recipes, split, subset)]
+            expected = [ids[int(r)] for r in select_rows(store.recipes, split, subset, per_group=declared)]
             try:
                 entries = _file_ids(task, path)
             except C2NPInputError as exc:

@@ -83,6 +83,8 @@ def select_rows(recipes: RecipeTable, split: str, subset: str = "eval", *,
     """
     if subset not in SUBSETS:
         raise C2NPInputError(f"unknown subset {subset!r}; choose one of {list(SUBSETS)}")
+    if int(per_group) < 1:
+        raise C2NPInputError(f"rotations per (material, R) must be >= 1, got {per_group}")
     rows = np.flatnonzero(_split_mask(recipes, split))
     if subset == "full" or len(rows) == 0:
         return rows
@@ -450,23 +452,25 @@ _TASKS: dict[str, type[_Task]] = {"forward": ForwardTask, "inverse": InverseTask
 
 
 def open_task(name: str, store: EvalStore, split: str, subset: str = "eval", *,
-              protocol: str | None = None, executor: Executor | None = None
-              ) -> ForwardTask | InverseTask:
+              protocol: str | None = None, per_group: int = EVAL_ROTATIONS_PER_GROUP,
+              executor: Executor | None = None) -> ForwardTask | InverseTask:
     """:class:`ForwardTask` (``"forward"``) or :class:`InverseTask` (``"inverse"``) on an
-    open store; ``executor`` re-carves the store's base particles for its check."""
+    open store; ``per_group`` rotations per (material, R) in the ``eval`` subset
+    (:func:`select_rows`); ``executor`` re-carves the store's base particles for its check."""
     if name not in _TASKS:
         raise C2NPInputError(f"task must be one of {list(TASK_NAMES)}, got {name!r}")
     return _TASKS[name](store, split, subset, protocol=protocol,  # type: ignore[return-value]
-                        executor=executor)
+                        per_group=per_group, executor=executor)
 
 
 def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Any],
                   split: str, subset: str = "eval", *, model: str = "model", n_resamples: int = 1000,
                   seed: int = 0, progress: bool = False, workers: int = 1,
-                  executor: Executor | None = None) -> Results:
+                  per_group: int = EVAL_ROTATIONS_PER_GROUP, executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
-    benchmark); ``workers`` / ``executor`` run the scoring of either task."""
-    task = open_task(name, store, split, subset, executor=executor)
+    benchmark) on the ``subset`` rows (``per_group`` rotations per (material, R) for
+    ``eval``); ``workers`` / ``executor`` run the scoring of either task."""
+    task = open_task(name, store, split, subset, per_group=per_group, executor=executor)
     if isinstance(task, ForwardTask):
         return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
                              progress=progress, workers=workers, executor=executor)

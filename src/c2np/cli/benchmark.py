@@ -58,6 +58,9 @@ def benchmark_cmd(
     out: Path = typer.Option(Path("c2np_out/benchmark"), "-o", "--out", help="Output folder."),
     splits: str = typer.Option("id,ood", "--splits", help="Comma-separated splits."),
     subset: str = typer.Option("eval", "--subset", help="eval (fixed seeded subset) or full."),
+    per_group: int = typer.Option(8, "--per-group", help="Rotations per (material, R) of the eval subset "
+                                  "(default: the harness's 8); every submission in OUT/submissions must cover "
+                                  "the same rows (model.yml rotations_per_material_radius)."),
     tasks: str = typer.Option("forward,inverse", "--tasks", help="forward, inverse or both."),
     forward_models: Optional[str] = typer.Option(None, "--forward-baselines", help="Subset of task-1 baselines."),
     inverse_models: Optional[str] = typer.Option(None, "--inverse-baselines", help="Subset of task-2 baselines."),
@@ -81,7 +84,8 @@ def benchmark_cmd(
         summary = run_benchmark(store, out, splits=_split_list(splits), subset=subset, tasks=_split_list(tasks),
                                 forward_models=_split_list(forward_models) if forward_models else None,
                                 inverse_models=_split_list(inverse_models) if inverse_models else None,
-                                progress=not json_out, log=log, workers=n_workers, executor=ex)
+                                progress=not json_out, log=log, workers=n_workers, executor=ex,
+                                per_group=per_group)
     if json_out:
         print_json(summary_json(summary))
         return

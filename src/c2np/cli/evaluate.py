@@ -80,6 +80,8 @@ def evaluate_cmd(
     protocol: Optional[str] = typer.Option(None, "--protocol",
                                            help="Expected protocol of the store (checked)."),
     subset: str = typer.Option("eval", "--subset", help="eval (8 rotations per material and R) or full."),
+    per_group: int = typer.Option(8, "--per-group", help="Rotations per (material, R) in the eval subset "
+                                  "(default: the harness's 8; c2np predict --per-group writes such files)."),
     model: str = typer.Option("model", "--model", help="Model name recorded in the results."),
     out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % CI."),
@@ -132,7 +134,7 @@ def evaluate_cmd(
         from c2np.tasks import ForwardTask
 
         with make_executor(workers, scheduler) as ex:
-            part = ForwardTask(ds, split, subset, executor=ex).evaluate(
+            part = ForwardTask(ds, split, subset, per_group=per_group, executor=ex).evaluate(
                 predictions, model=model, n_resamples=bootstrap, seed=seed, progress=progress,
                 workers=workers, executor=ex, shard=shard_spec)
         part.write(out)
@@ -141,7 +143,7 @@ def evaluate_cmd(
         return
     with make_executor(workers, scheduler) as ex:
         res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
-                            seed=seed, progress=progress, workers=workers, executor=ex)
+                            seed=seed, progress=progress, workers=workers, per_group=per_group, executor=ex)
     res.write(out)
     print_results_table(res.data)
     console().print(f"results -> {esc(out)}")

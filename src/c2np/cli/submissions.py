@@ -57,6 +57,9 @@ def leaderboard_cmd(
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     workers: int = typer.Option(0, "--workers", help="Processes scoring task-1 samples (0: one per CPU)."),
     title: str = typer.Option("C2NP leaderboard", "--title", help="Title of the main page."),
+    per_group: int = typer.Option(8, "--per-group", help="Rotations per (material, R) of the eval rows "
+                                  "every submission must cover (model.yml rotations_per_material_radius; "
+                                  "default: the harness's 8)."),
     json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
 ) -> None:
     """Check and score every submission with the evaluation harness; write the results, the
@@ -69,7 +72,7 @@ def leaderboard_cmd(
     try:
         s = build_leaderboard(submissions, store, results_dir=out / "results", leaderboard_dir=out, site_dir=out,
                               n_resamples=bootstrap, seed=seed, workers=resolve_workers(workers),
-                              progress=not json_out, log=log, title=title)
+                              progress=not json_out, log=log, title=title, per_group=per_group)
     except SubmissionProblems as exc:
         if json_out:
             print_json({"valid": False, "problems": [{"path": p.path, "place": p.place, "message": p.message}
