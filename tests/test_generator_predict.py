@@ -96,3 +96,47 @@ def test_generator_folder_refuses_training_run_options(store_path: Path, tmp_pat
     (gen / "model.safetensors").write_bytes(b"not weights")
     r = runner.invoke(app, [*base, "-o", str(tmp_path / "y.csv")])
     assert r.exit_code == 2 and "Traceback" not in r.output and "model.safetensors" in r.output
+
+
+def test_a_generator_submission_on_a_one_rotation_leaderboard(tmp_path: Path) -> None:
+    """The path a generator takes to the leaderboard: `c2np predict --per-group 1` for every
+    split, a model.yml declaring 1 rotation per (material, R), `c2np benchmark --per-group 1`
+    for the baselines (the descriptor-neighbour floors too, the store being strict), all scored
+    on the same rows."""
+    import yaml
+
+    from c2np.store import DatasetStore
+    from c2np.tasks import select_rows
+
+    cells = [perovskite(a=a, ids=f"M{i}", A=z) for i, (a, z) in enumerate(zip((3.4, 4.0, 4.6, 5.2, 5.8),
+                                                                              (19, 11, 37, 55, 3)))]
+    store_path = build_store(cells, tmp_path / "strict.h5", "strict", radii_angstrom=[6, 8, 10], progress=False)
+    bench = tmp_path / "bench"
+    r = runner.invoke(app, ["benchmark", "--store", str(store_path), "-o", str(bench), "--tasks", "inverse",
+                            "--per-group", "1", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    subs = bench / "submissions"
+    assert {"solver", "descriptor-neighbour", "descriptor-neighbour-noisy"} <= {p.name for p in subs.iterdir()}
+    gen = _cheap_copy("diffcsp-inverse", tmp_path / "diffcsp")
+    sub = subs / "diffcsp-small"
+    (sub / "inverse").mkdir(parents=True)
+    for split in ("id", "ood", "heldout"):
+        out = tmp_path / f"{split}.csv"
+        r = runner.invoke(app, ["predict", "--run", str(gen), "--store", str(store_path), "--split", split,
+                                "--per-group", "1", "-o", str(out), "--json"])
+        assert r.exit_code == 0, r.output
+        shutil.copy(out, sub / "inverse" / f"{split}.csv")
+    doc = yaml.safe_load((subs / "solver" / "model.yml").read_text())
+    doc["model"].update(id="diffcsp-small", name="DiffCSP (test settings)", family="DiffCSP", kind="learned")
+    (sub / "model.yml").write_text(yaml.safe_dump(doc))
+    assert doc["rotations_per_material_radius"] == 1
+    site = tmp_path / "site"
+    r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(store_path), "-o", str(site),
+                            "--per-group", "1", "--bootstrap", "10", "--workers", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((site / "leaderboard.json").read_text())["rows"]
+    n = len(select_rows(DatasetStore.open(store_path).recipes, "heldout", per_group=1))
+    held = {row["model"]: row for row in rows if row["split"] == "heldout"}
+    assert {"diffcsp-small", "solver", "descriptor-neighbour", "composition-lookup"} <= set(held)
+    assert {row["n_samples"] for row in held.values()} == {n}
+    assert held["composition-lookup"]["metrics"]["joint_accuracy_paper"] == 0.0  # held-out: no lookup wins

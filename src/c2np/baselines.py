@@ -254,8 +254,8 @@ INVERSE_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "composition-lookup": CompositionLookup.fit,
     "majority-class": MajorityClass.fit,
 }
-#: Task-2 floors for held-out materials (protocol strict), beside INVERSE_BASELINES; not (yet)
-#: a leaderboard row (the benchmark's baseline table is INVERSE_BASELINES).
+#: Task-2 memorisation floors for held-out materials (protocol strict), beside INVERSE_BASELINES;
+#: c2np benchmark writes them as submissions on a store with held-out materials.
 HELDOUT_BASELINES: dict[str, Callable[[InverseTask], InverseModel]] = {
     "descriptor-neighbour": DescriptorNeighbour.fit,
     "descriptor-neighbour-noisy": DescriptorNeighbour.fit_noisy,
