@@ -33,6 +33,9 @@ def test_run_benchmark_ceiling_floor_and_files(tmp_path: Path, store_path: Path)
         assert rows[("majority-class", "inverse", split)].normalised["joint_accuracy_paper"] == pytest.approx(0.0)
     md = s.leaderboard_md.read_text()
     assert "| analytic-carve | id |" in md and "plots/" in md
+    ceil_id = rows[("analytic-carve", "forward", "id")]
+    lo, hi = ceil_id.ci95["f1@0.1"]
+    assert f"1.000 [{lo:.2f}, {hi:.2f}] (1.00)" in md  # every cell with its 95 % interval
     data = json.loads(s.leaderboard_json.read_text())
     assert len(data["rows"]) == len(s.rows) == 2 * (3 + 2)
     assert all(p.is_file() and p.suffix == ".png" for p in s.plots)

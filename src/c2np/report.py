@@ -131,6 +131,11 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return f"{v:.{digits}f}"
 
 
+def _fmt_ci(ci: Sequence[float] | None) -> str:
+    """`` [lo, hi]`` of a 95 % interval, or nothing when there is none."""
+    return "" if not ci or len(ci) != 2 else f" [{_fmt(float(ci[0]), 2)}, {_fmt(float(ci[1]), 2)}]"
+
+
 def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike[str], *,
                       headline: Mapping[str, Sequence[str]], extra: Mapping[str, Any] | None = None,
                       footer: str = "") -> dict[str, Path]:
@@ -146,8 +151,9 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         for k, v in extra.items():
             lines.append(f"- {k}: `{v}`")
         lines.append("")
-    lines.append("Raw value, and in brackets the normalised score (0 = floor, 1 = ceiling; see "
-                 "`c2np.report`). Failures are counted at their worst value.")
+    lines.append("Raw value, its 95 % bootstrap interval in square brackets, and in round brackets the "
+                 "normalised score (0 = floor, 1 = ceiling; see `c2np.report`). Failures are counted at "
+                 "their worst value.")
     for task in ("forward", "inverse"):
         trows = [r for r in rows if r.task == task]
         if not trows:
@@ -157,7 +163,8 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         lines.append("| model | split | n | failed | " + " | ".join(names) + " |")
         lines.append("|---|---|---:|---:|" + "---:|" * len(names))
         for r in sorted(trows, key=lambda x: (x.split, x.model)):
-            cells = [f"{_fmt(r.metrics.get(n))} ({_fmt(r.normalised.get(n), 2)})" for n in names]
+            cells = [f"{_fmt(r.metrics.get(n))}{_fmt_ci(r.ci95.get(n))} ({_fmt(r.normalised.get(n), 2)})"
+                     for n in names]
             lines.append(f"| {display_name(r.model, r.task)} | {r.split} | {r.n_samples} | {r.n_failed} | "
                          + " | ".join(cells) + " |")
     if footer:
