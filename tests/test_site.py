@@ -240,6 +240,12 @@ def test_mixed_fingerprints_and_duplicates_are_bad_input(bench: Path, tmp_path: 
         build_site(models_from_results(docs + [other]), tmp_path / "s")
     with pytest.raises(C2NPInputError, match="two results documents"):
         models_from_results(docs + [docs[0]])
+    # results scored on another number of rotations per (material, R) are other rows
+    fewer = json.loads(json.dumps(docs[0]))
+    fewer["model"] = "fewer"
+    fewer["subset_definition"]["rotations_per_material_radius"] = 1
+    with pytest.raises(C2NPInputError, match="1 rotation per"):
+        build_site(models_from_results(docs + [fewer]), tmp_path / "s2")
 
 
 def test_loss_vs_fidelity_plot_from_a_training_log(bench: Path, tmp_path: Path) -> None:

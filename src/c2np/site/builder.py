@@ -93,6 +93,16 @@ def _uniform(models: Sequence[SiteModel], what: str, get: Callable[[Mapping[str,
     return next(iter(values)) if values else None
 
 
+def _subset_label(doc: Mapping[str, Any]) -> str:
+    """The rows a results document scored: ``eval, N rotation(s) per (material, R)`` or ``full``
+    (so that a site never mixes row sets)."""
+    subset = str(doc["subset"])
+    n = (doc.get("subset_definition") or {}).get("rotations_per_material_radius")
+    if subset != "eval" or n is None:
+        return subset
+    return f"eval, {int(n)} rotation{'s' if int(n) != 1 else ''} per (material, R)"
+
+
 class _Writer:
     """Writes site files atomically and remembers them."""
 
@@ -158,7 +168,7 @@ class _Site:
         self.colours = plots.palette(list(self.models) + [b for bs in REFERENCE_BASELINES.values() for b in bs])
         self.protocol_name = _uniform(models, "protocol", lambda d: d["protocol"])
         self.fingerprint = _uniform(models, "dataset fingerprint", lambda d: d["dataset"]["fingerprint"])
-        self.subset = _uniform(models, "subset", lambda d: d["subset"])
+        self.subset = _uniform(models, "subset", _subset_label)
         from c2np.splits import get_protocol
 
         try:
