@@ -285,3 +285,26 @@ def test_a_leaderboard_on_fewer_rotations_scores_every_row_on_the_same_samples(b
     r = runner.invoke(app, ["leaderboard", str(subs), "--store", str(bench / "ds.h5"), "-o", str(tmp_path / "z"),
                             "--per-group", "0"])
     assert r.exit_code == 2 and "--per-group" in r.output and "Traceback" not in r.output
+
+
+def test_a_submission_may_declare_the_splits_it_covers(bench: Path, tmp_path: Path, store) -> None:
+    """``splits: [ood]`` in model.yml: only ood.* is expected and scored; a file of another
+    split is then unexpected; declaring no split the leaderboard scores is a named problem."""
+    from c2np.leaderboard import build_leaderboard
+
+    f = _copy(bench, "majority-class", tmp_path / "one", new_id="ood-only")
+    _edit(f, splits=["ood"])
+    problems = check_submission(f, store)[1]
+    assert [p.place for p in problems] == [""] and "id.csv" in problems[0].path  # id.csv is now unexpected
+    (f / "inverse" / "id.csv").unlink()
+    assert check_submission(f, store)[1] == []
+    _edit(f, splits=["heldout"])  # a paper store has no held-out materials
+    assert [p.place for p in check_submission(f, store)[1]][0] == "splits"
+    _edit(f, splits=["ood"])
+    subs = tmp_path / "subs"
+    shutil.copytree(bench / "bench" / "submissions" / "majority-class", subs / "majority-class")
+    shutil.copytree(f, subs / "ood-only")
+    lb = build_leaderboard(subs, store, results_dir=tmp_path / "r", leaderboard_dir=tmp_path / "l",
+                           site_dir=tmp_path / "s", n_resamples=10)
+    assert sorted((r.model, r.split) for r in lb.rows) == [("majority-class", "id"), ("majority-class", "ood"),
+                                                           ("ood-only", "ood")]

@@ -21,9 +21,9 @@ from c2np.submissions import (
     DEFAULT_SPLITS,
     Problem,
     check_submission,
-    expected_splits,
     find_submissions,
     prediction_file,
+    submission_splits,
 )
 
 __all__ = ["LeaderboardSummary", "SubmissionProblems", "check_submissions", "build_leaderboard"]
@@ -116,7 +116,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
         for task in doc["tasks"]:
             if tasks is not None and task not in tasks:
                 continue
-            for split in expected_splits(task, st.recipes.protocol, splits):
+            for split in submission_splits(doc, task, st.recipes.protocol, splits):
                 path, _ = prediction_file(folder, task, split)
                 assert path is not None  # checked above
                 say(f"scoring {task} · {split} · {model_id}")

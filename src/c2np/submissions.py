@@ -31,7 +31,7 @@ from c2np.fileio import read_text_bounded
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
            "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
-           "check_submission", "find_submissions", "rotations_per_group"]
+           "check_submission", "find_submissions", "rotations_per_group", "submission_splits"]
 
 SUBMISSION_SCHEMA = "c2np.submission/1"
 MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -87,6 +87,8 @@ MODEL_SCHEMA: dict[str, Any] = {
                   "items": {"enum": list(PREDICTION_SUFFIXES)}},
         "subset": {"enum": ["eval", "full"], "default": "eval"},
         "rotations_per_material_radius": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "splits": {"type": "array", "minItems": 1, "uniqueItems": True,
+                   "items": {"enum": ["id", "ood", "heldout"]}},
     },
 }
 
@@ -172,6 +174,18 @@ def expected_splits(task: str, protocol: str, splits: Sequence[str] = DEFAULT_SP
     if task == "inverse" and protocol == "strict" and "heldout" not in out:
         out.append("heldout")
     return tuple(out)
+
+
+def submission_splits(doc: Mapping[str, Any], task: str, protocol: str,
+                      splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[str, ...]:
+    """The splits of ``task`` a submission is checked and scored on: :func:`expected_splits`,
+    restricted to the ``splits`` its ``model.yml`` declares (all of them when it declares none;
+    e.g. ``[heldout]`` for a model evaluated on the held-out materials only)."""
+    wanted = expected_splits(task, protocol, splits)
+    declared = doc.get("splits")
+    if not isinstance(declared, list):
+        return wanted
+    return tuple(s for s in wanted if s in declared)
 
 
 def prediction_file(folder: Path, task: str, split: str) -> tuple[Path | None, list[Problem]]:
@@ -306,7 +320,11 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
                                         "list it under tasks or remove the folder"))
             continue
         allowed = {"training_log.csv"}
-        for split in expected_splits(task, store.recipes.protocol, splits):
+        scored = submission_splits(doc, task, store.recipes.protocol, splits)
+        if not scored:
+            problems.append(Problem(str(yml), "splits", f"task {task!r}: covers none of the splits scored "
+                                    f"here ({', '.join(expected_splits(task, store.recipes.protocol, splits))})"))
+        for split in scored:
             allowed |= {f"{split}{e}" for e in PREDICTION_SUFFIXES[task]}
             path, ps = prediction_file(f, task, split)
             problems += ps
@@ -330,7 +348,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
             problems += _id_problems(path, entries, known, expected)
         if tdir.is_dir():
             for extra in sorted(p.name for p in tdir.iterdir() if p.name not in allowed):
-                wanted = ", ".join(expected_splits(task, store.recipes.protocol, splits))
+                wanted = ", ".join(scored)
                 problems.append(Problem(str(tdir / extra), "", "unexpected file (not a prediction file of an "
                                         f"expected split: {wanted})"))
             log = tdir / "training_log.csv"

@@ -1,0 +1,53 @@
+"""The submissions committed under `submissions/` (issue 13: a crystal generator on the
+leaderboard) are valid: schema, declared rows, files the harness's reader accepts, the
+declared number of answers per (material, R) of each split. Scoring them
+needs the strict store (`c2np build --protocol strict`, fingerprint in model.yml); that run
+is in docs/model_results.md."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from c2np.predictions import read_inverse_predictions
+from c2np.splits import get_protocol
+from c2np.submissions import read_model_yml, rotations_per_group
+
+ROOT = Path(__file__).resolve().parents[1] / "submissions"
+FOLDERS = sorted(p for p in ROOT.iterdir() if (p / "model.yml").is_file()) if ROOT.is_dir() else []
+SAMPLE = re.compile(r"^(?P<m>[^/]+)/R(?P<r>\d+)/rot_(?P<k>\d+)$")
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_committed_submission_is_valid_and_covers_its_rows(folder: Path) -> None:
+    doc, problems = read_model_yml(folder / "model.yml")
+    assert problems == [] and doc is not None
+    assert doc["model"]["id"] == folder.name and doc["training"]["protocol"] == "strict"
+    per_group = rotations_per_group(doc)
+    proto = get_protocol("strict")
+    radii = {"id": set(proto.id_radii_angstrom), "ood": set(proto.ood_radii_angstrom)}
+    materials: dict[str, set[str]] = {}
+    for split in ("id", "ood", "heldout"):
+        preds = read_inverse_predictions(folder / "inverse" / f"{split}.csv")
+        groups = Counter()
+        for sid in preds:
+            m = SAMPLE.match(sid)
+            assert m is not None, sid
+            r = int(m["r"])
+            assert int(m["k"]) >= 1 and 6 <= r <= 30
+            if split in radii:
+                assert r in radii[split], (split, sid)
+            groups[(m["m"], r)] += 1
+        assert set(groups.values()) == {per_group}
+        materials[split] = {g[0] for g in groups}
+        if split == "heldout":
+            assert {g[1] for g in groups} == set(range(6, 31))
+    # id and ood cover every material (protocol strict), the held-out ones among them
+    assert materials["id"] == materials["ood"] and materials["heldout"] < materials["id"]
+
+
+def test_there_is_a_committed_generator_submission() -> None:
+    assert "diffcsp-flowmm-pool-inverse" in [p.name for p in FOLDERS]
