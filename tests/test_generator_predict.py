@@ -115,6 +115,8 @@ def test_a_generator_submission_on_a_one_rotation_leaderboard(tmp_path: Path) ->
     r = runner.invoke(app, ["benchmark", "--store", str(store_path), "-o", str(bench), "--tasks", "inverse",
                             "--per-group", "1", "--workers", "1", "--json"])
     assert r.exit_code == 0, r.output
+    plots = {Path(p).name for p in json.loads(r.output)["plots"]}  # held-out rows plotted on their own
+    assert {"inverse_joint_accuracy_paper_vs_radius.png", "inverse_joint_accuracy_paper_heldout_vs_radius.png"} <= plots
     subs = bench / "submissions"
     assert {"solver", "descriptor-neighbour", "descriptor-neighbour-noisy"} <= {p.name for p in subs.iterdir()}
     gen = _cheap_copy("diffcsp-inverse", tmp_path / "diffcsp")

@@ -238,13 +238,16 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     lb = build_leaderboard(sub_dir, store, results_dir=out / "results", leaderboard_dir=out,
                            site_dir=out / "report", tasks=tasks, splits=splits, n_resamples=n_resamples,
                            seed=seed, workers=workers, progress=progress, log=say, per_group=per_group)
-    per_radius: dict[tuple[str, str], dict[str, dict[int, float]]] = {}
+    # per (task, metric, rows): the held-out materials' split is plotted on its own (its radii
+    # are those of every split; merged with ID / OOD it would mix material sets per radius)
+    per_radius: dict[tuple[str, str, str], dict[str, dict[int, float]]] = {}
     inverse_preds: dict[tuple[str, str], Path] = {}
     forward_preds: dict[tuple[str, str], Path] = {}
     for d in lb.documents:
         task_name, model, split = d["task"], d["model"], d["split"]
         for metric in RADIUS_PLOTS[task_name]:
-            per_radius.setdefault((task_name, metric.value), {}).setdefault(model, {}).update(
+            rows_key = "heldout" if split == "heldout" else "test"
+            per_radius.setdefault((task_name, metric.value, rows_key), {}).setdefault(model, {}).update(
                 {int(r): v[metric.value]["mean"] for r, v in d["metrics"]["per_radius"].items()})
         path, _ = prediction_file(sub_dir / model, task_name, split)
         if path is not None:
@@ -264,13 +267,17 @@ _LABELS = METRIC_LABELS
 
 
 def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
-           per_radius: dict[tuple[str, str], dict[str, dict[int, float]]],
+           per_radius: dict[tuple[str, str, str], dict[str, dict[int, float]]],
            inverse_preds: dict[tuple[str, str], Path], forward_preds: dict[tuple[str, str], Path],
            plot_dir: Path, splits: Sequence[str], subset: str, per_group: int) -> list[Path]:
     plots: list[Path] = []
-    for (task, metric), series in per_radius.items():
-        plots.append(plot_metric_vs_radius(series, _LABELS.get(metric, metric), protocol,
-                                           plot_dir / f"{task}_{metric.replace('@', '_at_')}_vs_radius.png"))
+    for (task, metric, rows_key), series in per_radius.items():
+        label = _LABELS.get(metric, metric)
+        held = rows_key == "heldout"
+        name = f"{task}_{metric.replace('@', '_at_')}{'_heldout' if held else ''}_vs_radius.png"
+        plots.append(plot_metric_vs_radius(
+            series, label, protocol, plot_dir / name,
+            title=f"{label} vs radius, held-out materials (every radius)" if held else ""))
     for task, metric in PRIMARY.items():
         vals: dict[str, dict[str, float]] = {}
         for r in rows:

@@ -129,7 +129,8 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
         raise C2NPInputError(f"{submissions_dir}: no prediction files to score for tasks {list(tasks or [])}")
     rows = normalise([row_from_results(d, p) for d, p in zip(documents, written)])
     extra = {"store": str(st.path), "fingerprint": st.fingerprint, "protocol": st.recipes.protocol,
-             "splits": ",".join(splits), "rotations_per_material_radius": per_group,
+             "splits": ",".join(dict.fromkeys(str(d["split"]) for d in documents)),
+             "rotations_per_material_radius": per_group,
              "submissions": ", ".join(f.name for f, _, _ in checked)}
     paths = write_leaderboard(rows, leaderboard_dir, headline={k: [m.value for m in v] for k, v in HEADLINE.items()},
                               extra=extra)
