@@ -119,6 +119,12 @@ def test_inverse_roundtrip_and_value_forms(tmp_path: Path) -> None:
         inverse_values((1, 2, 3))
     nan = write_inverse_predictions(tmp_path / "n.csv", {"x": (4, 4, 4, 90, 90, 90, float("nan"))})
     assert np.isnan(read_inverse_predictions(nan)["x"].spacegroup)
+    # rows read back are written again unchanged (e.g. under other sample ids), NaN included
+    again = write_inverse_predictions(tmp_path / "r.csv", {f"new-{k}": v for k, v in back.items()}
+                                      | {"x": read_inverse_predictions(nan)["x"]})
+    assert again.read_text().splitlines()[1:] == [
+        line.replace(k, f"new-{k}", 1) for k, line in zip("abc", (tmp_path / "p.csv").read_text().splitlines()[1:])
+    ] + nan.read_text().splitlines()[1:]
 
 
 @pytest.mark.parametrize("text, message", [

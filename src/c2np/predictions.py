@@ -66,11 +66,14 @@ class InversePrediction:
 
 def inverse_values(value: Any) -> tuple[np.ndarray, float]:
     """(6,) parameters and the space group of one in-memory task-2 prediction: an
-    :class:`InversePrediction`, a 7-sequence ``(a, b, c, alpha, beta, gamma, spacegroup)`` or
-    a mapping with those keys. Raises ``TypeError`` / ``ValueError`` / ``KeyError`` on
-    anything else (the harness turns that into a :class:`C2NPInputError` naming the id)."""
+    :class:`InversePrediction`, an :class:`InverseRow` read from a CSV, a 7-sequence
+    ``(a, b, c, alpha, beta, gamma, spacegroup)`` or a mapping with those keys. Raises
+    ``TypeError`` / ``ValueError`` / ``KeyError`` on anything else (the harness turns that
+    into a :class:`C2NPInputError` naming the id)."""
     if isinstance(value, InversePrediction):
         return value.parameters.as_array(), float(value.spacegroup)
+    if isinstance(value, InverseRow):  # a row read back from a CSV (rewritten, e.g. under other ids)
+        return np.asarray(value.params, dtype=float), float(value.spacegroup)
     if isinstance(value, Mapping):
         return (np.array([float(value[c]) for c in LATTICE_PARAMETER_NAMES]),
                 float(value["spacegroup"]))
