@@ -56,3 +56,4 @@ def test_committed_submission_is_valid_and_covers_its_rows(folder: Path) -> None
 def test_every_task2_generator_has_a_committed_submission() -> None:
     names = {p.name for p in FOLDERS}
     assert {f"{f}-inverse" for f in ("diffcsp", "flowmm", "mattergen", "cdvae", "adit")} <= names
+    assert "diffcsp-flowmm-pool-inverse" in names

@@ -203,9 +203,10 @@ def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_l
         ax.axvspan(r - 0.5, r + 0.5, color="tab:red", alpha=0.12, lw=0)
     for r in protocol.id_radii_angstrom:
         ax.axvspan(r - 0.5, r + 0.5, color="tab:blue", alpha=0.10, lw=0)
-    for model, series in sorted(per_model.items()):
-        rs = sorted(series)
-        ax.plot(rs, [series[r] for r in rs], marker="o", ms=3.5, label=model)
+    for i, (model, series) in enumerate(sorted(per_model.items())):
+        rs = sorted(series)  # past the 10 colours of the cycle, another line style keeps lines apart
+        ax.plot(rs, [series[r] for r in rs], marker="o", ms=3.5, label=model,
+                linestyle=("-", "--", ":")[(i // 10) % 3])
     ax.set_xlabel("sphere radius R (Å)")
     ax.set_ylabel(metric_label)
     ax.set_xticks(list(protocol.radii_angstrom)[::2])
