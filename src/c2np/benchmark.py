@@ -163,7 +163,9 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
                 if isinstance(task, ForwardTask):
                     model = table[name](task)
                 else:
-                    model = inverse_fitted[name] = inverse_fitted.get(name) or table[name](task)
+                    if name not in inverse_fitted:
+                        inverse_fitted[name] = table[name](task)
+                    model = inverse_fitted[name]
                 preds = predict(task, model, executor=executor)
                 seconds[name] += time.perf_counter() - t0
                 if isinstance(task, ForwardTask):

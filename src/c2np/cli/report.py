@@ -43,13 +43,14 @@ def report_cmd(
         if store is None:
             raise C2NPInputError(f"{inputs[0]}: a folder of submissions is scored first; give --store")
         from c2np.submissions import read_model_yml, rotations_per_group
+        from c2np.tasks import EVAL_ROTATIONS_PER_GROUP
 
         declared = {rotations_per_group(doc) for f in find_submissions(inputs[0])
                     if (doc := read_model_yml(f / "model.yml")[0]) is not None and doc.get("subset", "eval") == "eval"}
-        # the rows the submissions declare when they agree (else the harness's 8, and the check names them)
+        # the rows the submissions declare when they agree (else the harness's default, and the check names them)
         return leaderboard_cmd(inputs[0], store=store, out=out, bootstrap=1000, seed=0, workers=0,
                                title=title, json_out=json_out,
-                               per_group=declared.pop() if len(declared) == 1 else 8)
+                               per_group=declared.pop() if len(declared) == 1 else EVAL_ROTATIONS_PER_GROUP)
     docs = [load_results(p) for p in find_results_files(inputs)]
     opened = None
     if store is not None:
