@@ -373,11 +373,11 @@ def test_particle_against_a_collapsed_larger_set_uses_the_tree_and_keeps_bounds(
     ref = rng.uniform(-10, 10, size=(400, 3))
     pred = rng.normal(scale=0.05, size=(440, 3))
     monkeypatch.setattr(assignment, "ALIGN_SCALE_REL", np.inf)  # the sets as they are
-    res = min_sq_assignment(pred, ref)
+    res = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)  # no far rule: the auction
     assert res.method == "auction"
     _check(res, _optimum(pred, ref))
     monkeypatch.setattr(assignment, "KDTREE_MIN_FAR_QUERIES", 10 ** 9)  # the ring search
-    ring = min_sq_assignment(pred, ref)
+    ring = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
     assert (ring.sum_sq_angstrom2, ring.lower_bound_angstrom2) == pytest.approx(
         (res.sum_sq_angstrom2, res.lower_bound_angstrom2), rel=1e-12)
 
@@ -528,3 +528,54 @@ def test_nearest_neighbours_searched_only_when_the_pairing_needs_them() -> None:
             assert lazy.method == "aligned" and calls == [False]
         else:
             assert lazy.exact and calls == [True]
+
+
+def test_leftover_rows_take_distinct_nearby_free_columns() -> None:
+    """The first pairing's leftover rows get distinct partners among the free columns only;
+    paired by their nearest free columns they cost less than the free columns in order of x
+    (the fill used before), and a row set larger than the nearest-column passes can pair
+    still gets every free column (the rest in order of x)."""
+    rng = np.random.default_rng(5)
+    large = rng.uniform(-10, 10, size=(600, 3))
+    free = rng.permutation(600)[:150]
+    rows = large[free[:120]] + rng.normal(scale=0.4, size=(120, 3))
+    got = assignment._pair_leftovers(rows, large, free)
+    assert len(set(got.tolist())) == 120 and set(got.tolist()) <= set(free.tolist())
+    by_x = free[np.argsort(large[free, 0], kind="stable")]
+    old = np.empty(120, dtype=np.int64)
+    old[np.argsort(rows[:, 0], kind="stable")] = by_x[np.linspace(0, 149, 120).round().astype(np.int64)]
+    assert np.sum((rows - large[got]) ** 2) < 0.5 * np.sum((rows - large[old]) ** 2)
+    # every row onto one spot: passes of 8 nearest columns cannot pair them all
+    spot = np.zeros((60, 3))
+    tight = assignment._pair_leftovers(spot, large, free[:60])
+    assert sorted(tight.tolist()) == sorted(free[:60].tolist())
+
+
+def test_a_strong_mismatch_stops_once_the_original_gap_is_accepted(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prediction shrunk to 0.3 of the size, the same atom count: the aligned problem's first
+    pairing already values and bounds the original one within ALIGN_ACCEPT_REL_GAP, so no
+    auction runs; the result is a valid pairing with a certified bound (dense optimum), and
+    solving the aligned problem on (no acceptance share) gives a value no worse."""
+    rng = np.random.default_rng(12)
+
+    def ball(n: int, r: float) -> np.ndarray:
+        u = rng.normal(size=(n, 3))
+        return u / np.linalg.norm(u, axis=1, keepdims=True) * r * rng.random(n)[:, None] ** (1 / 3)
+
+    ref, pred = ball(700, 14.0), 0.3 * ball(700, 14.0)
+    calls = []
+    solve = assignment._solve
+    monkeypatch.setattr(assignment, "_solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    res = min_sq_assignment(pred, ref)
+    opt = _optimum(pred, ref)
+    _check(res, opt)
+    _check_far(res)
+    assert res.method == "aligned" and not res.exact and calls == []
+    fit = assignment._alignment(pred, ref)
+    assert fit is not None and fit[3]  # a strong mismatch
+    opts = {"max_rounds": assignment.MAX_ROUNDS, "bids_per_point": assignment.BIDS_PER_POINT,
+            "far_sum": None, "far_rel_gap": assignment.FAR_REL_GAP}
+    full = assignment._aligned_assignment(pred, ref, *fit[:3], **opts)
+    _check(full, opt)
+    assert calls and full.sum_sq_angstrom2 <= res.sum_sq_angstrom2 * (1 + 1e-12)

@@ -31,6 +31,7 @@ import functools
 import math
 import types
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -157,7 +158,8 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     if fit is not None and fit[3]:
         # a strong mismatch: the sets as they are cannot be paired well, so the pairing is
         # solved aligned first, before (and usually without) the nearest-neighbour search
-        first = _aligned_assignment(small, large, *fit[:3], **opts)
+        first = _aligned_assignment(small, large, *fit[:3], accept_rel_gap=ALIGN_ACCEPT_REL_GAP,
+                                    **opts)
         if settled(first, ALIGN_ACCEPT_REL_GAP):
             return first
     if nearest is None:
@@ -262,7 +264,8 @@ def _sum_above(x: np.ndarray) -> float:
 
 
 def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s: np.ndarray,
-                        c_l: np.ndarray, **opts: Any) -> AssignmentResult:
+                        c_l: np.ndarray, *, accept_rel_gap: float | None = None,
+                        **opts: Any) -> AssignmentResult:
     """The pairing solved with the smaller set mapped onto the larger one's centre and size,
     ``z = c_l + (x − c_s) / s``, valued and certified in the original coordinates.
 
@@ -274,36 +277,60 @@ def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s:
     certified bound ``s L' + Σg − (the n_s largest f)`` of the original one (less a rounding
     allowance). The value is the pairing's cost computed directly. Where the optimum moves
     atoms far (a prediction of the wrong size or place), the aligned sets overlap and the
-    sparse graph holds the optimal pairs."""
+    sparse graph holds the optimal pairs.
+
+    ``accept_rel_gap`` (a strong mismatch's acceptance share, or None): the aligned solve
+    stops as soon as the *original* problem's value and certified bound meet the far rule
+    with that share (bound at least ``far_sum``, RMSD value within the share of the bound's),
+    usually at the first greedy pairing: the aligned problem's own gap, scaled by ``s``, is a
+    small part of a strong mismatch's cost, so an exact aligned optimum is not needed
+    (docs/evaluation.md, "Session 24")."""
     ns, nl = len(small), len(large)
     z = c_l + (small - c_s) / scale
+    r2_l = np.sum((small - c_l) ** 2, axis=1)
+    g = r2_l - np.sum((small - c_s) ** 2, axis=1) / scale
+    f = (scale - 1.0) * np.sum((large - c_l) ** 2, axis=1) + 2.0 * ((large - c_l) @ (c_s - c_l))
+    top = np.partition(f, nl - ns)[nl - ns:] if ns < nl else f
+    sum_g, top_above = _sum_below(g), _sum_above(top)
+    base_magnitude = float(np.sum(np.abs(g))) + float(np.sum(np.abs(f))) + float(np.sum(r2_l))
+
+    def original(cols: np.ndarray, inner_lb: float, dual: tuple[np.ndarray, np.ndarray] | None
+                 ) -> tuple[float, float, float]:
+        """Value, certified bound and exactness tolerance (Å²) of the original problem."""
+        value = _pair_sum(small, large, cols)
+        magnitude = scale * abs(inner_lb) + base_magnitude
+        bound = scale * inner_lb + sum_g - top_above
+        if dual is not None and ns < nl:
+            # the aligned dual as prices of the original problem: P = s w + f gives
+            # min_l (|x − l|² + P_l) = s u + g, hence the bound
+            # s Σu + Σg + (n_l − n_s) min P − ΣP (module docstring)
+            w, u = dual
+            price = scale * w + f
+            magnitude += scale * float(np.sum(np.abs(u))) + float(np.sum(np.abs(price)))
+            bound = max(bound, scale * _sum_below(u) + sum_g + (nl - ns) * float(price.min())
+                        - _sum_above(price))
+        bound -= 1e-10 * magnitude
+        bound = min(max(bound, 0.0), value)
+        return value, bound, EXACT_RTOL * (1.0 + value) + 1e-10 * magnitude
+
+    accept: Callable[[np.ndarray, float, tuple[np.ndarray, np.ndarray] | None], bool] | None = None
+    far_sum = opts.get("far_sum")
+    if accept_rel_gap is not None and far_sum is not None:
+        rel = float(accept_rel_gap)
+
+        def accept(cols: np.ndarray, inner_lb: float,
+                   dual: tuple[np.ndarray, np.ndarray] | None) -> bool:
+            value, bound, _ = original(cols, inner_lb, dual)
+            return bound >= far_sum and value <= max(bound, 0.0) * (1.0 + rel) ** 2
+
     d1, j1 = nearest_neighbours(z, large)
     dual: tuple[np.ndarray, np.ndarray] | None
     if int(np.bincount(j1, minlength=nl).max()) <= 1:
         cols, inner_lb, rounds, dual = j1, float(np.sum(d1 * d1)), 0, (np.zeros(nl), d1 * d1)
     else:
-        inner, cols, dual = _sparse_assignment(z, large, d1, **opts)
+        inner, cols, dual = _sparse_assignment(z, large, d1, accept=accept, **opts)
         inner_lb, rounds = inner.lower_bound_angstrom2, inner.rounds
-    value = _pair_sum(small, large, cols)
-    r2_l = np.sum((small - c_l) ** 2, axis=1)
-    g = r2_l - np.sum((small - c_s) ** 2, axis=1) / scale
-    f = (scale - 1.0) * np.sum((large - c_l) ** 2, axis=1) + 2.0 * ((large - c_l) @ (c_s - c_l))
-    magnitude = scale * abs(inner_lb) + float(np.sum(np.abs(g))) + float(np.sum(np.abs(f))) + \
-        float(np.sum(r2_l))
-    top = np.partition(f, nl - ns)[nl - ns:] if ns < nl else f
-    bound = scale * inner_lb + _sum_below(g) - _sum_above(top)
-    if dual is not None and ns < nl:
-        # the aligned dual as prices of the original problem: P = s w + f gives
-        # min_l (|x − l|² + P_l) = s u + g, hence the bound
-        # s Σu + Σg + (n_l − n_s) min P − ΣP (module docstring)
-        w, u = dual
-        price = scale * w + f
-        magnitude += scale * float(np.sum(np.abs(u))) + float(np.sum(np.abs(price)))
-        bound = max(bound, scale * _sum_below(u) + _sum_below(g) + (nl - ns) * float(price.min())
-                    - _sum_above(price))
-    bound -= 1e-10 * magnitude
-    bound = min(max(bound, 0.0), value)
-    tol = EXACT_RTOL * (1.0 + value) + 1e-10 * magnitude
+    value, bound, tol = original(cols, inner_lb, dual)
     return AssignmentResult(value, bound, ns, value - bound <= tol, tolerance_angstrom2=tol,
                             method="aligned", rounds=rounds)
 
@@ -311,7 +338,9 @@ def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s:
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
                        column_floor: np.ndarray | None = None, max_rounds: int,
                        bids_per_point: int, far_sum: float | None = None,
-                       far_rel_gap: float = FAR_REL_GAP
+                       far_rel_gap: float = FAR_REL_GAP,
+                       accept: Callable[[np.ndarray, float, tuple[np.ndarray, np.ndarray] | None],
+                                        bool] | None = None
                        ) -> tuple[AssignmentResult, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """Path 3 of :func:`min_sq_assignment` (``n_s <= n_l``, nearest neighbours not
     distinct; ``d1`` their distances). ``far_sum``: the bound (Å²) from which a relative
@@ -320,7 +349,9 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     reports (the larger-set partner of each smaller-set point) and the dual solution of its
     bound, ``(w (n_l,), u (n_s,))`` in Å² — column prices with min 0 and each row's
     smallest ``|s − l|² + w`` over all pairs, so that the bound is ``Σu − Σw`` — or None
-    when the bound is the column bound."""
+    when the bound is the column bound. ``accept``: optional ``(pairing, bound, dual) -> bool``
+    asked after the first pairing and after every stage; True stops there (the caller's own
+    far rule, e.g. the aligned path's in the original coordinates)."""
     kern = _kernels()
     ns, nl = len(small), len(large)
     grid = _Grid.build(large, per_cell=GRAPH_DEGREE / (4.0 * math.pi / 3.0))  # side = radius
@@ -335,13 +366,11 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     # a pairing of every row keeps the balanced problem feasible and is a first value
     fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
     left = np.flatnonzero(fallback < 0)
-    if len(left):  # rows whose partners were all taken: the free columns, in order of x
+    if len(left):  # rows whose partners were all taken: paired among the free columns
         taken = np.zeros(nl, dtype=bool)
         taken[fallback[fallback >= 0]] = True
         free = np.flatnonzero(~taken)
-        free = free[np.argsort(large[free, 0], kind="stable")]
-        rows = left[np.argsort(small[left, 0], kind="stable")]
-        fallback[rows] = free[np.linspace(0, len(free) - 1, len(rows)).round().astype(np.int64)]
+        fallback[left] = _pair_leftovers(small[left], large, free)
     best_ub = _pair_sum(small, large, fallback)
     best_cols = fallback
     lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
@@ -352,7 +381,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         """The far rule: the bound is far off and the value within the accepted share."""
         return far_sum is not None and lb >= far_sum and ub <= lb * (1.0 + far_rel_gap) ** 2
 
-    if far_accepted(best_ub, lb0):
+    if far_accepted(best_ub, lb0) or (accept is not None and accept(best_cols, lb0, dual)):
         # the far rule on the first pairing: far off by the nearest neighbours alone and the
         # greedy pairing already within the accepted share (e.g. a prediction with several
         # times the atoms, where few nearest neighbours collide); no auction
@@ -414,7 +443,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
-        if far_accepted(best_ub, best_lb):
+        if far_accepted(best_ub, best_lb) or (accept is not None and accept(best_cols, best_lb, dual)):
             far_stop = True
             break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
@@ -435,6 +464,47 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     best_lb = min(best_lb, best_ub)
     return AssignmentResult(best_ub, best_lb, ns, best_ub - best_lb <= tol,
                             tolerance_angstrom2=tol, method="auction", rounds=rounds), best_cols, dual
+
+
+#: the first pairing's leftover rows take their nearest free columns in up to this many
+#: greedy passes (each over their :data:`LEFTOVER_K` nearest); what is still left, in order of x
+LEFTOVER_PASSES = 3
+LEFTOVER_K = 8
+
+
+def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Distinct partners (indices into ``large``, from ``free``) for the ``(m, 3)`` points
+    ``rows`` that the greedy pairing left without one: greedy passes over each row's nearest
+    free columns (:data:`LEFTOVER_PASSES`, :data:`LEFTOVER_K`), the rest in order of x. Only a
+    first value (an upper bound): any choice keeps the bounds certified."""
+    from scipy.spatial import cKDTree
+
+    kern = _kernels()
+    m = len(rows)
+    out = np.full(m, -1, dtype=np.int64)
+    todo = np.arange(m)
+    avail = np.asarray(free, dtype=np.int64)
+    for _ in range(LEFTOVER_PASSES):
+        if len(todo) == 0 or len(avail) == 0:
+            break
+        k = min(LEFTOVER_K, len(avail))
+        d, j = cKDTree(large[avail]).query(rows[todo], k=k)
+        d, j = np.asarray(d).reshape(len(todo), k), np.asarray(j).reshape(len(todo), k)
+        order = np.argsort(d[:, 0], kind="stable")  # the closest rows choose first
+        got = kern.greedy_pairing(np.arange(0, len(todo) * k + 1, k, dtype=np.int64),
+                                  np.ascontiguousarray(j[order].reshape(-1), dtype=np.int64),
+                                  np.ascontiguousarray((d[order] ** 2).reshape(-1)), len(avail))
+        hit = got >= 0
+        out[todo[order[hit]]] = avail[got[hit]]
+        used = np.zeros(len(avail), dtype=bool)
+        used[got[hit]] = True
+        avail = avail[~used]
+        todo = np.flatnonzero(out < 0)
+    if len(todo):
+        avail = avail[np.argsort(large[avail, 0], kind="stable")]
+        order = todo[np.argsort(rows[todo, 0], kind="stable")]
+        out[order] = avail[np.linspace(0, len(avail) - 1, len(order)).round().astype(np.int64)]
+    return out
 
 
 def _knn_indices(grid: _Grid, queries: np.ndarray, k: int) -> np.ndarray:
