@@ -30,8 +30,8 @@ from __future__ import annotations
 import functools
 import math
 import types
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
