@@ -31,6 +31,11 @@ def test_results_json_roundtrip(tmp_path: Path, results: tuple[Results, DatasetS
     assert d["dataset"]["fingerprint"] == store.fingerprint and d["protocol"] == "paper"
     assert {"numpy", "scipy", "c2np"} <= set(d["versions"])
     assert d["tolerances"]["f1_tolerances_angstrom"] == [0.1, 0.5]
+    # the matched RMSD's far rule that scored these samples is recorded with them
+    from c2np import assignment
+
+    assert d["tolerances"]["matched_rmsd_far_rmsd_angstrom"] == assignment.FAR_RMSD_ANGSTROM == 1.0
+    assert d["tolerances"]["matched_rmsd_far_rel_gap"] == assignment.FAR_REL_GAP == 0.05
     assert d["subset_definition"]["rotations_per_material_radius"] == 8
     assert len(d["samples"]["sample_id"]) == d["n_samples"] == back.n_samples == 16
 

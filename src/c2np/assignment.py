@@ -54,7 +54,7 @@ GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop re
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
 FAR_RMSD_ANGSTROM = 1.0  # an element whose certified RMSD bound is at least this (Å) ...
-FAR_REL_GAP = 1e-2  # ... stops once its RMSD value is within this share of the bound
+FAR_REL_GAP = 5e-2  # ... stops once its RMSD value is within this share of the bound (1e-2 before session 24)
 FAR_EARLY_EPS = 1.0 / 64.0  # far from the nearest neighbours alone: first check at this ε / ε0
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
@@ -214,7 +214,7 @@ ALIGN_SCALE_REL = 0.05
 #: mismatch is solved as the sets are first, and aligned only when that leaves a gap the far
 #: rule does not accept (so it never reports worse than before). When the first result is
 #: not accepted, the better value and bound of the two are reported
-ALIGN_ACCEPT_REL_GAP = 0.05
+ALIGN_ACCEPT_REL_GAP = FAR_REL_GAP  # the same share (both 5 % since session 24)
 #: a strong mismatch: centroids this share of the larger RMS radius apart, or RMS radii this
 #: far apart (relative)
 STRONG_SHIFT_REL = 0.3
@@ -366,14 +366,36 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     # a pairing of every row keeps the balanced problem feasible and is a first value
     fallback = kern.greedy_pairing(graph.indptr, graph.indices, graph.cost, nl)
     left = np.flatnonzero(fallback < 0)
-    if len(left):  # rows whose partners were all taken: paired among the free columns
+    lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
+    nearer: np.ndarray | None = None
+    if len(left):  # rows whose partners were all taken: paired among the free columns in
+        # order of x (this pairing's edges join the graph, as always); where this first
+        # value may be the answer (a caller's acceptance, or the far rule on the first
+        # pairing) also by nearness, and the cheaper of the two is the first value
         taken = np.zeros(nl, dtype=bool)
         taken[fallback[fallback >= 0]] = True
         free = np.flatnonzero(~taken)
-        fallback[left] = _pair_leftovers(small[left], large, free)
+        maybe = accept is not None
+        if not maybe and far_sum is not None and lb0 >= far_sum:
+            # the far rule can accept a completion of the greedy pairing only if its paired
+            # rows plus each leftover row's nearest free column stay within the share
+            from scipy.spatial import cKDTree
+
+            paired = np.flatnonzero(fallback >= 0)
+            d_free = np.asarray(cKDTree(large[free]).query(small[left], k=1)[0])
+            least = float(np.sum((small[paired] - large[fallback[paired]]) ** 2)) + \
+                float(np.sum(d_free ** 2))
+            maybe = least <= lb0 * (1.0 + far_rel_gap) ** 2
+        if maybe:
+            nearer = fallback.copy()
+            nearer[left] = _pair_leftovers(small[left], large, free)
+        fallback[left] = _pair_leftovers(small[left], large, free, near=False)
     best_ub = _pair_sum(small, large, fallback)
     best_cols = fallback
-    lb0 = float(np.sum(d1 * d1))  # no pairing costs less than every point's nearest
+    if nearer is not None:
+        value = _pair_sum(small, large, nearer)
+        if value < best_ub:
+            best_ub, best_cols = value, nearer
     best_lb = lb0
     dual: tuple[np.ndarray, np.ndarray] | None = (np.zeros(nl), d1 * d1)
 
@@ -472,11 +494,13 @@ LEFTOVER_PASSES = 3
 LEFTOVER_K = 8
 
 
-def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray) -> np.ndarray:
+def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray, *,
+                    near: bool = True) -> np.ndarray:
     """Distinct partners (indices into ``large``, from ``free``) for the ``(m, 3)`` points
-    ``rows`` that the greedy pairing left without one: greedy passes over each row's nearest
-    free columns (:data:`LEFTOVER_PASSES`, :data:`LEFTOVER_K`), the rest in order of x. Only a
-    first value (an upper bound): any choice keeps the bounds certified."""
+    ``rows`` that the greedy pairing left without one: with ``near``, greedy passes over each
+    row's nearest free columns (:data:`LEFTOVER_PASSES`, :data:`LEFTOVER_K`); what is left,
+    the free columns in order of x. Only a first value (an upper bound): any choice keeps
+    the bounds certified."""
     from scipy.spatial import cKDTree
 
     kern = _kernels()
@@ -484,7 +508,7 @@ def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray) -> np
     out = np.full(m, -1, dtype=np.int64)
     todo = np.arange(m)
     avail = np.asarray(free, dtype=np.int64)
-    for _ in range(LEFTOVER_PASSES):
+    for _ in range(LEFTOVER_PASSES if near else 0):
         if len(todo) == 0 or len(avail) == 0:
             break
         k = min(LEFTOVER_K, len(avail))

@@ -353,10 +353,16 @@ class _ReadAhead:
 
 
 def forward_tolerances(tol: Sequence[float]) -> dict[str, Any]:
-    """The ``tolerances`` entry of task-1 results."""
+    """The ``tolerances`` entry of task-1 results, including the matched RMSD's far rule (an
+    element certified at least ``matched_rmsd_far_rmsd_angstrom`` off may stop with its value
+    within ``matched_rmsd_far_rel_gap`` of its bound, in RMSD)."""
+    from c2np.assignment import FAR_REL_GAP, FAR_RMSD_ANGSTROM
+
     return {"f1_tolerances_angstrom": [float(t) for t in tol],
             "pair_distance_r_max_angstrom": 10.0, "pair_distance_bins": 128,
-            "matching": "same element, distance strictly below tolerance"}
+            "matching": "same element, distance strictly below tolerance",
+            "matched_rmsd_far_rmsd_angstrom": float(FAR_RMSD_ANGSTROM),
+            "matched_rmsd_far_rel_gap": float(FAR_REL_GAP)}
 
 
 def assemble_forward(run: Mapping[str, Any], info: RowInfo, scores: list[Scores], *,
