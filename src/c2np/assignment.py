@@ -150,8 +150,7 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     far_sum = opts["far_sum"]
 
     def settled(res: AssignmentResult, rel: float) -> bool:
-        return res.exact or (far_sum is not None and res.lower_bound_angstrom2 >= far_sum
-                             and _within_rel_gap(res, rel))
+        return res.exact or _far_rule(res.sum_sq_angstrom2, res.lower_bound_angstrom2, far_sum, rel)
 
     fit = _alignment(small, large) if ns * nl > DENSE_MAX_ENTRIES else None
     first: AssignmentResult | None = None
@@ -240,9 +239,10 @@ def _alignment(small: np.ndarray, large: np.ndarray
     return scale, c_s, c_l, shift > STRONG_SHIFT_REL or abs(scale - 1.0) > STRONG_SCALE_REL
 
 
-def _within_rel_gap(res: AssignmentResult, rel: float) -> bool:
-    """The RMSD of the value is within ``rel`` (relative) of the bound's."""
-    return res.sum_sq_angstrom2 <= max(res.lower_bound_angstrom2, 0.0) * (1.0 + rel) ** 2
+def _far_rule(value: float, bound: float, far_sum: float | None, rel: float) -> bool:
+    """The far rule (Å²): the certified ``bound`` is at least ``far_sum`` (None: never) and the
+    RMSD of ``value`` is within ``rel`` (relative) of the bound's."""
+    return far_sum is not None and bound >= far_sum and value <= max(bound, 0.0) * (1.0 + rel) ** 2
 
 
 def _sum_below(x: np.ndarray) -> float:
@@ -321,7 +321,7 @@ def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s:
         def accept(cols: np.ndarray, inner_lb: float,
                    dual: tuple[np.ndarray, np.ndarray] | None) -> bool:
             value, bound, _ = original(cols, inner_lb, dual)
-            return bound >= far_sum and value <= max(bound, 0.0) * (1.0 + rel) ** 2
+            return _far_rule(value, bound, far_sum, rel)
 
     d1, j1 = nearest_neighbours(z, large)
     dual: tuple[np.ndarray, np.ndarray] | None
@@ -385,7 +385,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
             d_free = np.asarray(cKDTree(large[free]).query(small[left], k=1)[0])
             least = float(np.sum((small[paired] - large[fallback[paired]]) ** 2)) + \
                 float(np.sum(d_free ** 2))
-            maybe = least <= lb0 * (1.0 + far_rel_gap) ** 2
+            maybe = _far_rule(least, lb0, far_sum, far_rel_gap)
         if maybe:
             nearer = fallback.copy()
             nearer[left] = _pair_leftovers(small[left], large, free)
@@ -399,11 +399,13 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
     best_lb = lb0
     dual: tuple[np.ndarray, np.ndarray] | None = (np.zeros(nl), d1 * d1)
 
-    def far_accepted(ub: float, lb: float) -> bool:
-        """The far rule: the bound is far off and the value within the accepted share."""
-        return far_sum is not None and lb >= far_sum and ub <= lb * (1.0 + far_rel_gap) ** 2
+    def accepted(lb: float) -> bool:
+        """The best pairing so far with the bound ``lb`` meets the far rule or the caller's
+        acceptance."""
+        return _far_rule(best_ub, lb, far_sum, far_rel_gap) or \
+            (accept is not None and accept(best_cols, lb, dual))
 
-    if far_accepted(best_ub, lb0) or (accept is not None and accept(best_cols, lb0, dual)):
+    if accepted(lb0):
         # the far rule on the first pairing: far off by the nearest neighbours alone and the
         # greedy pairing already within the accepted share (e.g. a prediction with several
         # times the atoms, where few nearest neighbours collide); no auction
@@ -465,7 +467,7 @@ def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,
         undercut = np.flatnonzero(u_all < u_graph - tol / ns)
         if status != 0 or best_ub - best_lb <= tol or (final and len(undercut) == 0):
             break
-        if far_accepted(best_ub, best_lb) or (accept is not None and accept(best_cols, best_lb, dual)):
+        if accepted(best_lb):
             far_stop = True
             break  # far off: the value is within the accepted share of the bound
         if final and len(undercut) > GIVE_UP_SHARE * ns:
@@ -501,9 +503,6 @@ def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray, *,
     row's nearest free columns (:data:`LEFTOVER_PASSES`, :data:`LEFTOVER_K`); what is left,
     the free columns in order of x. Only a first value (an upper bound): any choice keeps
     the bounds certified."""
-    from scipy.spatial import cKDTree
-
-    kern = _kernels()
     m = len(rows)
     out = np.full(m, -1, dtype=np.int64)
     todo = np.arange(m)
@@ -511,11 +510,13 @@ def _pair_leftovers(rows: np.ndarray, large: np.ndarray, free: np.ndarray, *,
     for _ in range(LEFTOVER_PASSES if near else 0):
         if len(todo) == 0 or len(avail) == 0:
             break
+        from scipy.spatial import cKDTree
+
         k = min(LEFTOVER_K, len(avail))
         d, j = cKDTree(large[avail]).query(rows[todo], k=k)
         d, j = np.asarray(d).reshape(len(todo), k), np.asarray(j).reshape(len(todo), k)
         order = np.argsort(d[:, 0], kind="stable")  # the closest rows choose first
-        got = kern.greedy_pairing(np.arange(0, len(todo) * k + 1, k, dtype=np.int64),
+        got = _kernels().greedy_pairing(np.arange(0, len(todo) * k + 1, k, dtype=np.int64),
                                   np.ascontiguousarray(j[order].reshape(-1), dtype=np.int64),
                                   np.ascontiguousarray((d[order] ** 2).reshape(-1)), len(avail))
         hit = got >= 0
