@@ -54,7 +54,8 @@ def save_examples(ex: list, path: Path) -> None:
              slot_numbers=np.stack([x.slot_numbers for x in d]), slot_fractions=np.stack([x.slot_fractions for x in d]),
              n_species=n_species, numbers=np.concatenate([x.numbers for x in d]),
              slot_of=np.concatenate([x.slot_of for x in d]), lattice=np.stack([e.lattice_angstrom for e in ex]),
-             n_atoms=n_atoms, frac=np.concatenate([e.frac for e in ex]), slots=np.concatenate([e.slots for e in ex]))
+             n_atoms=n_atoms, frac=np.concatenate([e.frac for e in ex]), slots=np.concatenate([e.slots for e in ex]),
+             spacegroup=np.array([e.spacegroup for e in ex]))
 
 
 def load_examples(path: Path) -> list:
@@ -64,12 +65,13 @@ def load_examples(path: Path) -> list:
     out = []
     sp = np.r_[0, np.cumsum(z["n_species"])]
     at = np.r_[0, np.cumsum(z["n_atoms"])]
+    sg = z.get("spacegroup", np.zeros(len(z["scale"]), dtype=np.int64))    # caches before session 25: not known
     for i in range(len(z["scale"])):
         d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i].copy(), z["slot_numbers"][i].copy(),
                                z["slot_fractions"][i].copy(), z["numbers"][sp[i]:sp[i + 1]].copy(),
                                z["slot_of"][sp[i]:sp[i + 1]].copy())
         out.append(CellExample(d, z["lattice"][i].copy(), z["frac"][at[i]:at[i + 1]].copy(),
-                               z["slots"][at[i]:at[i + 1]].copy()))
+                               z["slots"][at[i]:at[i + 1]].copy(), int(sg[i])))
     return out
 
 
@@ -95,6 +97,10 @@ def main() -> int:
     ap.add_argument("--balance-classes", action="store_true", help="every composition class equally often")
     ap.add_argument("--mid-t-fraction", type=float, default=0.0,
                     help="fraction of each batch with diffusion time in (0.5 T, 0.9 T]")
+    ap.add_argument("--spacegroup-condition", action="store_true",
+                    help="tell the denoiser the cell's space group (DiffCSP++-style; sampling: the template's)")
+    ap.add_argument("--spacegroup-drop-fraction", type=float, default=0.1,
+                    help="with --spacegroup-condition: share of training rows given no group")
     ap.add_argument("--init", default=None, help="start from this generator folder's weights (same config)")
     ap.add_argument("--time-budget", type=float, default=None, help="wall-clock seconds")
     ap.add_argument("--checkpoint-every", type=int, default=1000)
@@ -112,12 +118,21 @@ def main() -> int:
         ex = examples(args.store, args.seed, args.noisy_copies)
         save_examples(ex, cache)
     print(f"{len(ex)} training pairs in {time.time() - t0:.0f} s", flush=True)
+    sgs: tuple[int, ...] = ()
+    if args.spacegroup_condition:
+        sgs = tuple(sorted({e.spacegroup for e in ex} - {0}))
+        if not sgs:
+            print(f"{cache}: its training pairs carry no space groups (a cache written before session 25); "
+                  "delete it or name another --cache", file=sys.stderr)
+            return 2
+        print(f"space-group condition: {list(sgs)}", flush=True)
     cfg = GenConfig(process=args.process, train_steps=args.steps, hidden=args.hidden, layers=args.layers,
                     steps=args.sample_steps, seed=args.seed, batch=args.batch, lr=args.lr,
                     lattice_param=args.lattice_param, lattice_weight=args.lattice_weight,
                     sampler=args.sampler, n_samples=args.n_samples, pair_readout=args.pair_readout,
                     balance_classes=args.balance_classes, mid_t_fraction=args.mid_t_fraction,
-                    type_known_fraction=args.type_known_fraction, ld_steps_per_level=args.ld_steps_per_level)
+                    type_known_fraction=args.type_known_fraction, ld_steps_per_level=args.ld_steps_per_level,
+                    spacegroups=sgs, spacegroup_drop_fraction=args.spacegroup_drop_fraction)
     rows: list[dict] = []
 
     def log(r: dict) -> None:

@@ -143,8 +143,16 @@ class GenConfig:
     anneal_slope: float = 0.0
     type_known_fraction: float = 0.5
     ld_steps_per_level: int = 1
+    spacegroups: tuple[int, ...] = ()
+    spacegroup_drop_fraction: float = 0.1
 
     def __post_init__(self) -> None:
+        # a JSON list becomes a tuple, so that the frozen config stays hashable
+        object.__setattr__(self, "spacegroups", tuple(int(g) for g in self.spacegroups))
+        if not all(1 <= g <= 230 for g in self.spacegroups) or len(set(self.spacegroups)) != len(self.spacegroups):
+            raise C2NPInputError(f"spacegroups must be distinct space-group numbers 1-230, got {self.spacegroups}")
+        if not 0.0 <= self.spacegroup_drop_fraction < 1.0:
+            raise C2NPInputError(f"spacegroup_drop_fraction must be in [0, 1), got {self.spacegroup_drop_fraction!r}")
         if self.ld_steps_per_level < 1:
             raise C2NPInputError(f"ld_steps_per_level must be >= 1, got {self.ld_steps_per_level}")
         if self.process == "cdvae" and self.steps < 2:
@@ -193,12 +201,15 @@ class GenConfig:
 @dataclass(frozen=True, eq=False)
 class CellExample:
     """One training pair: descriptor of a particle and the spglib standardized primitive cell
-    of its material (lattice (3, 3) Å, frac (n, 3), slot of each atom (n,))."""
+    of its material (lattice (3, 3) Å, frac (n, 3), slot of each atom (n,)), with the cell's
+    space-group number (spglib on the slotted cell, as :func:`~c2np.models.cell_templates.template_of`;
+    0: not known)."""
 
     descriptor: ParticleDescriptor
     lattice_angstrom: np.ndarray
     frac: np.ndarray
     slots: np.ndarray
+    spacegroup: int = 0
 
 
 def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angstrom: float = 1e-3
@@ -214,8 +225,9 @@ def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angs
     slot_by_z = {int(z): int(s) for z, s in zip(descriptor.numbers, descriptor.slot_of)}
     slots = np.array([slot_by_z.get(int(z), N_SLOTS - 1) for z in nums], dtype=np.int64)
     order = np.argsort(slots, kind="stable")
-    return CellExample(descriptor, np.asarray(lat, dtype=np.float64), np.asarray(frac)[order] % 1.0,
-                       slots[order])
+    lat, frac, slots = np.asarray(lat, dtype=np.float64), np.asarray(frac)[order] % 1.0, slots[order]
+    ds = spglib.get_symmetry_dataset((lat, frac, slots + 1), symprec=symprec_angstrom)  # type: ignore[arg-type]
+    return CellExample(descriptor, lat, frac, slots, int(ds.number) if ds is not None else 0)
 
 
 def training_pairs(task: ForwardTask, *, seed: int = 0, noisy_copies: int = 0,
@@ -396,6 +408,9 @@ class CrystalGenerator(nn.Module):
         self.net = Denoiser(replace(cfg, layers=0, pair_readout=False) if cfg.process == "adit" else cfg, n_desc)
         self.train_progress = 0.0           # share of the training run done (set by fit; adit's stages)
         self.comp_head = MLP(cfg.hidden, cfg.hidden, len(self.compositions), 2)
+        if cfg.spacegroups:                 # DiffCSP++-style space-group condition; row 0: not given
+            self.sg_embed = nn.Embedding(len(cfg.spacegroups) + 1, cfg.hidden)
+            nn.init.zeros_(self.sg_embed.weight)    # starts as the unconditioned network (warm starts)
         self.register_buffer("desc_mean", torch.as_tensor(desc_mean, dtype=torch.float32))
         self.register_buffer("desc_std", torch.as_tensor(desc_std, dtype=torch.float32))
         self.register_buffer("lat_mean", torch.as_tensor(lat_mean, dtype=torch.float32).reshape(3, 3))
@@ -431,17 +446,31 @@ class CrystalGenerator(nn.Module):
     def _cond(self, feats: Tensor) -> Tensor:
         return self.net.cond((feats - self.desc_mean) / self.desc_std)
 
+    def spacegroup_index(self, spacegroup: int) -> int:
+        """The condition row of a space-group number (0: not given, or not a training group)."""
+        sgs = self.cfg.spacegroups
+        return sgs.index(spacegroup) + 1 if spacegroup in sgs else 0
+
+    def _with_spacegroup(self, cond: Tensor, sg_index: Tensor | None) -> Tensor:
+        """The denoiser's condition: ``cond`` (B,H) plus the space-group embedding of
+        ``sg_index`` (B,) when this generator is space-group conditioned (``cfg.spacegroups``)."""
+        if not self.cfg.spacegroups or sg_index is None:
+            return cond
+        return cond + self.sg_embed(sg_index)
+
     def _temb(self, t: Tensor) -> Tensor:
         scale = 1.0 / self.cfg.steps if self.cfg.process == "diffcsp" else 1.0
         return sinusoidal_embedding(t.float() * scale, self.cfg.hidden)
 
     # --- training ----------------------------------------------------------------------
     def loss(self, feats: Tensor, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor,
-             g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
-        """Loss of one batch (lattice in normalised units, frac in [0, 1))."""
+             g: torch.Generator, sg_index: Tensor | None = None) -> tuple[Tensor, dict[str, float]]:
+        """Loss of one batch (lattice in normalised units, frac in [0, 1)); ``sg_index`` (B,):
+        the space-group condition rows (:meth:`spacegroup_index`) of a conditioned generator."""
         B = feats.shape[0]
         cond = self._cond(feats)
-        comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)
+        comp_loss = nn.functional.cross_entropy(self.comp_head(cond), comp)   # never told the group
+        cond = self._with_spacegroup(cond, sg_index)
         if self.cfg.process in ("mattergen", "cdvae", "adit"):
             if self.cfg.process == "mattergen":
                 total, parts = self._mattergen_loss(x_l0, f0, slot, mask, cond, g)
@@ -751,9 +780,13 @@ class CrystalGenerator(nn.Module):
         """One generated cell per row of the given compositions: (normalised lattice (3,3),
         frac (n,3), slots (n,)). With a ``template`` (every row of its composition) the cell
         is projected onto the template's symmetric subspace at the start and after every
-        reverse step (:meth:`project`)."""
+        reverse step (:meth:`project`); a space-group conditioned generator is also told the
+        template's group (without a template: the "not given" row)."""
         B = feats.shape[0]
         cond = self._cond(feats)
+        if self.cfg.spacegroups:
+            k = self.spacegroup_index(template.spacegroup) if template is not None else 0
+            cond = self._with_spacegroup(cond, torch.full((B,), k, dtype=torch.long))
         N = max(sum(c) for c in comps)
         slot = torch.zeros(B, N, dtype=torch.long)
         mask = torch.zeros(B, N, dtype=torch.bool)
@@ -1061,9 +1094,10 @@ class CrystalGenerator(nn.Module):
         model = cls(cfg, feats.shape[1], comps, feats.mean(0), feats.std(0) + 1e-3, lat_mean, lat_std,
                     limit_density=density, lattice_stats=stats)
         if init_state is not None:
-            model.load_state_dict(init_state)
+            _load_init_state(model, init_state)
         opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=1e-4)
         comp_of = np.array([comps.index(_composition_key(e.slots)) for e in examples])
+        SG0 = np.array([model.spacegroup_index(e.spacegroup) for e in examples], dtype=np.int64)
         N = max(len(e.slots) for e in examples)
         F0 = np.zeros((len(examples), N, 3), dtype=np.float32)
         S0 = np.zeros((len(examples), N), dtype=np.int64)
@@ -1087,9 +1121,12 @@ class CrystalGenerator(nn.Module):
             if time_budget_s is not None:
                 progress = max(progress, (time.monotonic() - t_start) / max(time_budget_s, 1e-9))
             model.train_progress = progress
+            sgi = None
+            if cfg.spacegroups:             # the group withheld from a share of rows ("not given")
+                sgi = torch.as_tensor(np.where(rng.random(len(idx)) < cfg.spacegroup_drop_fraction, 0, SG0[idx]))
             loss, parts = model.loss(torch.as_tensor(feats[idx]), torch.as_tensor(XL[idx]),
                                      torch.as_tensor(F0[idx, :n]), torch.as_tensor(S0[idx, :n]),
-                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g)
+                                     torch.as_tensor(M0[idx, :n]), torch.as_tensor(comp_of[idx]), g, sgi)
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * learning_rate_factor(model.stage_progress())
             opt.zero_grad()
@@ -1106,6 +1143,17 @@ class CrystalGenerator(nn.Module):
                 break
         model.eval()
         return model
+
+
+def _load_init_state(model: CrystalGenerator, state: Mapping[str, Tensor]) -> None:
+    """Load warm-start weights into ``model``. A space-group conditioned model may start from
+    an unconditioned one's weights: its embedding (absent there) keeps its zero start, so it
+    begins as exactly that network; any other missing or unexpected tensor is an error."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    allowed = {"sg_embed.weight"} if model.cfg.spacegroups else set()
+    bad = sorted(set(missing) - allowed) + sorted(unexpected)
+    if bad:
+        raise C2NPInputError(f"init_state does not match this generator's configuration: {', '.join(bad[:5])}")
 
 
 def _schedule(cfg: GenConfig, n_steps: int) -> tuple[Tensor, Tensor]:
