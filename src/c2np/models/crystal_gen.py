@@ -221,11 +221,13 @@ def cell_example(descriptor: ParticleDescriptor, cell: UnitCell, *, symprec_angs
     std = spglib.standardize_cell(cell.to_spglib(), to_primitive=True, no_idealize=False,  # type: ignore[arg-type]
                                   symprec=symprec_angstrom)
     assert std is not None, f"{cell.material_id}: spglib could not standardize the cell"
-    lat, frac, nums = std
+    lat_raw, frac_raw, nums = std
     slot_by_z = {int(z): int(s) for z, s in zip(descriptor.numbers, descriptor.slot_of)}
     slots = np.array([slot_by_z.get(int(z), N_SLOTS - 1) for z in nums], dtype=np.int64)
     order = np.argsort(slots, kind="stable")
-    lat, frac, slots = np.asarray(lat, dtype=np.float64), np.asarray(frac)[order] % 1.0, slots[order]
+    lat = np.asarray(lat_raw, dtype=np.float64)
+    frac = np.asarray(frac_raw, dtype=np.float64)[order] % 1.0
+    slots = slots[order]
     ds = spglib.get_symmetry_dataset((lat, frac, slots + 1), symprec=symprec_angstrom)  # type: ignore[arg-type]
     return CellExample(descriptor, lat, frac, slots, int(ds.number) if ds is not None else 0)
 
