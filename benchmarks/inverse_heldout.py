@@ -100,6 +100,9 @@ def main() -> int:
                     help="... plus this share of the best mismatch")
     ap.add_argument("--symmetric-margin-per-angstrom", type=float, default=None,
                     help="... plus this times the particle's noise estimate (Å)")
+    ap.add_argument("--crop-radii", default=None,
+                    help="comma-separated radii (Å) of the central crops the generators are also "
+                         "conditioned on (GenConfig.crop_radii_angstrom; '' for none)")
     ap.add_argument("--anneal-slope", type=float, default=None,
                     help="flowmm: inference anti-annealing of the coordinate velocity, (1 + c t) u")
     ap.add_argument("--dump-candidates", action="store_true",
@@ -152,7 +155,9 @@ def main() -> int:
                                   ("symmetric_margin", args.symmetric_margin),
                                   ("symmetric_margin_rel", args.symmetric_margin_rel),
                                   ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom),
-                                  ("anneal_slope", args.anneal_slope))
+                                  ("anneal_slope", args.anneal_slope),
+                                  ("crop_radii_angstrom", None if args.crop_radii is None else
+                                   tuple(float(r) for r in args.crop_radii.split(",") if r)))
                 if v is not None}
         if isinstance(gen, GeneratorPool):
             if over:
@@ -193,7 +198,7 @@ def main() -> int:
         noise = [position_noise_angstrom(p) for p in parts] if gens else []   # read by choose and the dump
         for name, gen in gens.items():
             t2 = time.time()
-            cands = gen.candidates(descs, seed=args.seed, profiles=profiles)   # = predict_particles
+            cands = gen.candidates(descs, seed=args.seed, profiles=profiles, particles=parts)   # = predict_particles
             for sid, c, s in zip(ids, cands, noise):
                 p = gen.choose(c, noise_angstrom=s)
                 if p is not None:
@@ -208,6 +213,7 @@ def main() -> int:
                                          "volume_angstrom3": x.volume_angstrom3,
                                          "template_spacegroup": x.template_spacegroup,
                                          "n_operations": x.n_operations, "generator": x.generator,
+                                         "view_radius_angstrom": x.view_radius_angstrom,
                                          **({"lattice_angstrom": x.cell[0].tolist(), "frac": x.cell[1].tolist(),
                                              "slots": x.cell[2].tolist()} if x.cell is not None else {})}
                                         for x in c]}

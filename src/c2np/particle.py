@@ -9,7 +9,7 @@ import numpy as np
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["Particle"]
+__all__ = ["Particle", "central_crop"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,3 +51,14 @@ class Particle:
         if info:
             atoms.info.update(info)
         return atoms
+
+
+def central_crop(particle: Particle, radius_angstrom: float) -> Particle:
+    """The atoms of ``particle`` within ``radius_angstrom`` (Å) of its centroid, centred
+    there: a smaller sphere of the same particle (the input cropped, no cell involved)."""
+    if not radius_angstrom > 0.0:
+        raise C2NPInputError(f"crop radius must be > 0 Å, got {radius_angstrom!r}")
+    pos = particle.positions_angstrom - particle.positions_angstrom.mean(axis=0) if particle.n_atoms else \
+        particle.positions_angstrom
+    keep = np.linalg.norm(pos, axis=1) <= radius_angstrom
+    return Particle(particle.numbers[keep], pos[keep])

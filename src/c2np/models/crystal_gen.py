@@ -83,7 +83,7 @@ from c2np.models.cell_templates import (
     project_lattice,
     template_of,
 )
-from c2np.particle import Particle
+from c2np.particle import Particle, central_crop
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
 from c2np.tasks import ForwardTask
@@ -92,7 +92,7 @@ __all__ = ["GenConfig", "CellExample", "cell_example", "CrystalGenerator", "SYMP
            "SYMPREC_FINE_SWEEP_ANGSTROM", "SYMPREC_TEMPLATE_LADDER_ANGSTROM", "READ_RULES",
            "read_cell_to_prediction", "save_generator", "load_generator", "PROCESSES", "SAMPLERS", "vote",
            "training_pairs", "learning_rate_factor", "min_pair_distance_angstrom", "Candidate",
-           "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates"]
+           "choose_candidate", "Z_CANDIDATES", "RANK_RULES", "build_templates", "CROP_MIN_GAP_ANGSTROM"]
 
 PROCESSES = ("diffcsp", "flowmm", "mattergen", "cdvae", "adit")
 SAMPLERS = ("sde", "ode", "pc")
@@ -102,6 +102,8 @@ SYMPREC_TEMPLATE_LADDER_ANGSTROM: tuple[float, ...] = (0.005, 0.002, 1e-3, 3e-4,
 READ_RULES = ("plateau", "longest", "tight", "template")
 Z_CANDIDATES = ("head", "all", "templates")
 RANK_RULES = ("vote", "profile", "stretch", "refine")
+#: a central crop of radius r conditions the generator only for particles of radius >= r + this (Å)
+CROP_MIN_GAP_ANGSTROM = 2.0
 
 
 @dataclass(frozen=True)
@@ -145,12 +147,17 @@ class GenConfig:
     ld_steps_per_level: int = 1
     spacegroups: tuple[int, ...] = ()
     spacegroup_drop_fraction: float = 0.1
+    crop_radii_angstrom: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         # a JSON list becomes a tuple, so that the frozen config stays hashable
         object.__setattr__(self, "spacegroups", tuple(int(g) for g in self.spacegroups))
         if not all(1 <= g <= 230 for g in self.spacegroups) or len(set(self.spacegroups)) != len(self.spacegroups):
             raise C2NPInputError(f"spacegroups must be distinct space-group numbers 1-230, got {self.spacegroups}")
+        object.__setattr__(self, "crop_radii_angstrom", tuple(float(r) for r in self.crop_radii_angstrom))
+        if not all(r > 0.0 for r in self.crop_radii_angstrom) or \
+                len(set(self.crop_radii_angstrom)) != len(self.crop_radii_angstrom):
+            raise C2NPInputError(f"crop_radii_angstrom must be distinct radii > 0 Å, got {self.crop_radii_angstrom}")
         if not 0.0 <= self.spacegroup_drop_fraction < 1.0:
             raise C2NPInputError(f"spacegroup_drop_fraction must be in [0, 1), got {self.spacegroup_drop_fraction!r}")
         if self.ld_steps_per_level < 1:
@@ -906,32 +913,70 @@ class CrystalGenerator(nn.Module):
         numbers = np.where(numbers == 0, desc.slot_numbers[0], numbers)
         return lat, frac, numbers
 
+    def condition_views(self, particles: Sequence[Particle]) -> list[list[tuple[float, ParticleDescriptor]]]:
+        """Per particle, the extra conditions of :meth:`candidates`: (crop radius Å, descriptor)
+        of each :func:`~c2np.particle.central_crop` of ``cfg.crop_radii_angstrom`` that is at
+        least :data:`CROP_MIN_GAP_ANGSTROM` smaller than the particle (its largest distance
+        from the centroid) and keeps every species of it; empty lists without crop radii."""
+        out: list[list[tuple[float, ParticleDescriptor]]] = []
+        for p in particles:
+            views: list[tuple[float, ParticleDescriptor]] = []
+            if self.cfg.crop_radii_angstrom and p.n_atoms:
+                pos = p.positions_angstrom - p.positions_angstrom.mean(axis=0)
+                radius = float(np.linalg.norm(pos, axis=1).max())
+                species = set(np.unique(p.numbers).tolist())
+                for r in self.cfg.crop_radii_angstrom:
+                    if r + CROP_MIN_GAP_ANGSTROM > radius:
+                        continue
+                    crop = central_crop(p, r)
+                    if crop.n_atoms > 1 and set(np.unique(crop.numbers).tolist()) == species:
+                        views.append((r, describe(crop)))
+            out.append(views)
+        return out
+
     def candidates(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0, batch: int = 256,
-                   profiles: Sequence[np.ndarray] | None = None) -> list[list[Candidate]]:
+                   profiles: Sequence[np.ndarray] | None = None,
+                   particles: Sequence[Particle] | None = None) -> list[list[Candidate]]:
         """The read-out generated cells of each particle (``n_samples`` per composition; the
         compositions: the count head's most probable one (``z_candidates="head"``), every
         training composition (``"all"``) or every space-group template of :attr:`templates`,
         sampled under the template's symmetry (``"templates"``)), each with its structural validity and, given the
         particles' pair profiles (:func:`c2np.models.cell_ranking.particle_pair_profile`),
-        its profile mismatch (else nan). Unreadable cells are left out."""
+        its profile mismatch (else nan). Unreadable cells are left out.
+
+        With ``cfg.crop_radii_angstrom`` the network is also conditioned on the particles'
+        central crops (:meth:`condition_views`; ``particles`` needed); those cells are read
+        out, ranked and refined against the whole particle (its descriptor's scale and
+        species, its profile), with the others."""
+        if self.cfg.crop_radii_angstrom and particles is None:
+            raise C2NPInputError("crop_radii_angstrom: the generator needs the particles themselves "
+                                 "(use predict_particles, or pass particles=)")
+        if particles is not None and len(particles) != len(descs):
+            raise C2NPInputError(f"candidates: {len(particles)} particles for {len(descs)} descriptors")
+        views = self.condition_views(particles) if particles is not None else [[] for _ in descs]
         self.eval()
         g = torch.Generator().manual_seed(int(seed))
         out: list[list[tuple[Candidate, CellTemplate | None]]] = [[] for _ in descs]
-        feats_all = torch.as_tensor(self.features(descs))
+        # one condition row per particle, then one per crop of it: (owner, crop radius, descriptor)
+        rows = [(i, 0.0, d) for i, d in enumerate(descs)] + [(i, r, v) for i, vs in enumerate(views) for r, v in vs]
+        owner = np.array([i for i, _, _ in rows], dtype=np.int64)
+        feats_all = torch.as_tensor(self.features([d for _, _, d in rows]))
         with torch.no_grad():
-            logp = torch.log_softmax(self.composition_logits(feats_all), dim=-1).numpy()
-        plans = self._plans(len(descs), logp)
+            logp = torch.log_softmax(self.composition_logits(feats_all[: len(descs)]), dim=-1).numpy()[owner]
+        plans = self._plans(len(rows), logp)
         for _ in range(self.cfg.n_samples):
             for comps, template in plans:
                 order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
-                for a in range(0, len(descs), batch):
+                for a in range(0, len(rows), batch):
                     idx = order[a:a + batch]
                     cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g, template)
                     for i, (xl, fr, sl) in zip(idx, cells):
-                        c = self._candidate(xl, fr, sl, descs[i], comps[i], logp[i], template,
-                                            None if profiles is None else profiles[i])
+                        o = int(owner[i])
+                        c = self._candidate(xl, fr, sl, descs[o], comps[i], logp[i], template,
+                                            None if profiles is None else profiles[o])
                         if c is not None:
-                            out[i].append((c, template))
+                            out[o].append((replace(c, view_radius_angstrom=rows[i][1]) if rows[i][1] else c,
+                                           template))
         if self.cfg.rank == "refine" and profiles is not None:
             return [self._refined(c, d, p) for c, d, p in zip(out, descs, profiles)]
         return [[c for c, _ in row] for row in out]
@@ -998,7 +1043,7 @@ class CrystalGenerator(nn.Module):
         new = self._read(lat, frac, sl, self.cell_of(np.zeros((3, 3)), frac, sl, desc)[2], c.composition,
                          c.composition_logprob, t, mis)
         if new is not None and new.min_pair_angstrom >= self.cfg.min_pair_angstrom:
-            return new
+            return replace(new, view_radius_angstrom=c.view_radius_angstrom, generator=c.generator)
         return c
 
     def _plans(self, n: int, logp: np.ndarray) -> list[tuple[list[tuple[int, ...]], CellTemplate | None]]:
@@ -1015,7 +1060,8 @@ class CrystalGenerator(nn.Module):
 
     def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,
                             batch: int = 256, profiles: Sequence[np.ndarray] | None = None,
-                            noise_angstrom: Sequence[float] | None = None
+                            noise_angstrom: Sequence[float] | None = None,
+                            particles: Sequence[Particle] | None = None
                             ) -> list[InversePrediction | None]:
         """Predictions for particles given by their descriptors (and, for ``rank="profile"``,
         their pair profiles; with ``symmetric_margin_per_angstrom`` > 0, their
@@ -1026,7 +1072,7 @@ class CrystalGenerator(nn.Module):
         if self.needs_noise and noise_angstrom is None:
             raise C2NPInputError("symmetric_margin_per_angstrom needs the particles' noise estimates "
                                  "(use predict_particles)")
-        cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
+        cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles, particles=particles)
         noise = [0.0] * len(cands) if noise_angstrom is None else list(noise_angstrom)
         return [self.choose(c, noise_angstrom=s) for c, s in zip(cands, noise, strict=True)]
 
@@ -1053,7 +1099,8 @@ class CrystalGenerator(nn.Module):
         profiles = ([particle_pair_profile(p, d) for p, d in zip(particles, descs)]
                     if self.cfg.rank != "vote" else None)
         noise = [position_noise_angstrom(p) for p in particles] if self.needs_noise else None
-        return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles, noise_angstrom=noise)
+        return self.predict_descriptors(descs, seed=seed, batch=batch, profiles=profiles, noise_angstrom=noise,
+                                        particles=particles)
 
     # --- fit -------------------------------------------------------------------------------
     @classmethod
@@ -1194,8 +1241,10 @@ class Candidate:
     head's log-probability of its composition, its cell volume (Å^3), the space group of
     the template it was sampled under (0: none), the generated cell itself (lattice (3, 3)
     rows Å, frac (n, 3), slots (n,)), kept for diagnostics and re-reading, the number of
-    symmetry operations of its template's primitive cell (0: none) and, in a
-    :class:`~c2np.models.generator_pool.GeneratorPool`, the name of the member that made it."""
+    symmetry operations of its template's primitive cell (0: none), in a
+    :class:`~c2np.models.generator_pool.GeneratorPool` the name of the member that made it,
+    and the radius (Å) of the central crop the network was conditioned on (0: the whole
+    particle; ``GenConfig.crop_radii_angstrom``)."""
 
     composition: tuple[int, ...]
     params: np.ndarray
@@ -1208,6 +1257,7 @@ class Candidate:
     cell: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     n_operations: int = 0
     generator: str = ""
+    view_radius_angstrom: float = 0.0
 
 
 def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair_angstrom: float = 0.0,

@@ -83,14 +83,17 @@ class GeneratorPool:
         return self.rule.symmetric_margin_per_angstrom > 0
 
     def candidates(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0, batch: int = 256,
-                   profiles: Sequence[np.ndarray] | None = None) -> list[list[Candidate]]:
+                   profiles: Sequence[np.ndarray] | None = None,
+                   particles: Sequence[Particle] | None = None) -> list[list[Candidate]]:
         """Every member's candidates of each particle (members in order, each exactly what
-        the member alone gives with this seed), each tagged with its member's name."""
+        the member alone gives with this seed), each tagged with its member's name
+        (``particles``: for members conditioned on central crops, ``crop_radii_angstrom``)."""
         if profiles is None:
             raise C2NPInputError("a generator pool needs the particles' pair profiles (use predict_particles)")
         out: list[list[Candidate]] = [[] for _ in descs]
         for name, gen in self.members:
-            for row, cands in zip(out, gen.candidates(descs, seed=seed, batch=batch, profiles=profiles),
+            for row, cands in zip(out, gen.candidates(descs, seed=seed, batch=batch, profiles=profiles,
+                                                              particles=particles),
                                   strict=True):
                 row.extend(dataclasses.replace(c, generator=name) for c in cands)
         return out
@@ -109,7 +112,7 @@ class GeneratorPool:
         descs = [describe(p) for p in particles]
         profiles = [particle_pair_profile(p, d) for p, d in zip(particles, descs)]
         noise = [position_noise_angstrom(p) for p in particles] if self.needs_noise else [0.0] * len(particles)
-        cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles)
+        cands = self.candidates(descs, seed=seed, batch=batch, profiles=profiles, particles=particles)
         return [self.choose(c, noise_angstrom=s) for c, s in zip(cands, noise, strict=True)]
 
 
