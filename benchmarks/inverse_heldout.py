@@ -103,6 +103,9 @@ def main() -> int:
     ap.add_argument("--crop-radii", default=None,
                     help="comma-separated radii (Å) of the central crops the generators are also "
                          "conditioned on (GenConfig.crop_radii_angstrom; '' for none)")
+    ap.add_argument("--crop-max-noise", type=float, default=None,
+                    help="crops only for particles whose noise estimate is at most this (Å; "
+                         "GenConfig.crop_max_noise_angstrom)")
     ap.add_argument("--anneal-slope", type=float, default=None,
                     help="flowmm: inference anti-annealing of the coordinate velocity, (1 + c t) u")
     ap.add_argument("--dump-candidates", action="store_true",
@@ -157,7 +160,8 @@ def main() -> int:
                                   ("symmetric_margin_per_angstrom", args.symmetric_margin_per_angstrom),
                                   ("anneal_slope", args.anneal_slope),
                                   ("crop_radii_angstrom", None if args.crop_radii is None else
-                                   tuple(float(r) for r in args.crop_radii.split(",") if r)))
+                                   tuple(float(r) for r in args.crop_radii.split(",") if r)),
+                                  ("crop_max_noise_angstrom", args.crop_max_noise))
                 if v is not None}
         if isinstance(gen, GeneratorPool):
             if over:

@@ -42,6 +42,9 @@ def test_bad_crop_radii_are_refused() -> None:
         with pytest.raises(C2NPInputError, match="crop_radii_angstrom"):
             GenConfig(crop_radii_angstrom=bad)
     assert GenConfig(crop_radii_angstrom=[10, 8]).crop_radii_angstrom == (10.0, 8.0)   # JSON list -> tuple
+    for bad_noise in (-0.1, float("nan")):
+        with pytest.raises(C2NPInputError, match="crop_max_noise_angstrom"):
+            GenConfig(crop_radii_angstrom=(8.0,), crop_max_noise_angstrom=bad_noise)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +79,12 @@ def test_views_are_crops_smaller_than_the_particle(setup) -> None:
     np.testing.assert_allclose(views[0][0][1].vector, describe(central_crop(big, 6.0)).vector)
     model.cfg = dataclasses.replace(model.cfg, crop_radii_angstrom=())
     assert model.condition_views([big, small]) == [[], []]
+    # the noise limit: a clean particle (estimate 0) keeps its crop, a noisy one has none
+    noisy = Particle(big.numbers, big.positions_angstrom
+                     + np.random.default_rng(1).normal(scale=0.02, size=big.positions_angstrom.shape))
+    model.cfg = dataclasses.replace(model.cfg, crop_radii_angstrom=(6.0,), crop_max_noise_angstrom=0.002)
+    assert [[r for r, _ in v] for v in model.condition_views([big, noisy])] == [[6.0], []]
+    model.cfg = dataclasses.replace(model.cfg, crop_radii_angstrom=(), crop_max_noise_angstrom=None)
 
 
 def test_crops_add_candidates_ranked_against_the_whole_particle(setup) -> None:
@@ -90,12 +99,13 @@ def test_crops_add_candidates_ranked_against_the_whole_particle(setup) -> None:
     with pytest.raises(C2NPInputError, match="particles"):
         model.candidates(descs, seed=4, profiles=prof)
     cropped = model.candidates(descs, seed=4, profiles=prof, particles=parts)
-    # the small particle has no crop: its candidates are the unconditioned ones
     model.cfg = dataclasses.replace(base_cfg, rank="stretch")
-    alone = model.candidates(descs[1:], seed=4, profiles=prof[1:])
-    assert {c.view_radius_angstrom for c in cropped[1]} == {0.0}
+    alone = model.candidates(descs, seed=4, profiles=prof)
+    # the whole-particle candidates are those without crops, bit for bit (own random stream)
+    assert _key([c for c in cropped[0] if c.view_radius_angstrom == 0.0]) == _key(alone[0])
+    assert _key(cropped[1]) == _key(alone[1])               # the small particle has no crop
     assert {c.view_radius_angstrom for c in cropped[0]} == {0.0, 6.0}
-    assert len(cropped[0]) == 2 * len(alone[0])             # one crop: twice the draws
+    assert len(alone[0]) > 0 and len(cropped[0]) == 2 * len(alone[0])   # one crop: twice the draws
     for c in cropped[0]:                                    # mismatch against the whole particle
         lat, frac, sl = c.cell
         mis = profile_mismatch(prof[0], cell_pair_profile(lat, frac, sl, descs[0].scale_angstrom))

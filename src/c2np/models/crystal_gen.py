@@ -148,6 +148,7 @@ class GenConfig:
     spacegroups: tuple[int, ...] = ()
     spacegroup_drop_fraction: float = 0.1
     crop_radii_angstrom: tuple[float, ...] = ()
+    crop_max_noise_angstrom: float | None = None
 
     def __post_init__(self) -> None:
         # a JSON list becomes a tuple, so that the frozen config stays hashable
@@ -158,6 +159,9 @@ class GenConfig:
         if not all(r > 0.0 for r in self.crop_radii_angstrom) or \
                 len(set(self.crop_radii_angstrom)) != len(self.crop_radii_angstrom):
             raise C2NPInputError(f"crop_radii_angstrom must be distinct radii > 0 Å, got {self.crop_radii_angstrom}")
+        if self.crop_max_noise_angstrom is not None and not self.crop_max_noise_angstrom >= 0.0:
+            raise C2NPInputError(f"crop_max_noise_angstrom must be >= 0 Å or None (no limit), "
+                                 f"got {self.crop_max_noise_angstrom!r}")
         if not 0.0 <= self.spacegroup_drop_fraction < 1.0:
             raise C2NPInputError(f"spacegroup_drop_fraction must be in [0, 1), got {self.spacegroup_drop_fraction!r}")
         if self.ld_steps_per_level < 1:
@@ -917,11 +921,14 @@ class CrystalGenerator(nn.Module):
         """Per particle, the extra conditions of :meth:`candidates`: (crop radius Å, descriptor)
         of each :func:`~c2np.particle.central_crop` of ``cfg.crop_radii_angstrom`` that is at
         least :data:`CROP_MIN_GAP_ANGSTROM` smaller than the particle (its largest distance
-        from the centroid) and keeps every species of it; empty lists without crop radii."""
+        from the centroid) and keeps every species of it; none for a particle whose
+        :func:`~c2np.particle_descriptor.position_noise_angstrom` exceeds
+        ``cfg.crop_max_noise_angstrom``; empty lists without crop radii."""
         out: list[list[tuple[float, ParticleDescriptor]]] = []
         for p in particles:
             views: list[tuple[float, ParticleDescriptor]] = []
-            if self.cfg.crop_radii_angstrom and p.n_atoms:
+            limit = self.cfg.crop_max_noise_angstrom
+            if self.cfg.crop_radii_angstrom and p.n_atoms and (limit is None or position_noise_angstrom(p) <= limit):
                 pos = p.positions_angstrom - p.positions_angstrom.mean(axis=0)
                 radius = float(np.linalg.norm(pos, axis=1).max())
                 species = set(np.unique(p.numbers).tolist())
@@ -947,39 +954,53 @@ class CrystalGenerator(nn.Module):
         With ``cfg.crop_radii_angstrom`` the network is also conditioned on the particles'
         central crops (:meth:`condition_views`; ``particles`` needed); those cells are read
         out, ranked and refined against the whole particle (its descriptor's scale and
-        species, its profile), with the others."""
+        species, its profile), with the others. They are drawn after the whole-particle
+        cells with their own random stream, so the whole-particle candidates are those of
+        the same generator without crops, bit for bit."""
         if self.cfg.crop_radii_angstrom and particles is None:
             raise C2NPInputError("crop_radii_angstrom: the generator needs the particles themselves "
                                  "(use predict_particles, or pass particles=)")
         if particles is not None and len(particles) != len(descs):
             raise C2NPInputError(f"candidates: {len(particles)} particles for {len(descs)} descriptors")
-        views = self.condition_views(particles) if particles is not None else [[] for _ in descs]
         self.eval()
-        g = torch.Generator().manual_seed(int(seed))
         out: list[list[tuple[Candidate, CellTemplate | None]]] = [[] for _ in descs]
-        # one condition row per particle, then one per crop of it: (owner, crop radius, descriptor)
-        rows = [(i, 0.0, d) for i, d in enumerate(descs)] + [(i, r, v) for i, vs in enumerate(views) for r, v in vs]
-        owner = np.array([i for i, _, _ in rows], dtype=np.int64)
-        feats_all = torch.as_tensor(self.features([d for _, _, d in rows]))
+        feats = torch.as_tensor(self.features(descs))
         with torch.no_grad():
-            logp = torch.log_softmax(self.composition_logits(feats_all[: len(descs)]), dim=-1).numpy()[owner]
-        plans = self._plans(len(rows), logp)
+            logp = torch.log_softmax(self.composition_logits(feats), dim=-1).numpy()
+        whole = [(i, 0.0) for i in range(len(descs))]
+        self._draw(whole, feats, logp, torch.Generator().manual_seed(int(seed)), descs, profiles, out, batch)
+        views = self.condition_views(particles) if particles is not None else [[] for _ in descs]
+        crops = [(i, r) for i, vs in enumerate(views) for r, _ in vs]
+        if crops:       # their own random stream: the whole-particle candidates stay those of no crops
+            crop_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
+            crop_feats = torch.as_tensor(self.features([v for vs in views for _, v in vs]))
+            self._draw(crops, crop_feats, logp, torch.Generator().manual_seed(crop_seed), descs, profiles, out,
+                       batch)
+        if self.cfg.rank == "refine" and profiles is not None:
+            return [self._refined(c, d, p) for c, d, p in zip(out, descs, profiles)]
+        return [[c for c, _ in row] for row in out]
+
+    def _draw(self, rows: Sequence[tuple[int, float]], feats: Tensor, logp: np.ndarray, g: torch.Generator,
+              descs: Sequence[ParticleDescriptor], profiles: Sequence[np.ndarray] | None,
+              out: list[list[tuple[Candidate, CellTemplate | None]]], batch: int) -> None:
+        """Sample ``n_samples`` cells per plan for each condition row (particle index, crop
+        radius Å or 0 for the whole particle; its features the row of ``feats``) with ``g``,
+        read each out against its particle (``descs``, ``profiles``, composition log-probs
+        ``logp``) and append it to that particle's list in ``out``."""
+        owner = np.array([i for i, _ in rows], dtype=np.int64)
+        plans = self._plans(len(rows), logp[owner])
         for _ in range(self.cfg.n_samples):
             for comps, template in plans:
                 order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
                 for a in range(0, len(rows), batch):
                     idx = order[a:a + batch]
-                    cells = self.sample(feats_all[torch.as_tensor(idx)], [comps[i] for i in idx], g, template)
-                    for i, (xl, fr, sl) in zip(idx, cells):
-                        o = int(owner[i])
-                        c = self._candidate(xl, fr, sl, descs[o], comps[i], logp[i], template,
+                    cells = self.sample(feats[torch.as_tensor(idx)], [comps[k] for k in idx], g, template)
+                    for k, (xl, fr, sl) in zip(idx, cells):
+                        o, radius = rows[k]
+                        c = self._candidate(xl, fr, sl, descs[o], comps[k], logp[o], template,
                                             None if profiles is None else profiles[o])
                         if c is not None:
-                            out[o].append((replace(c, view_radius_angstrom=rows[i][1]) if rows[i][1] else c,
-                                           template))
-        if self.cfg.rank == "refine" and profiles is not None:
-            return [self._refined(c, d, p) for c, d, p in zip(out, descs, profiles)]
-        return [[c for c, _ in row] for row in out]
+                            out[o].append((replace(c, view_radius_angstrom=radius) if radius else c, template))
 
     def _candidate(self, xl: np.ndarray, fr: np.ndarray, sl: np.ndarray, desc: ParticleDescriptor,
                    comp: tuple[int, ...], logp: np.ndarray, template: CellTemplate | None,
