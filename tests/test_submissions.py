@@ -75,7 +75,12 @@ def test_the_baselines_are_valid_submissions(bench: Path, store) -> None:
 
 
 @pytest.mark.parametrize("change, place, text", [
-    ({"model.kind": "neural"}, "model.kind", "is not one of"),
+    ({"model.category": "neural"}, "model.category", "is not one of"),
+    ({"model.category": None}, "model", "'category' is a required property"),
+    ({"model.category": "learned", "model.priors": ["magic"]}, "model.priors[0]", "is not one of"),
+    ({"model.category": "learned+prior"}, "model.priors", "needs the list of its priors"),
+    ({"model.category": "learned", "model.priors": ["lattice-sites"]}, "model.priors", "takes no priors"),
+    ({"model.kind": "learned"}, "model", "Additional properties are not allowed ('kind'"),
     ({"model.license": None}, "model", "'license' is a required property"),
     ({"model.repository": None}, "model", "is not valid under any of the given schemas"),
     ({"model.doi": "not-a-doi"}, "model.doi", "does not match"),
@@ -175,11 +180,19 @@ def test_cli_check_exit_codes_and_json(bench: Path, tmp_path: Path) -> None:
     r = runner.invoke(app, ["submission", "check", str(good), "--store", str(bench / "ds.h5")])
     assert r.exit_code == 0 and "valid" in r.output
     f = _copy(bench, "solver", tmp_path)
-    _edit(f, **{"model.kind": "neural", "hardware": None})
+    _edit(f, **{"model.category": "neural", "hardware": None})
     r = runner.invoke(app, ["submission", "check", str(f), "--store", str(bench / "ds.h5"), "--json"])
     assert r.exit_code == 2
     data = json.loads(r.stdout)
-    assert data["valid"] is False and {p["place"] for p in data["problems"]} >= {"model.kind", "(top level)"}
+    assert data["valid"] is False and {p["place"] for p in data["problems"]} >= {"model.category", "(top level)"}
+    # a missing category, or an unknown prior: one clear line naming the file and the place, exit 2
+    for change, words in (({"model.category": None}, "'category' is a required property"),
+                          ({"model.category": "learned+prior", "model.priors": ["vibes"]}, "'vibes' is not one of")):
+        g = _copy(bench, "solver", tmp_path / f"c{len(words)}")
+        _edit(g, **change)
+        r = runner.invoke(app, ["submission", "check", str(g), "--store", str(bench / "ds.h5")])
+        lines = [ln for ln in r.output.splitlines() if "model.yml" in ln]
+        assert r.exit_code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in r.output
     r = runner.invoke(app, ["submission", "check", str(tmp_path / "nope"), "--store", str(bench / "ds.h5")])
     assert r.exit_code == 2 and "no such submission folder" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["submission", "check", "--help"])

@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from c2np.categories import CATEGORIES, PRIORS, check_category
 from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
-           "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
+           "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
            "check_submission", "find_submissions", "rotations_per_group", "submission_splits"]
 
 SUBMISSION_SCHEMA = "c2np.submission/1"
-MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-MODEL_KINDS = ("learned", "baseline", "carve-based baseline", "other")
+MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,63}$"
 PREDICTION_SUFFIXES: dict[str, tuple[str, ...]] = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
 _HEX64 = r"^[0-9a-f]{64}$"
 
@@ -50,14 +50,16 @@ MODEL_SCHEMA: dict[str, Any] = {
         "schema": {"const": SUBMISSION_SCHEMA},
         "model": {
             "type": "object", "additionalProperties": False,
-            "required": ["id", "name", "version", "family", "kind", "authors", "license"],
+            "required": ["id", "name", "version", "family", "category", "authors", "license"],
             "anyOf": [{"required": ["repository"]}, {"required": ["doi"]}],
             "properties": {
                 "id": {"type": "string", "pattern": MODEL_ID_PATTERN},
                 "name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "version": {"type": "string", "minLength": 1, "maxLength": 64},
                 "family": {"type": "string", "minLength": 1, "maxLength": 100},
-                "kind": {"enum": list(MODEL_KINDS)},
+                "category": {"enum": list(CATEGORIES)},
+                "priors": {"type": "array", "uniqueItems": True, "maxItems": len(PRIORS),
+                           "items": {"enum": list(PRIORS)}},
                 "authors": {"type": "array", "minItems": 1,
                             "items": {"type": "string", "minLength": 1, "maxLength": 200}},
                 "repository": {"type": "string", "minLength": 1, "maxLength": 500},
@@ -159,9 +161,23 @@ def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None,
         return None, [Problem(str(p), "", "must be a YAML mapping (key: value)")]
     doc = _plain(doc)
     validator = jsonschema.Draft202012Validator(MODEL_SCHEMA)
-    problems = [Problem(str(p), _where(e), e.message)
+    problems = [Problem(str(p), _where(e), _short(e.message))
                 for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+    model = doc.get("model")
+    if isinstance(model, dict) and not any(pr.place.startswith(("model.category", "model.priors"))
+                                           or (pr.place == "model" and "category" in pr.message) for pr in problems):
+        try:
+            check_category(model.get("category"), model.get("priors", ()), where="model")
+        except C2NPInputError as exc:
+            problems.append(Problem(str(p), "model.priors", str(exc).removeprefix("model: ")))
     return doc, problems
+
+
+def _short(message: str, limit: int = 300) -> str:
+    """A schema message cut to about ``limit`` characters, keeping its start and its end (the
+    rule broken), so that a huge value is never echoed whole."""
+    half = limit // 2
+    return message if len(message) <= limit else f"{message[:half]} … {message[-half:]}"
 
 
 DEFAULT_SPLITS: tuple[str, ...] = ("id", "ood")

@@ -31,13 +31,15 @@ from typing import Any
 import numpy as np
 
 from c2np.carving import carve
+from c2np.categories import ModelCategory
 from c2np.cells import UnitCell, standardize
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.evaluation.harness import EvalStore, score_forward, score_inverse
 from c2np.evaluation.results import Results
 from c2np.executor import Executor
 from c2np.metrics import F1_TOLERANCES_ANGSTROM, InverseTarget
 from c2np.particle import Particle
+from c2np.sealed import DEV_SPLIT, HELDOUT_SPLITS, heldout_parts
 from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EVAL_ROTATIONS_PER_GROUP", "EVAL_SEED", "SUBSETS", "EVAL_SPLITS", "TASK_NAMES",
@@ -48,7 +50,7 @@ __all__ = ["EVAL_ROTATIONS_PER_GROUP", "EVAL_SEED", "SUBSETS", "EVAL_SPLITS", "T
 EVAL_ROTATIONS_PER_GROUP = 8
 EVAL_SEED = 20260119
 SUBSETS: tuple[str, ...] = ("eval", "full")
-EVAL_SPLITS: tuple[str, ...] = (*SPLITS, "test", "heldout")
+EVAL_SPLITS: tuple[str, ...] = (*SPLITS, "test", *HELDOUT_SPLITS)
 TASK_NAMES: tuple[str, ...] = ("forward", "inverse")
 
 
@@ -58,11 +60,16 @@ TASK_NAMES: tuple[str, ...] = ("forward", "inverse")
 def _split_mask(recipes: RecipeTable, split: str) -> np.ndarray:
     if split == "test":
         return recipes.mask("id") | recipes.mask("ood")
-    if split == "heldout":
-        held = set(recipes.heldout_materials)
-        if not held:
+    if split in HELDOUT_SPLITS:
+        if not recipes.heldout_materials:
             raise C2NPInputError(f"protocol {recipes.protocol!r} has no held-out materials "
-                                 "(split 'heldout' exists in protocol 'strict')")
+                                 f"(split {split!r} exists in protocol 'strict')")
+        held = set(heldout_parts(recipes.heldout_materials).materials(split))
+        if not held:
+            raise C2NPNoAnswerError(
+                f"split {split!r}: every held-out material of this store ({len(recipes.heldout_materials)}) is a "
+                f"development material ({DEV_SPLIT}), so no sealed test rows exist and no sealed number can be "
+                "reported; a store needs held-out materials that development has not looked at")
         idx = [i for i, m in enumerate(recipes.materials) if m in held]
         return np.isin(recipes.material_index, idx)
     if split not in SPLITS:
@@ -73,7 +80,8 @@ def _split_mask(recipes: RecipeTable, split: str) -> np.ndarray:
 def select_rows(recipes: RecipeTable, split: str, subset: str = "eval", *,
                 per_group: int = EVAL_ROTATIONS_PER_GROUP, seed: int = EVAL_SEED) -> np.ndarray:
     """Sorted row indices of ``split`` (one of SPLITS, ``test`` = id ∪ ood, ``heldout`` = all
-    rows of the held-out materials) restricted to ``subset``.
+    rows of the held-out materials, ``heldout-dev`` / ``heldout-test`` their development and
+    sealed test parts, :mod:`c2np.sealed`) restricted to ``subset``.
 
     ``eval``: in every (material, R) group of the split, ``per_group`` rotations drawn
     without replacement from the group's rotation indices k >= 1 (the identity ``rot_0`` is
@@ -325,7 +333,8 @@ class ForwardTask(_Task):
             yield _forward_query(self._store, int(row)), self._store.particle(int(row))
 
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
-                 model: str = "model", tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
+                 model: str = "model", category: ModelCategory | None = None,
+                 tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                  workers: int = 1, executor: Executor | None = None,
                  shard: tuple[int, int] | None = None) -> Any:
@@ -336,7 +345,7 @@ class ForwardTask(_Task):
         (else a :class:`Results`)."""
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
-                             subset_definition=self.subset_definition, model=model,
+                             subset_definition=self.subset_definition, model=model, category=category,
                              tolerances_angstrom=tolerances_angstrom, n_resamples=n_resamples,
                              seed=seed, progress=progress, workers=workers, executor=executor,
                              shard=shard)
@@ -423,7 +432,8 @@ class InverseTask(_Task):
             yield self._query(int(row)), self._target(int(row))
 
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
-                 model: str = "model", length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                 model: str = "model", category: ModelCategory | None = None,
+                 length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                  length_rel_tol: float = 0.01, n_resamples: int = 1000, seed: int = 0,
                  progress: bool = False, workers: int = 1, executor: Executor | None = None) -> Results:
         """Score ``{sample_id: (a, b, c, alpha, beta, gamma, spacegroup)}`` (or
@@ -437,7 +447,7 @@ class InverseTask(_Task):
         id_index = {**_store_ids(self._store), **self._opaque_ids()}
         return score_inverse(self._store, self._rows, predictions, id_index=id_index, targets=targets,
                              split=self.split, subset=self.subset,
-                             subset_definition=self.subset_definition, model=model,
+                             subset_definition=self.subset_definition, model=model, category=category,
                              length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
                              length_rel_tol=length_rel_tol, symprec_angstrom=self.symprec_angstrom,
                              n_resamples=n_resamples, seed=seed, progress=progress,
@@ -464,16 +474,18 @@ def open_task(name: str, store: EvalStore, split: str, subset: str = "eval", *,
 
 
 def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Any],
-                  split: str, subset: str = "eval", *, model: str = "model", n_resamples: int = 1000,
+                  split: str, subset: str = "eval", *, model: str = "model",
+                  category: ModelCategory | None = None, n_resamples: int = 1000,
                   seed: int = 0, progress: bool = False, workers: int = 1,
                   per_group: int = EVAL_ROTATIONS_PER_GROUP, executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
     benchmark) on the ``subset`` rows (``per_group`` rotations per (material, R) for
-    ``eval``); ``workers`` / ``executor`` run the scoring of either task."""
+    ``eval``); ``workers`` / ``executor`` run the scoring of either task; ``category`` (what
+    the model knows, :mod:`c2np.categories`) is recorded in the results."""
     task = open_task(name, store, split, subset, per_group=per_group, executor=executor)
     if isinstance(task, ForwardTask):
-        return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
+        return task.evaluate(predictions, model=model, category=category, n_resamples=n_resamples, seed=seed,
                              progress=progress, workers=workers, executor=executor)
-    return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed, progress=progress,
-                         workers=workers, executor=executor)
+    return task.evaluate(predictions, model=model, category=category, n_resamples=n_resamples, seed=seed,
+                         progress=progress, workers=workers, executor=executor)
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from c2np.categories import UNSTATED, ModelCategory
 from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
@@ -204,6 +205,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                   predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
                   id_index: Mapping[str, int], split: str, subset: str,
                   subset_definition: Mapping[str, Any], model: str = "model",
+                  category: ModelCategory | None = None,
                   tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                   workers: int = 1, executor: Executor | None = None,
@@ -290,7 +292,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
             ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
     info = RowInfo.of(store, rows)
-    run = {"task": "forward", "model": model, "split": split, "subset": subset,
+    run = {"task": "forward", "model": model, "category": category_record(category), "split": split, "subset": subset,
            "subset_definition": dict(subset_definition), "predictions": meta,
            "tolerances": forward_tolerances(tol), "n_resamples": n_resamples, "seed": seed}
     if shard is not None:
@@ -371,7 +373,8 @@ def assemble_forward(run: Mapping[str, Any], info: RowInfo, scores: list[Scores]
     model, split, subset, subset_definition, predictions, tolerances, n_resamples, seed)."""
     tol = tuple(run["tolerances"]["f1_tolerances_angstrom"])
     bounds = matched_rmsd_bounds(info.sample_ids, scores)
-    return assemble(task="forward", model=run["model"], split=run["split"], subset=run["subset"],
+    return assemble(task="forward", model=run["model"], category=run.get("category"),
+                    split=run["split"], subset=run["subset"],
                     subset_definition=run["subset_definition"], scores=scores,
                     info=forward_metric_info(tol), predictions_meta=dict(run["predictions"]),
                     tolerances=dict(run["tolerances"]), n_resamples=int(run["n_resamples"]),
@@ -429,7 +432,7 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                   predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                   id_index: Mapping[str, int], targets: Mapping[str, InverseTarget], split: str,
                   subset: str, subset_definition: Mapping[str, Any], model: str = "model",
-                  length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                  category: ModelCategory | None = None, length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                   length_rel_tol: float = 0.01, symprec_angstrom: float = 1e-3,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                   workers: int = 1, executor: Executor | None = None) -> Results:
@@ -484,7 +487,8 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             if executor is None:
                 ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
-    return assemble(task="inverse", model=model, store=store, split=split, subset=subset,
+    return assemble(task="inverse", model=model, category=category_record(category), store=store,
+                    split=split, subset=subset,
                     subset_definition=subset_definition, rows=rows,
                     scores=[s for s in scores if s is not None], info=inverse_metric_info(), predictions_meta=meta,
                     tolerances={"joint_paper": {"length_angstrom": length_tol_angstrom,
@@ -536,7 +540,16 @@ class RowInfo:
                        self.protocol, self.fingerprint, self.n_materials)
 
 
-def assemble(*, task: str, model: str, store: EvalStore | None = None, split: str, subset: str,
+def category_record(category: ModelCategory | None) -> dict[str, Any]:
+    """The ``category`` / ``priors`` entry of a results document; ``unstated`` when the
+    caller named no category (such results never rank as a learned model)."""
+    if category is None:
+        return {"category": UNSTATED, "priors": []}
+    return category.to_dict()
+
+
+def assemble(*, task: str, model: str, category: Mapping[str, Any] | None = None,
+             store: EvalStore | None = None, split: str, subset: str,
              subset_definition: Mapping[str, Any], rows: np.ndarray | None = None,
              scores: list[Scores], info: dict[str, MetricInfo], predictions_meta: dict[str, Any],
              tolerances: dict[str, Any], n_resamples: int, seed: int, extra: dict[str, Any],
@@ -575,6 +588,7 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
         "schema": RESULTS_SCHEMA,
         "task": task,
         "model": model,
+        **(dict(category) if category is not None else category_record(None)),
         "protocol": row_info.protocol,
         "split": split,
         "subset": subset,

@@ -21,9 +21,9 @@ from c2np.fileio import read_text_bounded, write_text
 
 __all__ = ["RESULTS_SCHEMA", "HASH_KEY", "Results", "canonical_json", "content_sha256", "versions"]
 
-#: Schema of the results document. Version 2 added ``content_sha256``; everything else is
-#: as in version 1 (docs/evaluation.md).
-RESULTS_SCHEMA = "c2np.results/2"
+#: Schema of the results document. Version 2 added ``content_sha256``; version 3 the model's
+#: ``category`` and ``priors`` (:mod:`c2np.categories`; docs/evaluation.md).
+RESULTS_SCHEMA = "c2np.results/3"
 HASH_KEY = "content_sha256"
 
 
@@ -133,4 +133,14 @@ class Results:
             raise C2NPInputError(f"{p}: content does not match its {HASH_KEY} (recorded "
                                  f"{recorded[:12]}…, content {actual[:12]}…): the file was edited "
                                  "or corrupted after it was written")
+        _check_category(data, p)
         return cls(data)
+
+
+def _check_category(data: dict[str, Any], path: Path) -> None:
+    """The document's ``category`` / ``priors`` are a valid pair, or ``unstated`` with none."""
+    from c2np.categories import UNSTATED, check_category
+
+    if data.get("category") == UNSTATED and not data.get("priors"):
+        return
+    check_category(data.get("category"), data.get("priors", ()), where=f"{path}: results")
