@@ -155,6 +155,21 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
     return k, scorer.score(row, numbers, positions)
 
 
+def kernel_cache_is_warm() -> bool:
+    """True when numba's on-disk cache holds the compiled scoring kernels (index files of
+    ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
+    ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
+    import c2np
+
+    package = Path(c2np.__file__).resolve().parent
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    where = [Path(root)] if root else [package / "__pycache__"]
+    for name in ("_assignment_kernels", "_pair_kernels"):
+        if not any(next(d.rglob(f"{name}*.nbi"), None) is not None for d in where if d.is_dir()):
+            return False
+    return True
+
+
 @functools.cache
 def compile_metric_kernels() -> None:
     """Compile, or load from numba's cache, the machine code of the compiled kernels of
@@ -271,6 +286,9 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                 items.close()
 
     if ex.kind == "local":  # forked workers inherit the machine code: compiled once
+        if progress and not kernel_cache_is_warm():
+            print("c2np: compiling the scoring kernels once (numba, about a minute on one core; cached on disk "
+                  "for every later run)", file=sys.stderr, flush=True)
         compile_metric_kernels()
     todo = entries()
     try:
