@@ -159,9 +159,7 @@ def kernel_cache_is_warm() -> bool:
     """True when numba's on-disk cache holds the compiled scoring kernels (index files of
     ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
     ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
-    import c2np
-
-    package = Path(c2np.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the c2np package folder
     root = os.environ.get("NUMBA_CACHE_DIR")
     where = [Path(root)] if root else [package / "__pycache__"]
     for name in ("_assignment_kernels", "_pair_kernels"):
