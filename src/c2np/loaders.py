@@ -88,6 +88,7 @@ def _item(store: DatasetStore, row: int, split: str, labelled: bool) -> dict[str
     item: dict[str, Any] = {
         "sample_id": t.sample_id(int(row)), "split": split, "numbers": np.asarray(nums, dtype=np.int64),
         "positions_angstrom": pos, "radius_angstrom": float(t.radius_angstrom[row]),
+        "rotation_index": int(t.rotation_index[row]),
         "quaternion_xyzw": np.array(t.quaternion[row], dtype=np.float64),
         "centre_frac": np.array(t.centre_frac, dtype=np.float64)}
     if labelled:
@@ -100,7 +101,7 @@ def iter_items(store: StoreLike, split: str = "train", *,
                rotations_per_group: int | None = None) -> Iterator[dict[str, Any]]:
     """Yield one dict of NumPy values per row of ``split`` (:func:`loader_rows`):
     ``sample_id``, ``split``, ``numbers`` (n,) int64, ``positions_angstrom`` (n, 3) float64 Å,
-    ``radius_angstrom``, ``quaternion_xyzw`` (4,) scalar-last, ``centre_frac`` (3,); on
+    ``radius_angstrom``, ``rotation_index``, ``quaternion_xyzw`` (4,) scalar-last, ``centre_frac`` (3,); on
     ``train`` / ``val`` also ``material``, ``material_index``, ``cell_lattice_angstrom``
     (3, 3) Å (rows are lattice vectors), ``cell_numbers`` (m,), ``cell_frac_coords`` (m, 3),
     ``lattice_parameters`` (6,) a, b, c Å and alpha, beta, gamma degrees of the standardized

@@ -1,0 +1,40 @@
+"""``c2np verify-export``: read a Parquet export back and recompute its fingerprint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from c2np.cli._common import EXIT_CHECK_FAILED, console, esc, handle_errors, print_json
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``verify-export`` to ``app``."""
+    app.command("verify-export")(verify_export_cmd)
+
+
+@handle_errors
+def verify_export_cmd(
+    folder: Path = typer.Argument(..., help="Export folder written by c2np export --format parquet."),
+    json_out: bool = typer.Option(False, "--json", help="Print {ok, fingerprint, recomputed, ...} as JSON."),
+) -> None:
+    """Read a Parquet export and recompute the dataset fingerprint from its tables. Exit 0 when
+    it matches the recorded one, 1 when it does not, 2 when a file is missing or damaged."""
+    from c2np.parquet_export import read_parquet_export
+
+    exp = read_parquet_export(folder)
+    recomputed = exp.recomputed_fingerprint()
+    ok = recomputed == exp.fingerprint
+    if json_out:
+        print_json({"folder": str(folder), "ok": ok, "fingerprint": exp.fingerprint, "recomputed": recomputed,
+                    "protocol": exp.recipes.protocol, "n_samples": len(exp.recipes),
+                    "n_materials": len(exp.cells)})
+    elif ok:
+        console().print(f"[green]intact[/]: {esc(folder)} (fingerprint {exp.fingerprint[:16]}…, "
+                        f"{len(exp.recipes)} samples, {len(exp.cells)} materials)", highlight=False)
+    else:
+        console().print(f"[red]mismatch[/]: {esc(folder)}: the tables give fingerprint {recomputed[:16]}…, "
+                        f"the export records {exp.fingerprint[:16]}…", highlight=False)
+    if not ok:
+        raise typer.Exit(EXIT_CHECK_FAILED)
