@@ -65,7 +65,11 @@ def test_parquet_export_has_the_store_rows_and_fingerprint(export: Path, store_p
     meta = json.loads(pq.read_schema(export / "base.parquet").metadata[b"c2np"])
     assert meta["fingerprint"] == store.fingerprint
     back = read_parquet_export(export)
-    assert back.recomputed_fingerprint() == back.fingerprint == store.fingerprint
+    assert back.recipes.canonical_bytes() == t.canonical_bytes()
+    assert np.array_equal(back.base.positions_angstrom, store.base.positions_angstrom)  # float32, exact
+    check = back.check()
+    assert check.ok, check.problems
+    assert check.fingerprint_recomputed == back.fingerprint == store.fingerprint
     card = (export / "README.md").read_text()
     assert store.fingerprint in card and "license: mit" in card and "positions_angstrom" in card and "Å" in card
     # materialised rows: the loaders' rows, targets on train / val only
@@ -129,8 +133,30 @@ def test_verify_export_damaged_and_tampered(export: Path, tmp_path: Path) -> Non
     pq.write_table(table, tampered / "recipes.parquet")
     res = runner.invoke(build_app(), ["verify-export", str(tampered), "--json"])
     assert res.exit_code == 1 and json.loads(res.stdout)["ok"] is False
+    moved = tmp_path / "moved"  # one base position moved by 0.01 Å
+    shutil.copytree(export, moved)
+    table = pq.read_table(moved / "base.parquet")
+    pos = table.column("positions_angstrom").to_pylist()
+    pos[0][0][0] += 0.01
+    col = pa.array(pos, type=table.schema.field("positions_angstrom").type)
+    table = table.set_column(table.column_names.index("positions_angstrom"), "positions_angstrom", col)
+    pq.write_table(table, moved / "base.parquet")
+    res = runner.invoke(build_app(), ["verify-export", str(moved)])
+    assert res.exit_code == 1 and "positions differ from the re-carve" in res.output
     res = runner.invoke(build_app(), ["verify-export", str(tmp_path / "absent")])
     assert res.exit_code == 2 and "no such export folder" in res.output
+
+
+def test_a_sharded_store_exports_with_its_fingerprint(tmp_path: Path) -> None:
+    from c2np.parquet_export import export_parquet, read_parquet_export
+
+    cells = [perovskite(a=4.0 + 0.05 * i, ids=f"S{i}", A=[19, 11, 37][i]) for i in range(3)]
+    path = build_store(cells, tmp_path / "sharded" / "store.json", radii_angstrom=[6, 7], progress=False, shards=2)
+    store = DatasetStore.open(path)
+    assert store.manifest is not None
+    export_parquet(path, tmp_path / "export")
+    check = read_parquet_export(tmp_path / "export").check()
+    assert check.ok and check.fingerprint_recomputed == store.fingerprint
 
 
 def test_asedb_and_extxyz_exports(store_path: Path, tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ from c2np.fileio import atomic_directory
 from c2np.splits import SPLITS, RecipeTable
 from c2np.store import BaseParticles, DatasetStore
 
-__all__ = ["PARQUET_FORMAT", "PARQUET_FORMAT_VERSION", "TABLES", "ParquetExport", "export_parquet",
+__all__ = ["PARQUET_FORMAT", "PARQUET_FORMAT_VERSION", "TABLES", "ParquetExport", "ExportCheck", "export_parquet",
            "read_parquet_export", "row_splits"]
 
 PARQUET_FORMAT = "c2np-parquet"
@@ -80,7 +80,10 @@ def _metadata(store: DatasetStore, license_id: str) -> dict[str, Any]:
     return {"format": PARQUET_FORMAT, "format_version": PARQUET_FORMAT_VERSION, "fingerprint": store.fingerprint,
             "protocol": t.protocol, "source": store.source, "materials": list(t.materials),
             "heldout_materials": list(t.heldout_materials), "centre_frac": [float(x) for x in t.centre_frac],
-            "n_samples": len(t), "c2np_version": __version__, "license": license_id}
+            "n_samples": len(t), "c2np_version": __version__, "license": license_id,
+            "shards": None if store.manifest is None else [
+                {"n_materials": len(e.materials), "row_start": e.row_start, "row_stop": e.row_stop}
+                for e in store.manifest.shards]}
 
 
 def _write(pa: Any, table: Any, path: Path, meta: dict[str, Any]) -> None:
@@ -138,7 +141,7 @@ def _base_table(store: DatasetStore, pa: Any) -> Any:
 
 
 def _cells_table(store: DatasetStore, pa: Any) -> Any:
-    cells = store.cell_list()
+    cells = [store.cells[m] for m in store.materials]  # the order the fingerprint hashes
     offs = np.concatenate([[0], np.cumsum([c.n_atoms for c in cells])])
     return pa.table({
         "material": pa.array([c.material_id for c in cells], type=pa.string()),
@@ -232,11 +235,76 @@ class ParquetExport:
         """The fingerprint the export records."""
         return str(self.metadata["fingerprint"])
 
-    def recomputed_fingerprint(self) -> str:
-        """The dataset fingerprint recomputed from the tables (:func:`c2np.store.fingerprint`)."""
-        from c2np.store import fingerprint
+    def check(self, *, executor: Any = None) -> ExportCheck:
+        """Recompute the dataset fingerprint from the tables, as ``c2np verify`` does for a
+        store: the base particles of a carved dataset are re-carved from the cells and the
+        recipes (``executor`` runs the carving), each exported particle must equal its re-carve
+        to float32 precision, and the fingerprint (single file or sharded, as recorded) is
+        computed over the re-carved positions; an imported dataset is hashed as exported."""
+        from c2np.store import carve_base_particles
 
-        return fingerprint(list(self.cells), self.recipes, self.base)
+        problems: list[str] = []
+        base = self.base
+        if self.metadata.get("source", "carved") == "carved":
+            base = carve_base_particles(list(self.cells), self.recipes, progress=False, executor=executor)
+            problems += _base_differences(self.base, base, self.recipes.materials)
+        fp = _fingerprint(list(self.cells), self.recipes, base, self.metadata.get("shards"))
+        if fp != self.fingerprint:
+            problems.append(f"fingerprint mismatch: recorded {self.fingerprint[:16]}…, recomputed {fp[:16]}…")
+        return ExportCheck(ok=not problems, fingerprint_recorded=self.fingerprint, fingerprint_recomputed=fp,
+                           problems=tuple(problems))
+
+
+@dataclass(frozen=True)
+class ExportCheck:
+    """What :meth:`ParquetExport.check` found: ``ok`` when nothing differs."""
+
+    ok: bool
+    fingerprint_recorded: str
+    fingerprint_recomputed: str
+    problems: tuple[str, ...]
+
+
+def _base_differences(exported: BaseParticles, carved: BaseParticles, materials: Sequence[str]) -> list[str]:
+    """Problems: exported base particles that differ from their re-carve (species, count, or
+    positions beyond twice the float32 spacing)."""
+    out = []
+    index = carved.index()
+    for key, j in exported.index().items():
+        label = f"base.parquet: {materials[key[0]]} R={key[1]}"
+        jj = index.get(key)
+        if jj is None:
+            out.append(f"{label}: not in the recipes")
+            continue
+        (z_e, x_e), (z_c, x_c) = exported.get(j), carved.get(jj)
+        if len(z_e) != len(z_c) or not np.array_equal(z_e, z_c):
+            out.append(f"{label}: {len(z_e)} exported atoms vs {len(z_c)} re-carved (or species differ)")
+            continue
+        if len(x_c):
+            allowed = 2.0 * np.spacing(np.abs(x_c).astype(np.float32)).astype(np.float64) + 1e-12
+            diff = np.abs(np.asarray(x_e, dtype=np.float64) - x_c)
+            if np.any(diff > allowed):
+                out.append(f"{label}: positions differ from the re-carve by up to {float(diff.max()):.3g} Å")
+    if len(index) != len(exported.index()):
+        out.append(f"base.parquet: {len(exported.index())} base particles, the recipes need {len(index)}")
+    return out
+
+
+def _fingerprint(cells: list[UnitCell], table: RecipeTable, base: BaseParticles,
+                 shards: list[dict[str, int]] | None) -> str:
+    """The store fingerprint: single-file, or over the recorded shards (``c2np.store_manifest``)."""
+    from c2np.store import fingerprint, shard_base, shard_table
+    from c2np.store_manifest import sharded_fingerprint
+
+    if not shards:
+        return fingerprint(cells, table, base)
+    parts, m0 = [], 0
+    for entry in shards:
+        m1 = m0 + int(entry["n_materials"])
+        fp = fingerprint(cells[m0:m1], shard_table(table, m0, m1), shard_base(base, m0, m1))
+        parts.append((int(entry["row_start"]), int(entry["row_stop"]), fp))
+        m0 = m1
+    return sharded_fingerprint(parts)
 
 
 def _read_table(path: Path, name: str) -> tuple[Any, dict[str, Any]]:
