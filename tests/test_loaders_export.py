@@ -102,8 +102,12 @@ def test_datasets_loads_the_export_offline(export: Path, store_path: Path, tmp_p
     assert b0["numbers"] == nums.tolist() and np.allclose(np.array(b0["positions_angstrom"]), pos)
 
 
-def test_verify_export_damaged_and_tampered(export: Path, tmp_path: Path) -> None:
+def test_verify_export_damaged_and_tampered(export: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
+
+    from c2np import limits
+
+    monkeypatch.setenv(limits.ENV_VAR, "")  # restored after the test: --limit writes it
 
     import pyarrow.parquet as pq
 
@@ -143,6 +147,8 @@ def test_verify_export_damaged_and_tampered(export: Path, tmp_path: Path) -> Non
     pq.write_table(table, moved / "base.parquet")
     res = runner.invoke(build_app(), ["verify-export", str(moved)])
     assert res.exit_code == 1 and "positions differ from the re-carve" in res.output
+    res = runner.invoke(build_app(), ["--limit", "store_bytes=1000", "verify-export", str(export)])
+    assert res.exit_code == 2 and "store_bytes" in res.output
     res = runner.invoke(build_app(), ["verify-export", str(tmp_path / "absent")])
     assert res.exit_code == 2 and "no such export folder" in res.output
 

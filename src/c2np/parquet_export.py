@@ -311,11 +311,18 @@ def _read_table(path: Path, name: str) -> tuple[Any, dict[str, Any]]:
     pa = _require_pyarrow()
     import pyarrow.parquet as pq
 
+    from c2np.limits import check as check_limit
+
     p = path / f"{name}.parquet"
     if not p.is_file():
         raise C2NPInputError(f"{p}: missing (an export holds {', '.join(f'{n}.parquet' for n in TABLES)})")
     try:
+        md = pq.ParquetFile(p).metadata
+        declared = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        check_limit("store_bytes", declared, what=f"{p}: uncompressed size its row groups declare")
         table = pq.read_table(p)
+    except C2NPInputError:
+        raise
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise C2NPInputError(f"{p}: not a readable Parquet file ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0][:200]})") from exc
