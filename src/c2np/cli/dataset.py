@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 DEFAULT_STORE = Path("c2np_out/dataset.h5")
+DEFAULT_EXPORT = Path("c2np_out/export")
 
 
 def parse_radii(text: str | None) -> list[int] | None:
@@ -220,9 +221,9 @@ def verify_cmd(
 def export_cmd(
     store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
     fmt: str = typer.Option("extxyz", "--format", "-f", help="extxyz, original, parquet or asedb."),
-    out: Path = typer.Option(Path("c2np_out/export"), "-o", "--out",
-                             help="Output folder (asedb: the .db file)."),
-    split: Optional[str] = typer.Option(None, "--split", help="extxyz: only this split. parquet, asedb: "
+    out: Path = typer.Option(DEFAULT_EXPORT, "-o", "--out",
+                             help="Output folder (asedb: the database file, default c2np_out/export.db)."),
+    split: Optional[str] = typer.Option(None, "--split", help="extxyz: only these splits. parquet, asedb: "
                                         "also write the particles of these splits whole (comma-separated, "
                                         "e.g. train,val)."),
     rotations_per_group: Optional[int] = typer.Option(
@@ -242,6 +243,8 @@ def export_cmd(
     formats = ("extxyz", "original", "parquet", "asedb")
     if fmt not in formats:
         raise C2NPInputError(f"--format: unknown format {fmt!r}; choose one of {', '.join(formats)}")
+    if fmt == "asedb" and out == DEFAULT_EXPORT:
+        out = out.with_suffix(".db")
     check_output_path(out, kind="file" if fmt == "asedb" else "folder")
     splits = [s.strip() for s in split.split(",") if s.strip()] if split else []
     ds = DatasetStore.open(store)
