@@ -39,6 +39,7 @@ from c2np.evaluation.results import Results
 from c2np.executor import Executor
 from c2np.metrics import F1_TOLERANCES_ANGSTROM, InverseTarget
 from c2np.particle import Particle
+from c2np.prediction_objects import forward_predictions, inverse_predictions
 from c2np.sealed import DEV_SPLIT, HELDOUT_SPLITS, heldout_parts
 from c2np.splits import SPLITS, RecipeTable
 
@@ -332,7 +333,7 @@ class ForwardTask(_Task):
         for row in self._example_rows("val", rotations_per_group):
             yield _forward_query(self._store, int(row)), self._store.particle(int(row))
 
-    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
+    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                  model: str = "model", category: ModelCategory | None = None,
                  tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
@@ -342,7 +343,10 @@ class ForwardTask(_Task):
         evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
         local processes) runs the scoring (:mod:`c2np.executor`). ``shard = (i, n)``:
         only shard i of n, returned as a :class:`~c2np.evaluation.shards.PartialResults`
-        (else a :class:`Results`)."""
+        (else a :class:`Results`). In-memory values may also be ``ase.Atoms`` or pymatgen
+        ``Molecule`` / ``Structure`` (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = forward_predictions(predictions)
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
                              subset_definition=self.subset_definition, model=model, category=category,
@@ -439,7 +443,11 @@ class InverseTask(_Task):
         """Score ``{sample_id: (a, b, c, alpha, beta, gamma, spacegroup)}`` (or
         :class:`~c2np.predictions.InversePrediction` values, or mappings) or a CSV file on
         the evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
-        local processes) computes the metrics (:mod:`c2np.executor`)."""
+        local processes) computes the metrics (:mod:`c2np.executor`). A value may also be a
+        predicted crystal, ``ase.Atoms`` with a cell or a pymatgen ``Structure``: its
+        standardized cell is scored (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = inverse_predictions(predictions, symprec_angstrom=self.symprec_angstrom)
         t = self._store.recipes
         mats = {t.materials[int(m)] for m in np.unique(t.material_index[self._rows])}
         targets = {m: inverse_target(self._store.cells[m], symprec_angstrom=self.symprec_angstrom)

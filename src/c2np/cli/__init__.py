@@ -16,6 +16,7 @@ import typer
 # Command modules, each exposing register(app: typer.Typer) -> None.
 _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.dataset",
+    "c2np.cli.exports",
     "c2np.cli.benchmark",
     "c2np.cli.evaluate",
     "c2np.cli.identify",

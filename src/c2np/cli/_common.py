@@ -66,6 +66,10 @@ OPTIONAL_MODULES: dict[str, str] = {
     "safetensors": "pip install torch==2.13.0 && pip install 'c2np[torch]'",
     "dask": "pip install 'c2np[dask]'",
     "distributed": "pip install 'c2np[dask]'",
+    "pyarrow": "pip install 'c2np[export]'",
+    "pandas": "pip install 'c2np[export]'",
+    "datasets": "pip install 'c2np[export]'",
+    "torch_geometric": "pip install 'c2np[pyg]'",
 }
 
 
