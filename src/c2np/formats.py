@@ -1,5 +1,5 @@
 """Exchange with other layouts: export a store to extxyz, to ASE's database or to the
-original generator's folder layout, and import the original raw archive into a store (SPEC
+original generator's folder layout, and import the original raw archive into a store (contract
 §5). The Parquet export is :mod:`c2np.parquet_export`."""
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ _XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>[0-9]+)\.xyz$", re.IGNORECASE)
 
 def _recentre(cell: UnitCell, pos: np.ndarray) -> tuple[np.ndarray, float]:
     """Shift a pre-carved particle so that its sphere centre is the origin. The original
-    centre is a lattice point (SPEC §3), so the centroid is snapped to the nearest lattice
+    centre is a lattice point (contract §3), so the centroid is snapped to the nearest lattice
     translation. Returns (positions, distance between centroid and snapped centre)."""
     with np.errstate(over="ignore", invalid="ignore"):  # absurd coordinates are refused later
         centroid = pos.mean(axis=0)

@@ -1,7 +1,7 @@
 """Submissions: a model enters the leaderboard as a folder ``<model-id>/`` holding a
 ``model.yml`` (what the model is) and its prediction files per task and split.
 
-Layout (docs/submissions.md)::
+Layout (docs/reference/submissions.md)::
 
     <model-id>/model.yml
     <model-id>/forward/{id,ood}.{extxyz,h5}          task 1
@@ -343,7 +343,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
     ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). The expected ``eval`` rows
     are the ones the file declares (``rotations_per_material_radius``); ``per_group``, when
     given, is what the leaderboard scores and the declaration must equal it. No problems means
-    the leaderboard can score it; see docs/submissions.md for the list of checks."""
+    the leaderboard can score it; see docs/reference/submissions.md for the list of checks."""
     from c2np.tasks import TASK_NAMES, opaque_sample_id, select_rows
 
     f = Path(folder)

@@ -1,4 +1,4 @@
-"""The model-facing task API (SPEC §12): queries without targets in, a scored
+"""The model-facing task API (contract §12): queries without targets in, a scored
 :class:`~c2np.evaluation.results.Results` record out.
 
 >>> from c2np.tasks import ForwardTask
@@ -6,7 +6,7 @@
 >>> preds = {q.sample_id: my_model(q) for q in task.queries()}          # doctest: +SKIP
 >>> task.evaluate(preds).write("results.json")                          # doctest: +SKIP
 
-* :class:`ForwardQuery` carries exactly the task-1 inputs of SPEC §6 (sample id, unit cell,
+* :class:`ForwardQuery` carries exactly the task-1 inputs of contract §6 (sample id, unit cell,
   radius, rotation, centre) and nothing derived from the target particle.
 * :class:`InverseQuery` carries an opaque sample id and the particle only: a task-2 model
   cannot reach the cell, the lattice, the material's name, the radius or the rotation
@@ -17,7 +17,7 @@
   decided here, once.
 * ``evaluate`` uses the same harness and failure rule as ``c2np evaluate``.
 
-See docs/tasks.md.
+See docs/tutorials/benchmark-your-model.md.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ _TARGETS: dict[tuple[Any, ...], InverseTarget] = {}
 
 
 def inverse_target(cell: UnitCell, *, symprec_angstrom: float = 1e-3) -> InverseTarget:
-    """Task-2 target of a unit cell (SPEC §2): lattice parameters and space group of
+    """Task-2 target of a unit cell (contract §2): lattice parameters and space group of
     ``c2np.cells.standardize(cell, symprec_angstrom=1e-3)`` (cached per cell content)."""
     key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
            cell.numbers.tobytes(), float(symprec_angstrom))
@@ -190,7 +190,7 @@ def opaque_sample_id(fingerprint: str, sample_id: str) -> str:
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class ForwardQuery:
-    """What a task-1 model may see for one sample (SPEC §6): never the target particle or
+    """What a task-1 model may see for one sample (contract §6): never the target particle or
     its atom count.
 
     Attributes:

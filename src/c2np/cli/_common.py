@@ -104,7 +104,7 @@ def handle_errors(func: F) -> F:
         except OSError as exc:
             fail(os_error_message(exc), EXIT_BAD_INPUT)
         except MemoryError:
-            fail("out of memory; lower the sizes (c2np --limit ..., see docs/reliability.md)", EXIT_BAD_INPUT)
+            fail("out of memory; lower the sizes (c2np --limit ..., see docs/reference/limits.md)", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
         except ModuleNotFoundError as exc:   # an optional dependency this command needs

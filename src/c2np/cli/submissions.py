@@ -14,7 +14,7 @@ from c2np.cli._common import EXIT_BAD_INPUT, console, err_console, handle_errors
 def register(app: typer.Typer) -> None:
     """Add ``submission check``, ``submission schema`` and ``leaderboard`` to ``app``."""
     sub = typer.Typer(name="submission", no_args_is_help=True, add_completion=False,
-                      help="Submission folders: model.yml + prediction files (docs/submissions.md).")
+                      help="Submission folders: model.yml + prediction files (docs/reference/submissions.md).")
     sub.command("check")(check_cmd)
     sub.command("schema")(schema_cmd)
     app.add_typer(sub, name="submission")

@@ -23,7 +23,7 @@ __all__ = ["RESULTS_SCHEMA", "HASH_KEY", "DATAFRAME_COLUMNS", "Results", "canoni
            "to_dataframe"]
 
 #: Schema of the results document. Version 2 added ``content_sha256``; version 3 the model's
-#: ``category`` and ``priors`` (:mod:`c2np.categories`; docs/evaluation.md).
+#: ``category`` and ``priors`` (:mod:`c2np.categories`; docs/reference/formats.md).
 RESULTS_SCHEMA = "c2np.results/3"
 HASH_KEY = "content_sha256"
 
@@ -59,7 +59,7 @@ class Results:
     """Evaluation results of one (model, task, protocol, split).
 
     Attributes:
-        data: the JSON document (schema :data:`RESULTS_SCHEMA`, see docs/evaluation.md);
+        data: the JSON document (schema :data:`RESULTS_SCHEMA`, see docs/reference/formats.md);
             ``data["content_sha256"]`` is set when the record is built.
     """
 
