@@ -197,7 +197,8 @@ def strict_site(tmp_path_factory) -> Path:
     for d in docs:
         if d["model"] == "composition-lookup" and d["split"] in HELDOUT_SPLITS:
             c = {k: v for k, v in d.items() if k != HASH_KEY}
-            c.update(model=GENERATOR, category="learned+prior", priors=GENERATOR_PRIORS)
+            c.update(model=GENERATOR, category="learned+prior", priors=GENERATOR_PRIORS,
+                     predictions={**c["predictions"], "path": None})  # not the baseline's model.yml
             clones.append(dict(Results(c).data))
     assert clones
     build_site(models_from_results(docs + clones), root / "site")
