@@ -24,11 +24,11 @@ from c2np.metrics import (
     forward_failure,
     forward_metrics,
     forward_penalties,
+    hull_volume_ratio,
     inverse_metrics,
     inverse_penalties,
     matched_sq_distances,
     pair_distance_counts,
-    hull_volume_ratio,
     pair_distance_error,
     permutation_invariant_lattice_rmse,
 )
