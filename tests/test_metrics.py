@@ -374,11 +374,11 @@ def test_a_cloud_denser_than_matter_fails_in_bounded_time() -> None:
 
 
 def test_the_metric_tables_of_the_docs_state_direction_and_perfect_value() -> None:
-    """docs/evaluation.md lists every metric with its direction and perfect value, as
+    """docs/explanation/metrics.md lists every metric with its direction and perfect value, as
     :class:`Metric` has them; a perfect prediction scores that value."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[1] / "docs" / "explanation" / "metrics.md").read_text(encoding="utf-8")
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.split(" | ")]

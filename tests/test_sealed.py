@@ -44,7 +44,8 @@ def test_every_held_out_catalog_material_is_a_development_material(catalog_stric
 def test_fresh_held_out_materials_split_half_and_half_by_a_seeded_rule() -> None:
     names = [f"X{i}" for i in range(9)]
     parts = heldout_parts(names + ["KBaH3"])
-    assert "KBaH3" in parts.dev and len(parts.test) == 5 and len(parts.dev) == 5
+    assert "KBaH3" in parts.dev and len(parts.test) == 4 and len(parts.dev) == 6  # 1 seen + 5 of 9 fresh
+    assert heldout_parts(["X0"]).dev == ("X0",)  # a lone fresh material is development
     assert set(parts.dev) | set(parts.test) == set(names) | {"KBaH3"} and not set(parts.dev) & set(parts.test)
     assert heldout_parts(list(reversed(names)) + ["KBaH3"]) == parts  # order-free, deterministic
     assert heldout_parts(names + ["KBaH3"], seed=12) != parts  # the seed matters

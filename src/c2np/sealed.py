@@ -5,7 +5,8 @@ Protocol ``strict`` holds out whole materials. They are split in two:
 * ``heldout-dev``: materials development may look at (gates, ablations, sweeps, diagnosis,
   choosing a model). Every material listed in the package file
   ``data/development_materials.json`` (held-out materials already looked at) is a development
-  material; of the others, a seeded half (by SHA-256 of ``seed:name``) is.
+  material; of the others, a seeded half (by SHA-256 of ``seed:name``; the larger half when
+  their number is odd) is.
 * ``heldout-test``: the rest. They are scored once per shipped model, for reporting; every
   script that chooses anything refuses them (:func:`require_development_split`).
 
@@ -64,10 +65,10 @@ def heldout_parts(heldout_materials: Sequence[str], *, seed: int = PARTITION_SEE
                   exposed: frozenset[str] | None = None) -> HeldoutParts:
     """Split ``heldout_materials``: the ``exposed`` ones (default
     :func:`development_materials`) are development materials; the others are ordered by
-    SHA-256 of ``seed:name`` and the first half (rounded down) joins them, the rest is test."""
+    SHA-256 of ``seed:name`` and the first half (rounded up) joins them, the rest is test."""
     seen = development_materials() if exposed is None else exposed
     fresh = sorted((m for m in set(heldout_materials) if m not in seen), key=lambda m: _rank(m, seed))
-    n_dev = len(fresh) // 2
+    n_dev = (len(fresh) + 1) // 2
     dev = sorted([m for m in set(heldout_materials) if m in seen] + fresh[:n_dev])
     return HeldoutParts(dev=tuple(dev), test=tuple(sorted(fresh[n_dev:])))
 
