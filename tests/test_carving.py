@@ -233,3 +233,32 @@ def test_carving_in_blocks_gives_the_same_particle(monkeypatch: pytest.MonkeyPat
     assert np.array_equal(whole.particle.numbers, blocks.particle.numbers)
     assert np.array_equal(whole.particle.positions_angstrom, blocks.particle.positions_angstrom)
     assert whole.boundary_margin_angstrom == blocks.boundary_margin_angstrom
+
+
+def test_rounded_quaternion_is_normalised_and_far_off_is_refused() -> None:
+    from c2np.carving import normalise_quaternions
+
+    h = 0.7071068  # cos 45° written to 7 digits: norm 1.00000006
+    q = check_quaternion((0, 0, h, h))
+    assert np.linalg.norm(q) == pytest.approx(1.0, abs=1e-15)
+    assert np.allclose(q, (0, 0, np.sqrt(0.5), np.sqrt(0.5)), atol=1e-7)
+    check_quaternion((0, 0, 0, 1 + 9e-7))
+    with pytest.raises(C2NPInputError, match="not a unit quaternion"):
+        check_quaternion((0, 0, 0, 1 + 2e-6))
+    exact = np.array([[0, 0, 0, 1.0], [0.1, 0.2, 0.3, np.sqrt(1 - 0.14)]])
+    assert normalise_quaternions(exact) is exact or np.array_equal(normalise_quaternions(exact), exact)
+    rounded = np.array([[0, 0, 0, 1.0], [0, 0, h, h]])
+    fixed = normalise_quaternions(rounded, where="recipes")
+    assert fixed[0].tolist() == [0, 0, 0, 1.0] and np.linalg.norm(fixed[1]) == pytest.approx(1, abs=1e-15)
+    with pytest.raises(C2NPInputError, match="recipes row 1"):
+        normalise_quaternions(np.array([[0, 0, 0, 1.0], [0, 0, 0.6, 0.6]]), where="recipes")
+
+
+def test_query_with_a_rounded_quaternion(kmgh3: UnitCell) -> None:
+    from c2np.tasks import ForwardQuery
+
+    h = 0.7071068
+    q = ForwardQuery("KMgH3/R8/rot_1", kmgh3, 8.0, np.array([0, 0, h, h]), (0.0, 0.0, 0.0))
+    assert np.linalg.norm(q.quaternion) == pytest.approx(1.0, abs=1e-15)
+    with pytest.raises(C2NPInputError, match="KMgH3/R8/rot_1"):
+        ForwardQuery("KMgH3/R8/rot_1", kmgh3, 8.0, np.array([0, 0, 0.7, 0.7]), (0.0, 0.0, 0.0))

@@ -18,11 +18,13 @@ from c2np.carving import carve
 from c2np.lattice import LatticeParameters
 from c2np.metrics import (
     InverseTarget,
+    Metric,
     ReferenceSummary,
     composition_distance,
     forward_failure,
     forward_metrics,
     forward_penalties,
+    hull_volume_ratio,
     inverse_metrics,
     inverse_penalties,
     matched_sq_distances,
@@ -54,7 +56,18 @@ def test_perfect_prediction_scores_perfectly() -> None:
                 "paper_abs_delta_hull_volume", "paper_rdf_energy"):
         assert v[key] == 0.0, key
     assert s.details["matched_rmsd_certified"]
-    assert 0.0 < v["volume_ratio"] < 1.0
+    assert v["hull_volume_ratio"] == 1.0  # a perfect prediction scores 1
+    # the paper's ratio against the sphere is below 1 even for a perfect prediction
+    assert 0.0 < v["volume_ratio_sphere_paper"] < 1.0
+    ref = ReferenceSummary.from_particle(z, x, radius_angstrom=8.0)
+    assert v["volume_ratio_sphere_paper"] == pytest.approx(ref.volume_ratio_sphere_paper)
+
+
+def test_hull_volume_ratio_is_the_ratio_of_the_hulls() -> None:
+    z, x = _particle()
+    assert _score(z, 1.1 * x, z, x).values["hull_volume_ratio"] == pytest.approx(1.1 ** 3)
+    assert _score(z, 0.5 * x, z, x).values["hull_volume_ratio"] == pytest.approx(0.125)
+    assert hull_volume_ratio(0.0, 0.0) == 1.0 and hull_volume_ratio(5.0, 0.0) == 0.0
 
 
 def test_shuffling_atom_order_changes_nothing() -> None:
@@ -175,7 +188,8 @@ def test_failures_get_penalties_never_best() -> None:
         assert not s.ok and s.failure_reason, name
         assert s.values == pen
         assert s.values["f1@0.1"] == 0.0 and s.values["hausdorff"] == 12.0
-        assert s.values["volume_ratio"] == 0.0 and s.values["pair_distance_error"] == 1.0
+        assert s.values["volume_ratio_sphere_paper"] == 0.0 and s.values["pair_distance_error"] == 1.0
+        assert s.values["hull_volume_ratio"] == 0.0
         assert all(np.isfinite(list(s.values.values())))
 
 
@@ -324,7 +338,11 @@ def test_metric_enumeration_names_every_score_once() -> None:
     assert Metric("f1@0.1") is Metric.F1_0_1 and Metric.F1_0_1 == "f1@0.1"
     assert {"f1@0.1": 1}[Metric.F1_0_1] == 1  # a member and its name are one dict key
     assert Metric.CHAMFER.unit == "Å" and Metric.CHAMFER.higher_is_better is False
-    assert Metric.JOINT_ACCURACY_PAPER.higher_is_better and Metric.VOLUME_RATIO.higher_is_better is None
+    assert Metric.JOINT_ACCURACY_PAPER.higher_is_better and Metric.VOLUME_RATIO_SPHERE_PAPER.higher_is_better is None
+    assert Metric.VOLUME_RATIO_SPHERE_PAPER.paper and Metric.VOLUME_RATIO_SPHERE_PAPER.perfect is None
+    assert Metric.HULL_VOLUME_RATIO.perfect == 1.0 and Metric.HULL_VOLUME_RATIO.higher_is_better is None
+    assert "volume_ratio" not in {m.value for m in Metric}  # the ambiguous name is gone
+    assert Metric.F1_0_1.perfect == 1.0 and Metric.CHAMFER.perfect == 0.0
     assert all(m.task == task for task, ms in HEADLINE.items() for m in ms)
     assert PRIMARY["forward"] in HEADLINE["forward"] and PRIMARY["inverse"] in HEADLINE["inverse"]
     custom = forward_metric_info((0.3,))
@@ -353,3 +371,32 @@ def test_a_cloud_denser_than_matter_fails_in_bounded_time() -> None:
     good = forward_metrics(ref.numbers, ref.positions_angstrom, ref.numbers, ref.positions_angstrom,
                            reference=summary)
     assert good.ok and good.values["f1@0.5"] == 1.0
+
+
+def test_the_metric_tables_of_the_docs_state_direction_and_perfect_value() -> None:
+    """docs/explanation/metrics.md lists every metric with its direction and perfect value, as
+    :class:`Metric` has them; a perfect prediction scores that value."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "explanation" / "metrics.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if line.startswith("| `") and len(cells) == 6:
+            for key in cells[0].lstrip("| ").split(", "):
+                rows[key.strip("`").split("`")[0]] = cells
+    z, x = _particle()
+    perfect = _score(z, x, z, x).values
+    for m in Metric:
+        name = m.value if "@" not in m.value else m.value.split("@")[0] + "@τ"
+        if m.value.startswith("abs_error"):
+            name = "abs_error_a"
+        assert name in rows, m.value
+        better, value = rows[name][3], rows[name][4]
+        if m.perfect is None:
+            assert better.startswith("closer to the reference") and "below 1" in value
+            assert 0 < perfect[m.value] < 1
+        else:
+            assert better == m.better and float(value) == m.perfect, (m.value, better, value)
+            if m.task == "forward":
+                assert perfect[m.value] == pytest.approx(m.perfect), m.value

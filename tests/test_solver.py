@@ -180,6 +180,11 @@ def test_cli_identify_json_and_cif(tmp_path: Path) -> None:
     assert data["spacegroup"] == 186
     assert data["a"] == pytest.approx(3.25, abs=1e-3)
     assert standardize(read_cif(out)).spacegroup == 186
+    cif = out.read_text()  # written in its space group, not in P1
+    assert "_space_group_IT_number   186" in cif and "'P1'" not in cif
+    sites = [ln for ln in cif.splitlines() if ln.split()[:1] and ln.split()[0] in ("Zn1", "O1", "Zn2", "O2")]
+    assert [s.split()[0] for s in sites] == ["Zn1", "O1"] or [s.split()[0] for s in sites] == ["O1", "Zn1"]
+    assert len(read_cif(out).numbers) == 4  # the conventional cell back, from 2 sites and 12 operations
     text = runner.invoke(app, ["identify", str(xyz)])
     assert text.exit_code == 0
     assert "P6_3mc" in text.stdout

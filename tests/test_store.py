@@ -311,3 +311,31 @@ def test_odd_format_versions_are_a_clear_error(store_path: Path, version: object
         f.attrs["format_version"] = version
     with pytest.raises(C2NPStoreError, match="format version"):
         DatasetStore.open(store_path)
+
+
+def test_cli_carve_normalises_a_rounded_quaternion_and_refuses_a_wrong_one(tmp_path: Path, kmgh3) -> None:
+    good = write_cif(kmgh3, tmp_path / "KMgH3.cif")
+    h = "0.7071068"
+    r = runner.invoke(build_app(), ["carve", str(good), "--radius", "6", "--quat", "0", "0", h, h,
+                                    "-o", str(tmp_path / "a.extxyz"), "--json"])
+    assert r.exit_code == 0, r.output
+    want = carve(kmgh3, 6, quaternion=(0, 0, np.sqrt(0.5), np.sqrt(0.5))).particle.n_atoms
+    assert json.loads(r.stdout)["n_atoms"] == want
+    r = runner.invoke(build_app(), ["carve", str(good), "--radius", "6", "--quat", "0", "0", "0.7", "0.7",
+                                    "-o", str(tmp_path / "b.extxyz")])
+    assert r.exit_code == 2 and "not a unit quaternion" in r.output and "Traceback" not in r.output
+
+
+def test_store_recipes_with_rounded_quaternions(tmp_path: Path, store_path: Path) -> None:
+    with h5py.File(store_path, "r+") as f:
+        q = f["recipes/quaternion"][()]
+        q[3] *= 1 + 5e-7  # rounding: read back normalised
+        f["recipes/quaternion"][...] = q
+    rec = DatasetStore.open(store_path).recipes
+    assert np.linalg.norm(rec.quaternion[3]) == pytest.approx(1.0, abs=1e-15)
+    with h5py.File(store_path, "r+") as f:
+        q = f["recipes/quaternion"][()]
+        q[5] *= 1.01
+        f["recipes/quaternion"][...] = q
+    with pytest.raises(C2NPStoreError, match="row 5"):
+        DatasetStore.open(store_path)

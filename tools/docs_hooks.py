@@ -3,7 +3,7 @@
 * ``reference/cli.md``: every command of ``c2np.cli.build_app()`` with its usage, arguments
   and options (walked from the Click command Typer builds).
 * ``reference/metric-table.md``: every member of :class:`c2np.metrics.Metric` with its task,
-  unit, direction and failure value, and the headline columns.
+  unit, direction, perfect value and failure value, and the headline columns.
 * ``reference/limits.md``: the exit codes of the CLI and every size limit of
   :mod:`c2np.limits` with its default and unit.
 
@@ -91,7 +91,8 @@ def metric_table_page() -> str:
 
     lines = ["# Metric table", "", GENERATED_NOTE,
              "Every aggregated metric, written from `c2np.metrics.Metric`: its key in score "
-             "dicts and results files, unit, which direction is better, and the value a failed "
+             "dicts and results files, unit, which direction is better, the value of a perfect "
+             "prediction, and the value a failed "
              "sample is scored at (never the best value). Definitions and formulas: "
              "[Metrics](../explanation/metrics.md).", ""]
     for task in ("forward", "inverse"):
@@ -99,12 +100,13 @@ def metric_table_page() -> str:
         lines += [f"## {title}", "",
                   f"Ranked by `{PRIMARY[task].value}`; headline columns: "
                   + ", ".join(f"`{m.value}`" for m in HEADLINE[task]) + ".", "",
-                  "| key | unit | better | a failed sample scores | paper-compatible |",
-                  "|---|---|---|---|---|"]
+                  "| key | unit | better | perfect value | a failed sample scores | paper-compatible |",
+                  "|---|---|---|---|---|---|"]
         for m in Metric:
             if m.task == task:
-                lines.append(f"| `{m.value}` | {_cell(m.unit)} | {_cell(m.better)} | {_cell(m.penalty)} | "
-                             f"{'yes' if m.paper else ''} |")
+                perfect = "the reference's own value" if m.perfect is None else f"{m.perfect:g}"
+                lines.append(f"| `{m.value}` | {_cell(m.unit)} | {_cell(m.better)} | {_cell(perfect)} | "
+                             f"{_cell(m.penalty)} | {'yes' if m.paper else ''} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 

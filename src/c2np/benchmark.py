@@ -275,6 +275,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
            inverse_preds: dict[tuple[str, str], Path], forward_preds: dict[tuple[str, str], Path],
            plot_dir: Path, splits: Sequence[str], subset: str, per_group: int) -> list[Path]:
     plots: list[Path] = []
+    store_radii = sorted({int(r) for r in np.unique(store.recipes.radius_angstrom)})
     for (task, metric, rows_key), series in per_radius.items():
         label = _LABELS.get(metric, metric)
         held = rows_key in HELDOUT_SPLITS
@@ -282,7 +283,7 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
         name = f"{task}_{metric.replace('@', '_at_')}{suffix}_vs_radius.png"
         part = {"heldout-dev": "held-out development materials", "heldout-test": "sealed test materials"}
         plots.append(plot_metric_vs_radius(
-            series, label, protocol, plot_dir / name,
+            series, label, protocol, plot_dir / name, radii_angstrom=store_radii,
             title=f"{label} vs radius, {part.get(rows_key, 'held-out materials')} (every radius)" if held else ""))
     for task, metric in PRIMARY.items():
         vals: dict[str, dict[str, float]] = {}

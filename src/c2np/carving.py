@@ -21,6 +21,8 @@ __all__ = [
     "carve",
     "rotate_positions",
     "check_quaternion",
+    "normalise_quaternions",
+    "QUATERNION_UNIT_TOL",
     "canonical_order",
     "interplanar_spacings",
     "IDENTITY_QUAT",
@@ -60,9 +62,40 @@ class CarveResult:
     n_translations: int
 
 
+#: a quaternion whose norm is within this of 1 is a unit quaternion written with rounding
+#: (e.g. ``0 0 0.7071068 0.7071068``): it is normalised; farther from 1 it is an error
+QUATERNION_UNIT_TOL = 1e-6
+
+
+def normalise_quaternions(quaternions: np.ndarray, *, unit_tol: float = QUATERNION_UNIT_TOL,
+                          where: str = "quaternion") -> np.ndarray:
+    """(n, 4) scalar-last quaternions (or one (4,)), each of norm within ``unit_tol`` of 1,
+    divided by their norm; rows already of unit norm to 1e-12 are returned bit for bit (a
+    stored rotation never moves). A non-finite quaternion or one farther from unit length is
+    :class:`C2NPInputError` naming ``where`` and the row."""
+    q = np.asarray(quaternions, dtype=np.float64)
+    flat = q.reshape(-1, 4)
+    if not np.all(np.isfinite(flat)):
+        bad = int(np.flatnonzero(~np.all(np.isfinite(flat), axis=1))[0])
+        raise C2NPInputError(f"{where} row {bad} is not finite: {flat[bad].tolist()}")
+    norms = np.linalg.norm(flat, axis=1)
+    off = np.abs(norms - 1.0)
+    if np.any(off > unit_tol):
+        bad = int(np.argmax(off))
+        raise C2NPInputError(f"{where} row {bad} {flat[bad].tolist()} is not a unit quaternion (norm "
+                             f"{norms[bad]:.9g}; within {unit_tol:g} of 1 it would be normalised)")
+    fix = off > 1e-12
+    if not np.any(fix):
+        return q
+    out = flat.copy()
+    out[fix] /= norms[fix, None]
+    return out.reshape(q.shape)
+
+
 def check_quaternion(quaternion: np.ndarray | tuple[float, ...] | list[float], *,
-                     unit_tol: float = 1e-6) -> np.ndarray:
-    """Validate a scalar-last quaternion: 4 finite numbers of unit norm (within ``unit_tol``).
+                     unit_tol: float = QUATERNION_UNIT_TOL) -> np.ndarray:
+    """Validate a scalar-last quaternion: 4 finite numbers of unit norm within ``unit_tol``
+    (rounding in a written quaternion is normalised away; more is an error).
 
     Returns it normalised and canonicalised to w >= 0.
     """
@@ -73,7 +106,8 @@ def check_quaternion(quaternion: np.ndarray | tuple[float, ...] | list[float], *
         raise C2NPInputError(f"quaternion {q.tolist()} is not finite")
     norm = float(np.linalg.norm(q))
     if abs(norm - 1.0) > unit_tol:
-        raise C2NPInputError(f"quaternion {q.tolist()} is not a unit quaternion (norm {norm:.9g})")
+        raise C2NPInputError(f"quaternion {q.tolist()} is not a unit quaternion (norm {norm:.9g}; "
+                             f"within {unit_tol:g} of 1 it would be normalised)")
     q = q / norm
     return -q if q[3] < 0 else q
 

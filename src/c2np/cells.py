@@ -29,6 +29,9 @@ __all__ = [
     "read_cif_text",
     "read_cells",
     "write_cif",
+    "write_symmetrized_cif",
+    "symmetrized_cif_text",
+    "symop_xyz",
     "standardize",
     "crystal_system",
     "bravais_lattice",
@@ -449,6 +452,85 @@ def write_cif(cell: UnitCell, path: str | os.PathLike[str]) -> Path:
     with atomic_path(p) as tmp:
         write(tmp, cell.to_ase(), format="cif")
     return p
+
+
+def symop_xyz(rotation: np.ndarray, translation: np.ndarray) -> str:
+    """A symmetry operation (integer (3, 3) rotation on fractional coordinates, (3,)
+    translation) as a CIF ``xyz`` string, e.g. ``-y, x-y, z+1/3``."""
+    from fractions import Fraction
+
+    parts = []
+    for row, t in zip(np.asarray(rotation), np.asarray(translation, dtype=float)):
+        term = ""
+        for coef, var in zip(row, "xyz"):
+            c = int(round(float(coef)))
+            if c:
+                sign = "-" if c < 0 else ("+" if term else "")
+                term += f"{sign}{'' if abs(c) == 1 else abs(c)}{var}"
+        frac = Fraction(float(t) % 1.0).limit_denominator(12) % 1
+        if frac:
+            term += f"+{frac}" if term else f"{frac}"
+        parts.append(term or "0")
+    return ", ".join(parts)
+
+
+def symmetrized_cif_text(cell: UnitCell, *, symprec_angstrom: float = 1e-3) -> tuple[str, StandardCell]:
+    """CIF text of the standardized conventional cell of ``cell`` in its space group: the
+    space-group number and symbol, every symmetry operation (``_symmetry_equiv_pos_as_xyz``,
+    centring translations included) and one atom per crystallographic orbit (the asymmetric
+    unit). Returns the text and the :class:`StandardCell` it describes."""
+    import spglib
+    from ase.data import chemical_symbols
+
+    std = standardize(cell, symprec_angstrom=symprec_angstrom)
+    lat = np.asarray(std.lattice_angstrom)
+    frac = np.asarray(std.frac_coords) % 1.0
+    nums = np.asarray(std.numbers)
+    ds = spglib.get_symmetry_dataset((lat, frac, nums), symprec=symprec_angstrom)  # type: ignore[arg-type]
+    if ds is None or int(ds.number) != std.spacegroup:
+        raise C2NPInputError(f"{cell.material_id}: the standardized cell does not keep space group "
+                             f"{std.spacegroup} at symprec {symprec_angstrom} Å")
+    sg_type = spglib.get_spacegroup_type(int(ds.hall_number))
+    hm_full = sg_type.international_full if sg_type is not None else std.international
+    orbits = np.asarray(ds.crystallographic_orbits)
+    reps = sorted(set(int(i) for i in orbits))
+    prm = std.parameters
+    out = [f"data_{cell.material_id}",
+           f"_symmetry_space_group_name_H-M   '{hm_full}'",
+           f"_space_group_name_H-M_alt   '{std.international}'",
+           f"_symmetry_Int_Tables_number   {std.spacegroup}",
+           f"_space_group_IT_number   {std.spacegroup}",
+           f"_cell_length_a   {prm.a_angstrom:.8f}",
+           f"_cell_length_b   {prm.b_angstrom:.8f}",
+           f"_cell_length_c   {prm.c_angstrom:.8f}",
+           f"_cell_angle_alpha   {prm.alpha_deg:.8f}",
+           f"_cell_angle_beta   {prm.beta_deg:.8f}",
+           f"_cell_angle_gamma   {prm.gamma_deg:.8f}",
+           f"_cell_formula_units_Z   {len(nums)}", "",
+           "loop_", "_symmetry_equiv_pos_site_id", "_symmetry_equiv_pos_as_xyz"]
+    for k, (rot, tr) in enumerate(zip(ds.rotations, ds.translations), start=1):
+        out.append(f"{k} '{symop_xyz(rot, tr)}'")
+    out += ["", "loop_", "_atom_site_label", "_atom_site_type_symbol", "_atom_site_symmetry_multiplicity",
+            "_atom_site_fract_x", "_atom_site_fract_y", "_atom_site_fract_z", "_atom_site_occupancy"]
+    count: dict[str, int] = {}
+    for i in reps:
+        sym = chemical_symbols[int(nums[i])]
+        count[sym] = count.get(sym, 0) + 1
+        mult = int(np.sum(orbits == i))
+        x, y, z = (float(v) for v in frac[i])
+        out.append(f"{sym}{count[sym]} {sym} {mult} {x:.8f} {y:.8f} {z:.8f} 1")
+    return "\n".join(out) + "\n", std
+
+
+def write_symmetrized_cif(cell: UnitCell, path: str | os.PathLike[str], *,
+                          symprec_angstrom: float = 1e-3) -> StandardCell:
+    """Write the standardized conventional cell of ``cell`` with its space group
+    (:func:`symmetrized_cif_text`) atomically; returns the :class:`StandardCell`."""
+    from c2np.fileio import write_text
+
+    text, std = symmetrized_cif_text(cell, symprec_angstrom=symprec_angstrom)
+    write_text(path, text)
+    return std
 
 
 # --- symmetry ----------------------------------------------------------------------------

@@ -55,6 +55,7 @@ __all__ = [
     "rdf_energy",
     "pair_distance_error",
     "hull_volume_angstrom3",
+    "hull_volume_ratio",
     "composition_distance",
     "matched_sq_distances",
     "matched_atom_count",
@@ -139,7 +140,9 @@ class Metric(str, Enum):
     MATCHED_RMSD = ("matched_rmsd", "forward", "Å", "lower", "2R")
     HULL_VOLUME_REL_ERROR = ("hull_volume_rel_error", "forward", "1", "lower",
                              "1 (the value of a zero volume)")
-    VOLUME_RATIO = ("volume_ratio", "forward", "1", "closer to the reference", "0 (zero volume)")
+    HULL_VOLUME_RATIO = ("hull_volume_ratio", "forward", "1", "closer to 1", "0 (zero volume)")
+    VOLUME_RATIO_SPHERE_PAPER = ("volume_ratio_sphere_paper", "forward", "1", "closer to the reference",
+                                 "0 (zero volume)", True)
     PAIR_DISTANCE_ERROR = ("pair_distance_error", "forward", "1", "lower", "1 (its maximum)")
     PAPER_RMSD = ("paper_rmsd", "forward", "Å", "lower", "2R/√3", True)
     PAPER_HAUSDORFF = ("paper_hausdorff", "forward", "Å", "lower", "2R", True)
@@ -173,9 +176,15 @@ class Metric(str, Enum):
 
     @property
     def higher_is_better(self) -> bool | None:
-        """True / False for higher / lower is better; None for ``volume_ratio`` (closer to
-        the reference)."""
+        """True / False for higher / lower is better; None for the volume ratios (closer to
+        1, or to the reference's own value)."""
         return {"higher": True, "lower": False}.get(self.better)
+
+    @property
+    def perfect(self) -> float | None:
+        """The value of a perfect prediction: 1 for ``higher`` and ``closer to 1``, 0 for
+        ``lower``; None for ``volume_ratio_sphere_paper`` (the reference's own ratio, < 1)."""
+        return {"higher": 1.0, "lower": 0.0, "closer to 1": 1.0}.get(self.better)
 
     @property
     def info(self) -> MetricInfo:
@@ -557,8 +566,9 @@ class ReferenceSummary:
         return 4.0 / 3.0 * math.pi * self.radius_angstrom ** 3
 
     @property
-    def volume_ratio(self) -> float:
-        """Paper's V_hull / (4/3 π R³) of the reference."""
+    def volume_ratio_sphere_paper(self) -> float:
+        """The paper's V_hull / (4/3 π R³) of the reference (what a perfect prediction scores
+        on ``volume_ratio_sphere_paper``)."""
         return self.hull_volume_angstrom3 / self.sphere_volume_angstrom3
 
     @property
@@ -587,6 +597,14 @@ def forward_metric_info(tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANG
     return {m.name: m for m in out}
 
 
+def hull_volume_ratio(pred_volume_angstrom3: float, ref_volume_angstrom3: float) -> float:
+    """V_hull(P) / V_hull(G): 1 for a perfect prediction. When G has no volume (fewer than 4
+    atoms, or flat): 1 if P has none either, else 0 (the failure value)."""
+    if ref_volume_angstrom3 > 0:
+        return float(pred_volume_angstrom3 / ref_volume_angstrom3)
+    return 1.0 if pred_volume_angstrom3 <= 0 else 0.0
+
+
 def forward_penalties(reference: ReferenceSummary,
                       tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM
                       ) -> dict[str, float]:
@@ -605,7 +623,8 @@ def forward_penalties(reference: ReferenceSummary,
         "chamfer": diameter,
         "matched_rmsd": diameter,
         "hull_volume_rel_error": 1.0,
-        "volume_ratio": 0.0,
+        "hull_volume_ratio": 0.0,
+        "volume_ratio_sphere_paper": 0.0,
         "pair_distance_error": 1.0,
         "paper_rmsd": diameter / math.sqrt(3.0),
         "paper_hausdorff": diameter,
@@ -759,7 +778,8 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         "chamfer": chamfer,
         "matched_rmsd": matched_rmsd,
         "hull_volume_rel_error": abs(v_p - v_g) / v_g if v_g > 0 else float(v_p > 0),
-        "volume_ratio": v_p / reference.sphere_volume_angstrom3,
+        "hull_volume_ratio": hull_volume_ratio(v_p, v_g),
+        "volume_ratio_sphere_paper": v_p / reference.sphere_volume_angstrom3,
         "pair_distance_error": pair_distance_error(counts_p, n_p, reference.pair_counts, n_g),
         "paper_rmsd": paper_rmsd,
         "paper_hausdorff": hausdorff,

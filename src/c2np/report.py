@@ -27,7 +27,9 @@ from c2np.splits import Protocol
 
 __all__ = ["LeaderboardRow", "normalise", "row_from_results", "write_leaderboard", "plot_metric_vs_radius",
            "plot_id_vs_ood", "plot_confusion", "plot_particles", "plot_results", "new_figure",
-           "save_figure", "FORWARD_FLOOR", "FORWARD_CEILING", "INVERSE_FLOOR", "REFERENCE_BASELINES",
+           "save_figure", "metric_vs_radius_figure", "id_vs_ood_figure", "confusion_figure",
+           "style_index", "MARKERS", "LINESTYLES", "CONFUSION_CMAP", "SPLIT_ORDER", "split_rank",
+           "FORWARD_FLOOR", "FORWARD_CEILING", "INVERSE_FLOOR", "REFERENCE_BASELINES",
            "METRIC_LABELS", "RADIUS_PLOTS"]
 
 FORWARD_FLOOR = "random-ball"
@@ -189,7 +191,7 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
         trows = [r for r in rows if r.task == task]
         if not trows:
             continue
-        names = list(headline.get(task, []))
+        names = [n for n in headline.get(task, []) if any(r.metrics.get(n) is not None for r in trows)]
         lines += ["", f"## Task {'1 (forward)' if task == 'forward' else '2 (inverse)'}", ""]
         lines.append("| model | category | split | n | failed | " + " | ".join(names) + " |")
         lines.append("|---|---|---|---:|---:|" + "---:|" * len(names))
@@ -226,36 +228,81 @@ def save_figure(fig: Any, path: str | os.PathLike[str], *, dpi: int = 120) -> Pa
     return p
 
 
-def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_label: str,
-                          protocol: Protocol, path: str | os.PathLike[str], *, title: str = "") -> Path:
-    """Line plot of a metric against R (Å), one line per model, with ID radii shaded blue,
-    OOD radii red and train radii as grey ticks."""
+#: marker and line style of the n-th model of a plot (matplotlib names); the pairs differ for
+#: up to 40 models, and colours differ on top of them
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":")
+
+
+def style_index(i: int) -> tuple[int, int]:
+    """(marker, line style) indices of the ``i``-th model: distinct pairs for i < 40."""
+    return i % len(MARKERS), (i + i // 20) % len(LINESTYLES)
+
+
+def _wrap(title: str, width: int = 60) -> str:
+    """A plot title broken into lines of at most ``width`` characters (never wider than the figure)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width)) or title
+
+
+def _shown_radii(per_model: Mapping[str, Mapping[int, float]], radii_angstrom: Sequence[int] | None) -> list[int]:
+    """The radii a radius plot covers: the store's (``radii_angstrom``), else those with data."""
+    if radii_angstrom is not None:
+        return sorted({int(r) for r in radii_angstrom})
+    return sorted({int(r) for series in per_model.values() for r in series})
+
+
+def metric_vs_radius_figure(per_model: Mapping[str, Mapping[int, float]], metric_label: str,
+                            protocol: Protocol, *, radii_angstrom: Sequence[int] | None = None,
+                            title: str = "") -> Any:
+    """The figure of :func:`plot_metric_vs_radius`: one line per model (its own colour,
+    marker and line style), the x axis and the ID (blue) / OOD (red) shading limited to
+    ``radii_angstrom`` (the store's radii; default: the radii with data)."""
+    radii = _shown_radii(per_model, radii_angstrom)
     fig = new_figure(figsize=(7.5, 4.2))
     ax = fig.subplots()
+    shown = set(radii)
     for r in protocol.ood_radii_angstrom:
-        ax.axvspan(r - 0.5, r + 0.5, color="tab:red", alpha=0.12, lw=0)
+        if r in shown:
+            ax.axvspan(r - 0.5, r + 0.5, color="tab:red", alpha=0.12, lw=0)
     for r in protocol.id_radii_angstrom:
-        ax.axvspan(r - 0.5, r + 0.5, color="tab:blue", alpha=0.10, lw=0)
+        if r in shown:
+            ax.axvspan(r - 0.5, r + 0.5, color="tab:blue", alpha=0.10, lw=0)
     for i, (model, series) in enumerate(sorted(per_model.items())):
-        rs = sorted(series)  # past the 10 colours of the cycle, another line style keeps lines apart
-        ax.plot(rs, [series[r] for r in rs], marker="o", ms=3.5, label=model,
-                linestyle=("-", "--", ":")[(i // 10) % 3])
+        rs = sorted(series)
+        mi, li = style_index(i)
+        ax.plot(rs, [series[r] for r in rs], marker=MARKERS[mi], ms=4.5, label=model,
+                linestyle=LINESTYLES[li], lw=1.4, alpha=0.9)
+    if radii:
+        ax.set_xlim(radii[0] - 0.75, radii[-1] + 0.75)
+        step = max(1, len(radii) // 12)
+        ax.set_xticks(radii[::step])
     ax.set_xlabel("sphere radius R (Å)")
     ax.set_ylabel(metric_label)
-    ax.set_xticks(list(protocol.radii_angstrom)[::2])
-    ax.set_title(title or f"{metric_label} vs radius (blue: ID radii, red: OOD radii)")
-    ax.legend(fontsize=8, loc="best")
+    ax.set_title(_wrap(title or f"{metric_label} vs radius (blue: ID radii, red: OOD radii)"), fontsize=10)
+    if per_model:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    fig.set_layout_engine("constrained")
+    return fig
 
 
-def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
-                   path: str | os.PathLike[str]) -> Path:
-    """Grouped bars: one group per model, one bar per split (ID, OOD)."""
+def plot_metric_vs_radius(per_model: Mapping[str, Mapping[int, float]], metric_label: str,
+                          protocol: Protocol, path: str | os.PathLike[str], *, title: str = "",
+                          radii_angstrom: Sequence[int] | None = None) -> Path:
+    """Line plot of a metric against R (Å), one line per model, with ID radii shaded blue
+    and OOD radii red, limited to the store's radii (:func:`metric_vs_radius_figure`)."""
+    return save_figure(metric_vs_radius_figure(per_model, metric_label, protocol,
+                                               radii_angstrom=radii_angstrom, title=title), path)
+
+
+def id_vs_ood_figure(values: Mapping[str, Mapping[str, float]], metric_label: str) -> Any:
+    """The figure of :func:`plot_id_vs_ood`; model names are tick labels slanted at 30°,
+    inside the figure (constrained layout)."""
     models = sorted(values)
     splits = [s for s in ("id", "ood") if any(s in values[m] for m in models)]
-    fig = new_figure(figsize=(max(5.0, 1.2 * len(models) + 2), 3.8))
+    fig = new_figure(figsize=(max(5.0, 0.9 * len(models) + 2.5), 4.6))
     ax = fig.subplots()
     width = 0.8 / max(len(splits), 1)
     colors = {"id": "tab:blue", "ood": "tab:red"}
@@ -264,19 +311,29 @@ def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
         ys = [values[m].get(s, np.nan) for m in models]
         ax.bar(x + (i - (len(splits) - 1) / 2) * width, ys, width, label=s.upper(), color=colors[s])
     ax.set_xticks(x)
-    ax.set_xticklabels(models, rotation=20, ha="right", fontsize=8)
+    ax.set_xticklabels(models, rotation=30, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_ylabel(metric_label)
-    ax.set_title(f"{metric_label}: in-distribution vs out-of-distribution radii")
+    ax.set_title(_wrap(f"{metric_label}: in-distribution vs out-of-distribution radii"), fontsize=10)
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    fig.set_layout_engine("constrained")
+    return fig
 
 
-def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: str | os.PathLike[str], *,
-                   title: str = "space-group confusion") -> Path:
-    """Confusion matrix over the space groups that occur (rows true, columns predicted; a
-    missing prediction is the column 'fail')."""
+def plot_id_vs_ood(values: Mapping[str, Mapping[str, float]], metric_label: str,
+                   path: str | os.PathLike[str]) -> Path:
+    """Grouped bars: one group per model, one bar per split (ID, OOD)."""
+    return save_figure(id_vs_ood_figure(values, metric_label), path)
+
+
+#: colour map of the confusion matrices: sequential, 0 pale, more is darker
+CONFUSION_CMAP = "Blues"
+
+
+def confusion_figure(true_sg: Sequence[int], pred_sg: Sequence[int | None], *,
+                     title: str = "space-group confusion") -> Any:
+    """The figure of :func:`plot_confusion`: counts on :data:`CONFUSION_CMAP` from 0 (pale)
+    to the largest count (darkest), with a colour bar."""
     labels_true = sorted(set(int(t) for t in true_sg))
     labels_pred = sorted(set(labels_true) | {int(p) for p in pred_sg if p is not None})
     cols = [str(s) for s in labels_pred] + ["fail"]
@@ -284,9 +341,10 @@ def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: 
     for t, p in zip(true_sg, pred_sg):
         j = len(cols) - 1 if p is None else labels_pred.index(int(p))
         mat[labels_true.index(int(t)), j] += 1
-    fig = new_figure(figsize=(1.0 + 0.45 * len(cols), 1.2 + 0.45 * len(labels_true)))
+    fig = new_figure(figsize=(2.2 + 0.45 * len(cols), 1.6 + 0.45 * len(labels_true)))
     ax = fig.subplots()
-    ax.imshow(mat, cmap="Blues")
+    im = ax.imshow(mat, cmap=CONFUSION_CMAP, vmin=0, vmax=max(int(mat.max()), 1))
+    fig.colorbar(im, ax=ax, shrink=0.8, label="samples")
     for i in range(mat.shape[0]):
         for j in range(mat.shape[1]):
             if mat[i, j]:
@@ -298,9 +356,16 @@ def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: 
     ax.set_yticklabels([str(s) for s in labels_true], fontsize=7)
     ax.set_xlabel("predicted space group")
     ax.set_ylabel("true space group")
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    ax.set_title(_wrap(title, 40), fontsize=9)
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def plot_confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], path: str | os.PathLike[str], *,
+                   title: str = "space-group confusion") -> Path:
+    """Confusion matrix over the space groups that occur (rows true, columns predicted; a
+    missing prediction is the column 'fail')."""
+    return save_figure(confusion_figure(true_sg, pred_sg, title=title), path)
 
 
 def plot_particles(pred: Particle, true: Particle, path: str | os.PathLike[str], *, title: str = "",

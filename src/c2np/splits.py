@@ -19,7 +19,8 @@ from c2np.errors import C2NPInputError
 from c2np.orientations import min_separation_deg, n_rotations, sample_orientations, site_rotation_group
 
 __all__ = ["Protocol", "PAPER", "STRICT", "PROTOCOLS", "get_protocol", "RecipeTable",
-           "build_recipes", "SPLITS", "sample_id"]
+           "build_recipes", "SPLITS", "sample_id", "radius_roles", "format_radii", "describe_radii",
+           "no_training_rows_message"]
 
 SPLITS: tuple[str, ...] = ("train", "val", "id", "ood")
 
@@ -83,6 +84,68 @@ def get_protocol(name: str) -> Protocol:
         return PROTOCOLS[name]
     except KeyError:
         raise C2NPInputError(f"unknown protocol {name!r}; choose one of {sorted(PROTOCOLS)}") from None
+
+
+def radius_roles(proto: Protocol, radii_angstrom: Iterable[int] | None = None) -> dict[str, tuple[int, ...]]:
+    """The radii (Å) of each role under ``proto``: ``train`` (radii models fit on), ``val``
+    (validation radii; under ``paper`` none: validation is a share of the training rotations),
+    ``id`` and ``ood`` (test radii); restricted to ``radii_angstrom`` (a store's) when given."""
+    keep = set(proto.radii_angstrom if radii_angstrom is None else (int(r) for r in radii_angstrom))
+    roles: dict[str, tuple[int, ...]] = {"train": (), "val": (), "id": (), "ood": ()}
+    for r in proto.radii_angstrom:
+        if r in keep:
+            split = proto.radius_split(r)
+            roles[split] = (*roles[split], r)
+    return roles
+
+
+def format_radii(radii: Iterable[int]) -> str:
+    """``6, 7, 10, 11, 12`` -> ``"6-7, 10-12"``; ``"none"`` when empty."""
+    rs = sorted({int(r) for r in radii})
+    if not rs:
+        return "none"
+    runs: list[list[int]] = [[rs[0], rs[0]]]
+    for r in rs[1:]:
+        if r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def describe_radii(proto: Protocol, radii_angstrom: Iterable[int] | None = None, *,
+                   n_heldout_materials: int | None = None) -> str:
+    """One line naming the radii of each role (:func:`radius_roles`), e.g. ``protocol paper:
+    training radii 8-9, 12-16, ... Å (validation: 20 % of their rotations), ID 10-11, ... Å,
+    OOD 6-7, 29-30 Å``; with ``radii_angstrom``, those of a store; under ``strict`` the
+    validation radii and the count of held-out materials."""
+    roles = radius_roles(proto, radii_angstrom)
+
+    def text(radii: tuple[int, ...]) -> str:
+        return f"{format_radii(radii)} Å" if radii else "none"
+
+    if proto.val_radii_angstrom:
+        val = f"validation radii {text(roles['val'])}"
+    else:
+        val = f"validation: {round(100 * proto.val_fraction)} % of the training rotations"
+    held = ""
+    if n_heldout_materials is not None and proto.heldout_material_fraction > 0:
+        held = f", {n_heldout_materials} held-out materials (task 2: heldout-dev / heldout-test)"
+    return (f"protocol {proto.name}: training radii {text(roles['train'])} ({val}), "
+            f"ID {text(roles['id'])}, OOD {text(roles['ood'])}{held}")
+
+
+def no_training_rows_message(proto: Protocol, radii_angstrom: Iterable[int], *, n_materials: int,
+                             n_heldout_materials: int) -> str:
+    """Why a store has no training rows, and which radii it would need."""
+    radii = sorted({int(r) for r in radii_angstrom})
+    train = radius_roles(proto)["train"]
+    if not radius_roles(proto, radii)["train"]:
+        return (f"the store has no training rows: its radii {format_radii(radii)} Å include none of "
+                f"protocol {proto.name}'s training radii ({format_radii(train)} Å); build a store with "
+                f"some of them (c2np build --radii ...)")
+    return (f"the store has no training rows: all {n_materials} of its materials are held out "
+            f"({n_heldout_materials} held-out materials under protocol {proto.name})")
 
 
 def sample_id(material_id: str, radius: int, rotation_index: int) -> str:

@@ -37,7 +37,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from c2np.carving import carve
+from c2np.carving import carve, normalise_quaternions
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPStoreError
 from c2np.executor import Context, Executor, LocalExecutor, same
@@ -646,6 +646,10 @@ class DatasetStore:
             bad = int(np.flatnonzero(~np.all(np.isfinite(cols["quaternion"]), axis=1))[0])
             raise C2NPStoreError(f"{p}: /recipes/quaternion row {bad} is not finite: "
                                  f"{cols['quaternion'][bad].tolist()}")
+        try:  # rounding off unit length is normalised; more is a damaged store
+            cols["quaternion"] = normalise_quaternions(cols["quaternion"], where="/recipes/quaternion")
+        except C2NPInputError as exc:
+            raise C2NPStoreError(f"{p}: {exc}") from exc
         centre = cast(tuple[float, float, float],
                       tuple(float(x) for x in f.attrs.get("centre_frac", (0.0, 0.0, 0.0))))
         table = RecipeTable(

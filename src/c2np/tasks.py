@@ -208,7 +208,10 @@ class ForwardQuery:
     centre_frac: tuple[float, float, float]
 
     def __post_init__(self) -> None:
+        from c2np.carving import normalise_quaternions
+
         q = np.array(self.quaternion, dtype=np.float64, copy=True).reshape(4)
+        q = np.array(normalise_quaternions(q, where=f"{self.sample_id}: quaternion"), copy=True)
         q.setflags(write=False)
         object.__setattr__(self, "quaternion", q)
 

@@ -4,11 +4,20 @@ import-original."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from c2np.cli._common import SCHEDULER_HELP, console, esc, handle_errors, open_executor, print_json, resolve_workers
+from c2np.cli._common import (
+    SCHEDULER_HELP,
+    console,
+    err_console,
+    esc,
+    handle_errors,
+    open_executor,
+    print_json,
+    resolve_workers,
+)
 from c2np.fileio import check_output_path
 
 if TYPE_CHECKING:
@@ -123,11 +132,38 @@ def build_cmd(
     with make_executor(n_workers, scheduler) as ex:
         path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
                            progress=not json_out, executor=ex, shards=shards)
-    info = DatasetStore.open(path).info()
+    opened = DatasetStore.open(path)
+    info = opened.info()
+    radii_line, warning = radii_report(opened.recipes)
     if json_out:
-        print_json(info)
-        return
-    _print_info(info)
+        print_json({**info, "radii": radii_line, **({"warning": warning} if warning else {})})
+    else:
+        _print_info(info)
+        console().print(esc(radii_line), highlight=False)
+    if warning:
+        err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False, soft_wrap=True)
+
+
+def radii_report(recipes: Any) -> tuple[str, str | None]:
+    """The lines naming a store's training, validation, ID and OOD radii (and held-out
+    materials; the whole protocol's too when the store has a subset of its radii), and a
+    warning when it has no training rows (None when it has)."""
+    import numpy as np
+
+    from c2np.splits import describe_radii, get_protocol, no_training_rows_message
+    from c2np.tasks import example_rows
+
+    proto = get_protocol(recipes.protocol)
+    radii = np.unique(recipes.radius_angstrom).tolist()
+    held = len(recipes.heldout_materials)
+    line = "store radii, " + describe_radii(proto, radii, n_heldout_materials=held)
+    if sorted(radii) != sorted(proto.radii_angstrom):
+        line += "\nall radii of the " + describe_radii(proto)
+    warning = None
+    if len(recipes) and not len(example_rows(recipes, "train")):
+        warning = no_training_rows_message(proto, radii, n_materials=len(recipes.materials),
+                                           n_heldout_materials=held) + "; c2np train cannot use it"
+    return line, warning
 
 
 def _print_info(info: dict) -> None:

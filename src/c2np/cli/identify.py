@@ -21,8 +21,9 @@ def identify_cmd(
     particle_paths: list[Path] = typer.Argument(..., help="Particles: .xyz / .extxyz (first frame) or "
                                                           ".cif read as a finite cluster; several files "
                                                           "are solved on the executor seam."),
-    cif_out: Optional[Path] = typer.Option(None, "--cif", help="Write the reconstructed "
-                                                               "conventional cell to this CIF (one file only)."),
+    cif_out: Optional[Path] = typer.Option(None, "--cif", help="Write the reconstructed conventional "
+                                           "cell to this CIF in its space group (symmetry operations, "
+                                           "asymmetric unit; one file only)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object (a list for several "
                                                          "files) instead of text."),
     workers: int = typer.Option(1, "--workers", help="Several files: processes solving them "
@@ -40,7 +41,7 @@ def identify_cmd(
     particle_path = particle_paths[0]
     if cif_out is not None:
         check_output_path(cif_out)
-    from c2np.cells import write_cif
+    from c2np.cells import write_symmetrized_cif
     from c2np.errors import C2NPInputError
     from c2np.particle_io import read_particle
     from c2np.solver import solve_particle
@@ -51,8 +52,8 @@ def identify_cmd(
     except C2NPInputError as exc:  # keeps the kind: no lattice found (exit 1) or bad input (exit 2)
         raise type(exc)(f"{particle_path}: {exc}") from exc
     cell = result.cell.with_id(particle_path.stem)
-    if cif_out is not None:
-        write_cif(cell, cif_out)
+    if cif_out is not None:  # the conventional cell in its space group, as the solver found it
+        write_symmetrized_cif(cell, cif_out, symprec_angstrom=result.symprec_angstrom)
     if json_out:
         data = result.to_dict()
         data["cell"] = cell.to_dict()
@@ -81,7 +82,8 @@ def identify_cmd(
         con.print("[yellow]warning:[/] low confidence: the particle is not well explained by one "
                   "crystal (noise, defects, or too small)")
     if cif_out is not None:
-        con.print(f"reconstructed cell -> {esc(cif_out)}")
+        con.print(f"reconstructed cell ({esc(result.international)}, conventional, symmetry operations "
+                  f"and asymmetric unit) -> {esc(cif_out)}")
 
 
 def _identify_many(paths: list[Path], *, cif_out: Optional[Path], json_out: bool, workers: int,

@@ -74,6 +74,10 @@ def train_cmd(
 
     cfg = get_config(config, **parse_overrides(overrides))
     ds = _open_dataset(store, cells, protocol, radii)
+    if not json_out and getattr(ds, "recipes", None) is not None:
+        from c2np.cli.dataset import radii_report
+
+        console().print(escape(radii_report(ds.recipes)[0]), highlight=False)
     res = train(ds, model, task, cfg, out, seed=seed, resume=resume, epochs=epochs, device=device,
                 progress=not json_out)
     last = res.log[-1] if res.log else {}

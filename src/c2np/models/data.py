@@ -24,7 +24,7 @@ from c2np.carving import carve, rotate_positions
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError
 from c2np.particle import Particle
-from c2np.splits import RecipeTable, build_recipes, get_protocol
+from c2np.splits import RecipeTable, build_recipes, get_protocol, no_training_rows_message
 from c2np.tasks import example_rows, inverse_target
 
 __all__ = ["StoreLike", "InMemoryDataset", "Condition", "condition_for_row", "condition_from_query", "select_rows",
@@ -209,7 +209,9 @@ def training_rows(store: Any, *, max_radius_angstrom: float | None) -> TrainingR
     held = tuple(rec.heldout_materials)
     train = _under_limit(rec, example_rows(rec, "train"), "train", max_radius_angstrom)
     if len(train) == 0:
-        raise C2NPInputError("the store has no training rows outside the held-out materials")
+        raise C2NPInputError(no_training_rows_message(
+            get_protocol(rec.protocol), np.unique(rec.radius_angstrom), n_materials=len(rec.materials),
+            n_heldout_materials=len(held)))
     val = _under_limit(rec, example_rows(rec, "val"), "val", max_radius_angstrom)
     if len(val) == 0:
         raise C2NPInputError(f"the store has no validation rows (protocol {rec.protocol!r}); a run "

@@ -172,7 +172,12 @@ class _Site:
             for d in m.results:
                 for k, v in d.get("metric_info", {}).items():
                     self.info.setdefault(str(d["task"]), {}).setdefault(k, v)
-        self.colours = plots.palette(list(self.models) + [b for bs in REFERENCE_BASELINES.values() for b in bs])
+        every_model = list(self.models) + [b for bs in REFERENCE_BASELINES.values() for b in bs]
+        self.colours = plots.palette(every_model)
+        self.styles = plots.line_styles(every_model)
+        # the radii the plots span: the store's, else those the results cover
+        self.radii = (sorted({int(r) for r in store.recipes.radius_angstrom}) if store is not None else
+                      sorted({int(r) for m in models for d in m.results for r in d["metrics"]["per_radius"]}))
         self.protocol_name = _uniform(models, "protocol", lambda d: d["protocol"])
         self.fingerprint = _uniform(models, "dataset fingerprint", lambda d: d["dataset"]["fingerprint"])
         self.subset = _uniform(models, "subset", _subset_label)
@@ -239,7 +244,8 @@ class _Site:
             return ""
         fig = plots.metric_vs_radius(series, metric=metric, label=METRIC_LABELS.get(metric, metric),
                                      id_radii=list(self.protocol.id_radii_angstrom),
-                                     ood_radii=list(self.protocol.ood_radii_angstrom), colours=self.colours)
+                                     ood_radii=list(self.protocol.ood_radii_angstrom), colours=self.colours,
+                                     styles=self.styles, radii=self.radii)
         return plot_slot(fig, plot_id)
 
     def id_ood_plot(self, task: str, metric: str, plot_id: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["palette", "metric_vs_radius", "id_vs_ood", "confusion", "loss_vs_fidelity"]
+__all__ = ["palette", "line_styles", "metric_vs_radius", "id_vs_ood", "confusion", "loss_vs_fidelity",
+           "CONFUSION_COLOURSCALE"]
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -18,9 +19,32 @@ _FONT = {"family": "system-ui, -apple-system, 'Segoe UI', sans-serif", "size": 1
 Interval = tuple[float | None, float | None, float | None]  # mean, ci lo, ci hi
 
 
+# plotly's names for the markers and dashes of c2np.report.MARKERS / LINESTYLES
+_SYMBOLS = ("circle", "square", "triangle-up", "diamond", "triangle-down", "cross", "x", "star",
+            "triangle-left", "triangle-right")
+_DASHES = ("solid", "dash", "dashdot", "dot")
+#: confusion counts: sequential blues from 0 (near white) to the largest count (dark)
+CONFUSION_COLOURSCALE: tuple[tuple[float, str], ...] = (
+    (0.0, "#f7fbff"), (0.125, "#deebf7"), (0.25, "#c6dbef"), (0.375, "#9ecae1"), (0.5, "#6baed6"),
+    (0.625, "#4292c6"), (0.75, "#2171b5"), (0.875, "#08519c"), (1.0, "#08306b"))
+
+
 def palette(models: Sequence[str]) -> dict[str, str]:
     """A fixed colour per model (sorted order), the same on every page."""
     return {m: _COLOURS[i % len(_COLOURS)] for i, m in enumerate(sorted(models))}
+
+
+def line_styles(models: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """A fixed (marker symbol, dash) per model (sorted order), distinct pairs for up to 40
+    models (:func:`c2np.report.style_index`), so that lines stay apart where colours repeat
+    or lines overlap."""
+    from c2np.report import style_index
+
+    out = {}
+    for i, m in enumerate(sorted(models)):
+        mi, li = style_index(i)
+        out[m] = (_SYMBOLS[mi], _DASHES[li])
+    return out
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -39,28 +63,40 @@ def _err(points: Sequence[Interval]) -> dict[str, Any]:
 
 def metric_vs_radius(series: Mapping[str, Mapping[int, Interval]], *, metric: str, label: str,
                      id_radii: Sequence[int], ood_radii: Sequence[int],
-                     colours: Mapping[str, str]) -> dict[str, Any]:
-    """A metric against the sphere radius R (Å), one line per model with 95 % intervals;
-    the ID radii are shaded blue and the OOD radii red."""
+                     colours: Mapping[str, str], styles: Mapping[str, tuple[str, str]] | None = None,
+                     radii: Sequence[int] | None = None) -> dict[str, Any]:
+    """A metric against the sphere radius R (Å), one line per model (colour, marker symbol and
+    dash of ``styles``) with 95 % intervals; the x axis spans ``radii`` (the radii of the
+    results; default: those in ``series``), and the ID (blue) / OOD (red) shading covers only
+    those."""
+    shown = sorted({int(r) for r in radii} if radii is not None
+                   else {int(r) for pts in series.values() for r in pts})
+    styles = styles or line_styles(list(series))
     data = []
     for model in sorted(series):
         pts = series[model]
         rs = sorted(pts)
+        symbol, dash = styles.get(model, ("circle", "solid"))
         data.append({"type": "scatter", "mode": "lines+markers", "name": model,
                      "x": rs, "y": [pts[r][0] for r in rs], "error_y": _err([pts[r] for r in rs]),
-                     "line": {"color": colours.get(model), "width": 1.5}, "marker": {"size": 6},
+                     "line": {"color": colours.get(model), "width": 1.5, "dash": dash},
+                     "marker": {"size": 7, "symbol": symbol},
                      "hovertemplate": f"{model}<br>R = %{{x}} Å<br>{metric} = %{{y:.4g}}<extra></extra>"})
     shapes, notes = [], []
-    for radii, colour, name in ((id_radii, "rgba(31,119,180,0.13)", "ID"),
-                                (ood_radii, "rgba(214,39,40,0.13)", "OOD")):
-        for r in radii:
+    for split_radii, colour, name in ((id_radii, "rgba(31,119,180,0.13)", "ID"),
+                                      (ood_radii, "rgba(214,39,40,0.13)", "OOD")):
+        inside = [r for r in split_radii if r in shown]
+        for r in inside:
             shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": r - 0.5, "x1": r + 0.5,
                            "y0": 0, "y1": 1, "fillcolor": colour, "line": {"width": 0}, "layer": "below"})
-        if radii:
-            notes.append({"x": min(radii), "y": 1.0, "xref": "x", "yref": "paper", "text": name,
+        if inside:
+            notes.append({"x": min(inside), "y": 1.0, "xref": "x", "yref": "paper", "text": name,
                           "showarrow": False, "yanchor": "bottom", "font": {"size": 10}})
-    layout = _layout(f"{label} vs radius (blue: ID radii, red: OOD radii)",
-                     xaxis={"title": {"text": "sphere radius R (Å)"}, "dtick": 2, "gridcolor": "#eee"},
+    xaxis: dict[str, Any] = {"title": {"text": "sphere radius R (Å)"}, "gridcolor": "#eee",
+                             "dtick": 1 if len(shown) <= 12 else 2}
+    if shown:
+        xaxis["range"] = [shown[0] - 0.75, shown[-1] + 0.75]
+    layout = _layout(f"{label} vs radius (blue: ID radii, red: OOD radii)", xaxis=xaxis,
                      yaxis={"title": {"text": label}, "gridcolor": "#eee"},
                      shapes=shapes, annotations=notes)
     return {"data": data, "layout": layout}
@@ -79,7 +115,8 @@ def id_vs_ood(values: Mapping[str, Mapping[str, Interval]], *, label: str,
                      "error_y": _err(pts), "marker": {"color": colour},
                      "hovertemplate": f"%{{x}} · {split.upper()}: %{{y:.4g}}<extra></extra>"})
     layout = _layout(f"{label}: in-distribution vs out-of-distribution radii", barmode="group",
-                     xaxis={"tickangle": -20}, yaxis={"title": {"text": label}, "gridcolor": "#eee"})
+                     xaxis={"tickangle": -30, "automargin": True},
+                     yaxis={"title": {"text": label}, "gridcolor": "#eee", "automargin": True})
     return {"data": data, "layout": layout}
 
 
@@ -94,7 +131,9 @@ def confusion(true_sg: Sequence[int], pred_sg: Sequence[int | None], *, title: s
     for t, p in zip(true_sg, pred_sg):
         z[rows.index(int(t))][len(cols) - 1 if p is None else index[int(p)]] += 1
     data = [{"type": "heatmap", "z": z, "x": cols, "y": [str(r) for r in rows],
-             "colorscale": "Blues", "texttemplate": "%{z}", "showscale": True,
+             "colorscale": [list(p) for p in CONFUSION_COLOURSCALE], "zmin": 0,
+             "zmax": max(1, max((max(r) for r in z), default=1)), "reversescale": False,
+             "texttemplate": "%{z}", "showscale": True, "colorbar": {"title": {"text": "samples"}},
              "hovertemplate": "true %{y} → predicted %{x}: %{z}<extra></extra>"}]
     layout = _layout(title, xaxis={"title": {"text": "predicted space group"}, "type": "category"},
                      yaxis={"title": {"text": "true space group"}, "type": "category",

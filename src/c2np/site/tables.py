@@ -13,7 +13,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from c2np.report import REFERENCE_BASELINES, LeaderboardRow
@@ -38,6 +38,11 @@ class Column:
         unit: unit of a metric ("" when dimensionless).
         better: ``higher`` / ``lower`` / "" (shown as an arrow).
         link: the column holds model ids that link to model pages.
+        shown: False for a column that is in the CSV / JSON downloads only (its values are
+            on the page in another cell, or the same on every row).
+        detail: key of a number shown in small print under a metric cell (its normalised
+            score), "" for none.
+        wrap: the column's text may wrap (long category labels).
     """
 
     key: str
@@ -46,6 +51,9 @@ class Column:
     unit: str = ""
     better: str = ""
     link: bool = False
+    shown: bool = True
+    detail: str = ""
+    wrap: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,15 +107,36 @@ class Table:
 
 def _metric_columns(names: Sequence[str], info: Mapping[str, Mapping[str, Any]], *,
                     normalised: bool) -> list[Column]:
+    """A column per metric; with ``normalised``, its normalised score as a download-only
+    column that the page shows under the metric's cell."""
     cols = []
     for n in names:
         m = info.get(n, {})
         unit = "" if m.get("unit") in (None, "1") else str(m.get("unit"))
         better = str(m.get("better") or "")
-        cols.append(Column(n, n + (f" ({unit})" if unit else ""), "metric", unit, better))
+        norm = f"{n}_normalised"
+        cols.append(Column(n, n + (f" ({unit})" if unit else ""), "metric", unit, better,
+                           detail=norm if normalised else ""))
         if normalised:
-            cols.append(Column(f"{n}_normalised", f"{n} normalised", "number", "", better))
+            cols.append(Column(norm, f"{n} normalised", "number", "", better, shown=False))
     return cols
+
+
+def _is_empty(value: Any) -> bool:
+    """A cell without a value: None, or a metric cell without a mean."""
+    return value is None or (isinstance(value, Mapping) and value.get("mean") is None)
+
+
+def drop_empty_columns(columns: Sequence[Column], records: Sequence[Mapping[str, Any]]) -> tuple[Column, ...]:
+    """``columns`` without those that have no value on any row (a column of dashes); the
+    model column always stays. A normalised score shown under a dropped metric goes too."""
+    keep = [c for c in columns if c.link or any(not _is_empty(r.get(c.key)) for r in records)]
+    kept = {c.key for c in keep}
+    return tuple(c if not c.detail or c.detail in kept else replace(c, detail="") for c in keep)
+
+
+def _category_columns() -> tuple[Column, Column]:
+    return Column("model", "model", link=True), Column("kind", "category", wrap=True)
 
 
 def _order(rows: Sequence[LeaderboardRow], headline: str) -> list[LeaderboardRow]:
@@ -144,12 +173,13 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], task: str, split: str,
         if b not in present:
             records.append({"model": b, "kind": f"{kinds.get(b, 'baseline')}: {MISSING_NOTE}",
                             "split": split, "n": None, "n_failed": None})
-    cols = (Column("model", "model", link=True), Column("kind", "category"), Column("split", "split"),
+    cols = (*_category_columns(), Column("split", "split", shown=False),
             Column("n", "n", "int"), Column("n_failed", "failed", "int"),
             *_metric_columns(metrics, info, normalised=True))
-    return Table(table_id, title, tuple(cols), tuple(records),
-                 note="failure-penalised mean [95 % bootstrap interval]; normalised: 0 = floor "
-                      "baseline, 1 = ceiling (see c2np.report); failures count at their worst value",
+    return Table(table_id, title, drop_empty_columns(cols, records), tuple(records),
+                 note="failure-penalised mean [95 % bootstrap interval], under it the normalised "
+                      "score (0 = floor baseline, 1 = ceiling; see c2np.report); failures count at "
+                      "their worst value",
                  meta={"task": task, "split": split})
 
 
@@ -181,15 +211,19 @@ def summary_table(rows: Sequence[LeaderboardRow], task: str, splits: Sequence[st
     m_info = info.get(metric, {})
     unit = "" if m_info.get("unit") in (None, "1") else f" ({m_info.get('unit')})"
     better = str(m_info.get("better") or "")
-    cols: list[Column] = [Column("model", "model", link=True), Column("kind", "category")]
+    cols: list[Column] = list(_category_columns())
     for s in splits:
-        cols += [Column(f"{s}:{metric}", f"{s.upper()} {metric}{unit}", "metric", better=better),
-                 Column(f"{s}:{metric}_normalised", f"{s.upper()} normalised", "number", better=better),
+        cols += [Column(f"{s}:{metric}", f"{s.upper()} {metric}{unit}", "metric", better=better,
+                        detail=f"{s}:{metric}_normalised"),
+                 Column(f"{s}:{metric}_normalised", f"{s.upper()} normalised", "number", better=better,
+                        shown=False),
                  Column(f"{s}:n", f"{s.upper()} n", "int"),
                  Column(f"{s}:n_failed", f"{s.upper()} failed", "int")]
-    return Table(table_id, title, tuple(cols), tuple(records),
-                 note="failure-penalised mean [95 % bootstrap interval]; normalised: 0 = floor, "
-                      "1 = ceiling", meta={"task": task, "metric": metric, "splits": list(splits)})
+    return Table(table_id, title, drop_empty_columns(cols, records), tuple(records),
+                 note="failure-penalised mean [95 % bootstrap interval], under it the normalised score "
+                      "(0 = floor, 1 = ceiling); splits in scoring order; \"not scored\": the model has "
+                      "no results on that split (a submission lists the splits it answers), not a failure",
+                 meta={"task": task, "metric": metric, "splits": list(splits)})
 
 
 def all_metrics_table(rows: Sequence[LeaderboardRow], task: str, split: str, *,
@@ -205,9 +239,9 @@ def all_metrics_table(rows: Sequence[LeaderboardRow], task: str, split: str, *,
         for n in names:
             rec[n] = {"mean": r.metrics.get(n), "ci95": r.ci95.get(n)}
         records.append(rec)
-    cols = (Column("model", "model", link=True), Column("kind", "category"), Column("n", "n", "int"),
+    cols = (*_category_columns(), Column("n", "n", "int"),
             Column("n_failed", "failed", "int"), *_metric_columns(names, info, normalised=False))
-    return Table(table_id, title, tuple(cols), tuple(records),
+    return Table(table_id, title, drop_empty_columns(cols, records), tuple(records),
                  note="failure-penalised mean [95 % bootstrap interval]",
                  meta={"task": task, "split": split})
 
@@ -220,21 +254,34 @@ def _sort_value(value: Any) -> str:
     return esc(repr(float(value)) if isinstance(value, (int, float)) else value)
 
 
-def _cell(c: Column, value: Any, href: Callable[[str], str | None]) -> str:
+def _breakable(text: str) -> str:
+    """Escaped ``text`` that may wrap after ``_``, ``+`` and ``:`` (long metric and model names)."""
+    out = esc(text)
+    for ch in ("_", "+", ":"):
+        out = out.replace(ch, ch + "<wbr>")
+    return out
+
+
+def _cell(c: Column, value: Any, href: Callable[[str], str | None], detail: Any = None) -> str:
     if c.kind == "metric":
+        if value is None:  # no results on this split: not a failure (failures are scored)
+            return ('<td class="num na" data-sort="" title="no results on this split">not scored</td>')
         cell = value if isinstance(value, Mapping) else {}
         mean = cell.get("mean")
         ci = cell.get("ci95")
         ci_txt = (f' <span class="ci">[{format_value(ci[0])}, {format_value(ci[1])}]</span>'
                   if ci else "")
-        return f'<td class="num" data-sort="{_sort_value(mean)}">{format_value(mean)}{ci_txt}</td>'
+        norm = (f'<span class="norm" title="normalised score">{format_value(detail)}</span>'
+                if c.detail and detail is not None else "")
+        return f'<td class="num" data-sort="{_sort_value(mean)}">{format_value(mean)}{ci_txt}{norm}</td>'
     if c.kind in ("int", "number"):
-        txt = "–" if value is None else (str(int(value)) if c.kind == "int" else format_value(value))
+        txt = "" if value is None else (str(int(value)) if c.kind == "int" else format_value(value))
         return f'<td class="num" data-sort="{_sort_value(value)}">{txt}</td>'
     text = "" if value is None else str(value)
     link = href(text) if c.link and text else None
-    body = f'<a href="{esc(link)}">{esc(text)}</a>' if link else esc(text)
-    return f'<td data-sort="{esc(text)}">{body}</td>'
+    body = f'<a href="{esc(link)}">{_breakable(text)}</a>' if link else _breakable(text)
+    cls = ' class="wrap"' if c.wrap or c.link else ""
+    return f'<td{cls} data-sort="{esc(text)}">{body}</td>'
 
 
 def table_html(table: Table, *, downloads_prefix: str, href: Callable[[str], str | None]) -> str:
@@ -242,17 +289,19 @@ def table_html(table: Table, *, downloads_prefix: str, href: Callable[[str], str
     (``downloads_prefix`` + ``tables/<id>.csv``). Clicking a header sorts by that column
     (``site.js``); every text is escaped."""
     head = []
-    for c in table.columns:
+    shown = [c for c in table.columns if c.shown]
+    for c in shown:
         arrow = {"higher": " ↑", "lower": " ↓"}.get(c.better, "")
-        tip = {"higher": "higher is better", "lower": "lower is better"}.get(c.better, "")
+        tip = {"higher": "higher is better", "lower": "lower is better"}.get(c.better, c.better)
         typ = "number" if c.kind in ("int", "number", "metric") else "text"
         head.append(f'<th data-type="{typ}" data-key="{esc(c.key)}" title="{esc(tip)}" tabindex="0">'
-                    f'{esc(c.label)}{arrow}</th>')
+                    f'{_breakable(c.label)}{arrow}</th>')
     body = []
     for r in table.records:
         missing = MISSING_NOTE in str(r.get("kind", ""))
         cls = ' class="missing"' if missing else ""
-        body.append(f"<tr{cls}>" + "".join(_cell(c, r.get(c.key), href) for c in table.columns) + "</tr>")
+        body.append(f"<tr{cls}>" + "".join(_cell(c, r.get(c.key), href, r.get(c.detail) if c.detail else None)
+                                            for c in shown) + "</tr>")
     tid = esc(table.table_id)
     dl = (f'<a href="{esc(downloads_prefix)}tables/{tid}.csv" download>CSV</a> · '
           f'<a href="{esc(downloads_prefix)}tables/{tid}.json" download>JSON</a>')
