@@ -20,6 +20,7 @@ Every document is read the same way, in this order, and any problem is one
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -254,6 +255,12 @@ _TYPES: dict[str, tuple[str, Any]] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def _pattern(text: str) -> re.Pattern[str]:
+    """A schema pattern; a final ``$`` means the end of the text (not before a last newline)."""
+    return re.compile(text[:-1] + r"\Z" if text.endswith("$") and not text.endswith("\\$") else text)
+
+
 def _field(path: tuple[Any, ...]) -> str:
     text = "".join(f"[{p}]" if isinstance(p, int) else f".{printable(p)}" for p in path).lstrip(".")
     return text or "(top level)"
@@ -286,7 +293,7 @@ def _check(value: Any, schema: Mapping[str, Any], path: tuple[Any, ...]) -> Iter
             yield _field(path), f"{shortened(value)} is shorter than {schema['minLength']} character(s)"
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             yield _field(path), f"{shortened(value)} is longer than {schema['maxLength']} characters"
-        if "pattern" in schema and not re.search(schema["pattern"], value):
+        if "pattern" in schema and not _pattern(schema["pattern"]).search(value):
             yield _field(path), f"{shortened(value)} does not match {schema['pattern']}"
     if isinstance(value, dict):
         for key in schema.get("required", ()):
