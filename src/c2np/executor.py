@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import itertools
 import queue
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,8 +84,15 @@ def _run_chunk(fn: Callable[[Any, Any], Any], ctx: Context | None,
 _FORK_STATE: Any = None
 
 
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it ends the pool); a worker that raised
+    KeyboardInterrupt too would print its traceback and be replaced by the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _fork_init(state: Any, threads: int = 1) -> None:
     global _FORK_STATE
+    _ignore_interrupts()
     set_threads(threads)
     _FORK_STATE = state
 
@@ -95,6 +104,7 @@ def _run_chunk_fork(job: tuple[Callable[[Any, Any], Any], Sequence[Any]]) -> lis
 
 def _spawn_init(ctx: Context | None, threads: int = 1) -> None:
     global _FORK_STATE
+    _ignore_interrupts()
     set_threads(threads)
     _FORK_STATE = ctx.factory(*ctx.args) if ctx is not None and ctx.factory is not None else None
 
@@ -235,10 +245,33 @@ class LocalExecutor(Executor):
             yield result
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-        self._pool = self._ctx = None
+        """End the pool's workers, whatever they are doing, within a few seconds: the pool is
+        terminated (SIGTERM) by a helper thread; workers still alive after
+        :data:`CLOSE_WAIT_S` are killed (SIGKILL), so a Ctrl-C never leaves a process behind."""
+        pool, self._pool, self._ctx = self._pool, None, None
+        if pool is None:
+            return
+        procs = list(getattr(pool, "_pool", []))
+        closer = threading.Thread(target=_terminate_pool, args=(pool,), daemon=True, name="c2np-pool-close")
+        closer.start()
+        closer.join(CLOSE_WAIT_S)
+        for proc in list(getattr(pool, "_pool", [])) + procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in procs:
+            proc.join(CLOSE_WAIT_S)
+
+
+#: Seconds :meth:`LocalExecutor.close` waits for the pool to end before killing its workers.
+CLOSE_WAIT_S = 3.0
+
+
+def _terminate_pool(pool: Any) -> None:
+    try:
+        pool.terminate()
+        pool.join()
+    except Exception:  # noqa: BLE001  the workers are killed by the caller anyway
+        pass
 
 
 class DaskExecutor(Executor):
