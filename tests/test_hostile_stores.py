@@ -14,7 +14,7 @@ import pytest
 
 import c2np.store as st
 from c2np import hdf5_guard
-from c2np.errors import C2NPInputError, C2NPLimitError, C2NPStoreError
+from c2np.errors import C2NPInputError, C2NPLimitError
 from c2np.fileio import file_sha256
 from c2np.store import DatasetStore, build_store
 from c2np.store_manifest import shard_file_name

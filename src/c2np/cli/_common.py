@@ -157,6 +157,17 @@ def resolve_workers(workers: int) -> int:
     return workers or available_cpus()
 
 
+#: Largest ``--seed`` (NumPy and PyTorch take any seed in 0 .. 2**63 - 1).
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int, *, flag: str = "--seed") -> int:
+    """``seed`` when it is 0 .. :data:`MAX_SEED`; anything else is bad input (one line)."""
+    if not 0 <= seed <= MAX_SEED:
+        raise C2NPInputError(f"{flag} must be an integer 0 .. 2**63 - 1, got {shortened(str(seed), 40)}")
+    return seed
+
+
 def print_json(data: Any) -> None:
     """Write one JSON document to stdout."""
     sys.stdout.write(json.dumps(_finite(data), indent=2, sort_keys=False, default=_default,

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import typer
 
-from c2np.cli._common import EXIT_BAD_INPUT, console, err_console, handle_errors, print_json, resolve_workers
+from c2np.cli._common import (
+    EXIT_BAD_INPUT,
+    check_seed,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+    resolve_workers,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -67,6 +75,8 @@ def leaderboard_cmd(
     from rich.markup import escape
 
     from c2np.leaderboard import SubmissionProblems, build_leaderboard
+
+    check_seed(seed)
 
     log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {escape(m)}", highlight=False))
     try:
