@@ -131,12 +131,11 @@ def regular_file_in(folder: str | os.PathLike[str], path: str | os.PathLike[str]
     A missing file is :class:`FileNotFoundError`."""
     f, p = Path(folder), Path(path)
     st = os.lstat(p)
-    if stat.S_ISLNK(st.st_mode) or p.resolve() != Path(os.path.abspath(p)):
-        inside = os.path.realpath(f)
-        real = os.path.realpath(p)
-        if os.path.commonpath([inside, real]) != inside:
-            raise C2NPInputError(f"{printable(p)}: {what} is a link that leads outside {printable(f)}; "
-                                 "c2np reads only files inside the folder")
+    inside, real = os.path.realpath(f), os.path.realpath(p)
+    if os.path.commonpath([inside, real]) != inside:
+        raise C2NPInputError(f"{printable(p)}: {what} leads outside {printable(f)} (a link?); "
+                             "c2np reads only files inside the folder")
+    if stat.S_ISLNK(st.st_mode):
         st = os.stat(p)
     if not stat.S_ISREG(st.st_mode):
         raise C2NPInputError(f"{printable(p)}: {what} is not a regular file (a folder, FIFO, socket or device)")

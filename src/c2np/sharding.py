@@ -51,6 +51,9 @@ SHARD_ENTRY_SCHEMA: dict[str, Any] = {
 }
 
 
+_PART_SCHEMA: dict[str, Any] = {"type": "object", "required": ["shard"], "properties": {"shard": SHARD_ENTRY_SCHEMA}}
+
+
 def check_shard_set(parts: Sequence[tuple[str, Mapping[str, Any]]], *, keys: Sequence[str],
                     what: str) -> int:
     """Check that partial documents ``(path, doc)`` are the shards of one run and all of
@@ -64,8 +67,7 @@ def check_shard_set(parts: Sequence[tuple[str, Mapping[str, Any]]], *, keys: Seq
     if not parts:
         raise C2NPInputError(f"{what}: no parts given")
     for path, d in parts:
-        validate(d.get("shard") if isinstance(d, Mapping) else None, SHARD_ENTRY_SCHEMA,
-                 source=f"{what}: {printable(path)}: shard")
+        validate(d, _PART_SCHEMA, source=f"{what}: {printable(path)}")
         if d["shard"]["index"] >= d["shard"]["count"]:
             raise C2NPInputError(f"{what}: {printable(path)}: shard index {d['shard']['index']} is not below "
                                  f"its count {d['shard']['count']}")

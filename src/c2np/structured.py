@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from c2np.errors import C2NPInputError
-from c2np.terminal import printable, shortened
+from c2np.terminal import clipped, printable, shortened
 
 __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "KEYWORDS", "read_json", "read_yaml", "read_text", "parse_json", "parse_yaml",
            "load_yaml_text",
@@ -232,8 +232,7 @@ def parse_yaml(text: str, *, source: str, what: str = "YAML document") -> Any:
 
 
 def _cut(text: object, limit: int = 200) -> str:
-    t = printable(text)
-    return t if len(t) <= limit else f"{t[:limit // 2]} … {t[-(limit // 2):]}"
+    return clipped(text, limit)
 
 
 # --- schemas ------------------------------------------------------------------------------

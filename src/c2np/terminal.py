@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "shortened", "SHOWN_CHARS"]
+__all__ = ["printable", "shortened", "clipped", "SHOWN_CHARS"]
 
 #: Characters of a value shown in an error (start and end kept).
 SHOWN_CHARS = 80
@@ -50,3 +50,11 @@ def shortened(value: object, limit: int = SHOWN_CHARS) -> str:
             return shown
     head, tail = printable(text[:half])[:half], printable(text[-half:])[-half:]
     return f"{head} … {tail} ({len(text):,} characters)"
+
+
+def clipped(text: object, limit: int = 300) -> str:
+    """:func:`printable` of ``text`` as it is (no quotes), cut to about ``limit`` characters
+    keeping its start and end."""
+    t = printable(text)
+    half = max(limit // 2, 1)
+    return t if len(t) <= limit else f"{t[:half]} … {t[-half:]} ({len(t):,} characters)"

@@ -18,7 +18,7 @@ from rich.markup import escape
 from c2np.errors import C2NPError, C2NPInputError, C2NPNoAnswerError
 from c2np.executor import available_cpus
 from c2np.fileio import output_folder
-from c2np.terminal import printable, shortened
+from c2np.terminal import clipped, printable, shortened
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -140,7 +140,7 @@ def handle_errors(func: F) -> F:
         except Exception as exc:  # a bug: still one line, never a traceback
             if os.environ.get("C2NP_DEBUG"):
                 raise
-            fail(f"unexpected {type(exc).__name__}: {shortened(str(exc), 300)} (a bug in c2np; rerun with C2NP_DEBUG=1 "
+            fail(f"unexpected {type(exc).__name__}: {clipped(exc, 300)} (a bug in c2np; rerun with C2NP_DEBUG=1 "
                  "for the traceback and report it)", EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
