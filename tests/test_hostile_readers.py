@@ -120,19 +120,19 @@ def test_a_huge_text_limit_does_not_reserve_memory(tmp_path: Path) -> None:
 # --- model.yml --------------------------------------------------------------------------------
 _MODEL = """schema: c2np.submission/1
 model: {id: m, name: M, version: '1', family: f, category: analytic, authors: [a], license: MIT, repository: r}
-training: {protocol: paper, store_fingerprint: '%s'}
+training: {protocol: paper, store_fingerprint: 'FINGERPRINT'}
 hardware: cpu
-wall_time_seconds: {training: %s, inference: 1}
+wall_time_seconds: {training: WALL, inference: 1}
 c2np_version: '0.1'
-date: %s
+date: DATE
 tasks: [forward]
-""" % ("0" * 64, "%s", "%s")
+""".replace("FINGERPRINT", "0" * 64)
 
 
 def _model_yml(tmp_path: Path, wall: str = "1", date: str = "2026-01-19", extra: str = "") -> Path:
     p = tmp_path / "m" / "model.yml"
     p.parent.mkdir(exist_ok=True)
-    p.write_text(_MODEL % (wall, date) + extra)
+    p.write_text(_MODEL.replace("WALL", wall).replace("DATE", date) + extra)
     return p
 
 
