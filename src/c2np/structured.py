@@ -120,17 +120,19 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def parse_json(text: str, *, source: str, what: str = "JSON document") -> Any:
-    """The JSON document ``text`` (``source`` names it in errors), checked as step 2 says."""
+def parse_json(text: str, *, source: str, what: str = "JSON document", finite: bool = True) -> Any:
+    """The JSON document ``text`` (``source`` names it in errors), checked as step 2 says;
+    ``finite=False`` lets ``NaN`` and ``Infinity`` through (documents c2np writes with them,
+    e.g. a store manifest's summary of orientation separations)."""
     try:
-        doc = json.loads(text, parse_int=_json_int, parse_float=_json_float, parse_constant=_json_constant,
-                         object_pairs_hook=_json_object)
+        doc = json.loads(text, parse_int=_json_int, parse_float=_json_float if finite else float,
+                         parse_constant=_json_constant if finite else float, object_pairs_hook=_json_object)
     except _Refused as exc:
-        raise C2NPInputError(f"{source}: not a valid {what}: {exc}") from None
+        raise C2NPInputError(f"{source}: {what} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise C2NPInputError(f"{source}: not a valid {what}: nested deeper than {MAX_DEPTH} levels") from None
+        raise C2NPInputError(f"{source}: {what} is not valid JSON: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # json.JSONDecodeError: says where, never echoes the text
-        raise C2NPInputError(f"{source}: not a valid {what} ({printable(exc)})") from None
+        raise C2NPInputError(f"{source}: {what} is not valid JSON ({printable(exc)})") from None
     _check_depth(doc, source=source, what=what)
     return doc
 
@@ -141,7 +143,7 @@ def _check_depth(doc: Any, *, source: str, what: str) -> None:
         value, depth = stack.pop()
         if isinstance(value, (dict, list)):
             if depth >= MAX_DEPTH:
-                raise C2NPInputError(f"{source}: not a valid {what}: nested deeper than {MAX_DEPTH} levels")
+                raise C2NPInputError(f"{source}: {what} is not valid JSON: nested deeper than {MAX_DEPTH} levels")
             children = value.values() if isinstance(value, dict) else value
             stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 
 from c2np.cli._common import check_seed, console, handle_errors, print_json
+from c2np.cli._common import esc as escape
 from c2np.errors import C2NPInputError
 from c2np.fileio import check_output_path
 

@@ -35,8 +35,7 @@ def check_cmd(
 ) -> None:
     """Check a submission: schema, fingerprint, every file readable, every expected sample id
     present. Exit 0 when valid, 2 when any problem is found (each one named)."""
-    from rich.markup import escape
-
+    from c2np.cli._common import esc as escape
     from c2np.store import DatasetStore
     from c2np.submissions import check_submission
 
@@ -72,8 +71,7 @@ def leaderboard_cmd(
 ) -> None:
     """Check and score every submission with the evaluation harness; write the results, the
     leaderboard and the offline report site into OUT."""
-    from rich.markup import escape
-
+    from c2np.cli._common import esc as escape
     from c2np.leaderboard import SubmissionProblems, build_leaderboard
 
     check_seed(seed)
