@@ -225,6 +225,12 @@ def test_a_part_claiming_ten_million_shards_gives_a_short_line(tmp_path: Path) -
     assert res.exit_code == 2 and len(res.output) < 500, res.output[:1000]
     assert "missing shard(s) 1/999999, 2/999999" in res.output.replace("\n", "")
     assert time.monotonic() - t0 < 10
+    huge = _partial(0, 2)
+    huge["shard"]["count"] = 10_000_000
+    res = runner.invoke(build_app(), ["merge-results", str(_write(tmp_path, "c.json", huge)), "-o",
+                                      str(tmp_path / "r.json")])
+    assert res.exit_code == 2 and "c.json: shard.count: 10000000 is above the maximum" in res.output.replace("\n", "")
+    assert len(res.output) < 400
     res = runner.invoke(build_app(), ["merge-results", str(a), str(b), "-o", str(tmp_path / "r.json")])
     assert res.exit_code == 2 and "b.json" in res.output and "Traceback" not in res.output
 
