@@ -92,3 +92,32 @@ def test_results_record_the_category_and_read_refuses_a_bad_one(tmp_path: Path,
         path.write_text(json.dumps(doc))
         with pytest.raises(C2NPInputError, match=words):
             Results.read(path)
+
+
+def test_results_load_into_one_dataframe(tmp_path: Path, results: tuple[Results, DatasetStore]) -> None:
+    pd = pytest.importorskip("pandas")
+    from c2np.evaluation.results import DATAFRAME_COLUMNS, to_dataframe
+
+    res, store = results
+    folder = tmp_path / "results"
+    a = res.write(folder / "carve.json")
+    task = ForwardTask(store, "ood")
+    other = task.evaluate(predict(task, analytic_carve), model="carve", n_resamples=20)
+    other.write(folder / "sub" / "carve_ood.json")
+    (folder / "leaderboard.json").write_text('{"not": "results"}')  # other JSON in a folder is skipped
+    df = to_dataframe(folder)
+    assert isinstance(df, pd.DataFrame) and list(df.columns) == list(DATAFRAME_COLUMNS)
+    n_metrics = len(res.overall)
+    assert len(df) == 2 * n_metrics and set(df["split"]) == {"id", "ood"}
+    row = df[(df["split"] == "id") & (df["metric"] == "f1@0.1")].iloc[0]
+    assert row["mean"] == res.overall["f1@0.1"]["mean"] == 1.0
+    assert [row["ci95_low"], row["ci95_high"]] == res.overall["f1@0.1"]["ci95"]
+    assert row["fingerprint"] == store.fingerprint and row["path"] == str(a) and row["category"] == "unstated"
+    assert len(to_dataframe([a, other])) == 2 * n_metrics  # files and records mix
+    samples = to_dataframe(a, level="samples")
+    assert len(samples) == res.n_samples and samples["sample_id"].tolist() == res.data["samples"]["sample_id"]
+    assert {"model", "split", "ok", "f1@0.1"} <= set(samples.columns)
+    bad = tmp_path / "edited.json"
+    bad.write_text(a.read_text().replace('"model": "carve"', '"model": "better"'))
+    with pytest.raises(C2NPInputError, match="does not match"):
+        to_dataframe(bad)

@@ -1,8 +1,8 @@
 """The submissions committed under `submissions/` (the task-2 crystal generators on the
 leaderboard) are valid: schema, declared rows, files the harness's reader accepts, the
 declared number of answers per (material, R) of each split. Scoring them
-needs the strict store (`c2np build --protocol strict`, fingerprint in model.yml); that run
-is in docs/model_results.md."""
+needs the strict store (`c2np build --protocol strict`, fingerprint in model.yml); `c2np benchmark` on that
+store ranks them (docs/tutorials/submit.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ from the submission folders (:func:`c2np.leaderboard.build_leaderboard`): result
 JSON tables, PNG plots and the offline report site.
 
 The baselines are written to ``{out}/submissions/<baseline>/`` (``model.yml`` + prediction
-files, docs/submissions.md); a trained model's submission folder placed there is checked,
+files, docs/reference/submissions.md); a trained model's submission folder placed there is checked,
 scored and ranked beside them.
 """
 

@@ -10,7 +10,7 @@ process (an opened store, a scorer) from a picklable recipe. An :class:`Executor
 * :class:`DaskExecutor`: a ``distributed`` cluster, ``--scheduler local:N`` (a
   ``LocalCluster`` of N single-threaded worker processes started here) or
   ``--scheduler tcp://HOST:PORT`` (join a running scheduler, e.g. a dask-jobqueue
-  ``SLURMCluster``; docs/scaling.md). Dask is the optional extra ``c2np[dask]``.
+  ``SLURMCluster``; docs/howto/cluster.md). Dask is the optional extra ``c2np[dask]``.
 
 Results come back in the order of the items whatever the backend, so results never
 depend on it. A Dask worker that dies mid-task has its tasks rerun elsewhere by the

@@ -2,7 +2,7 @@
 every prediction file with the evaluation harness, write the results documents, the
 Markdown / JSON leaderboard and the report site.
 
-See docs/submissions.md.
+See docs/reference/submissions.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stated limits on sizes and counts, checked before memory is allocated (SPEC §13).
+"""Stated limits on sizes and counts, checked before memory is allocated (contract §13).
 
 Every limit has a name, a default and a unit; ``c2np --limit NAME=VALUE COMMAND ...`` raises
 (or lowers) one for a run. The overrides travel in the environment variable ``C2NP_LIMITS``
@@ -81,8 +81,8 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
                               "with their square)"),
     "solver_symmetry_bytes": ("bytes", "address space of the process running one symmetry-finder call (moyopy)"),
     "solver_symmetry_seconds": ("s", "time of one symmetry-finder call (moyopy)"),
-    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, results and partial results JSON, "
-                            "run-folder JSON and log, model.yml, catalog document)"),
+    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, run-folder JSON and log, catalog "
+                            "document)"),
     "document_bytes": ("bytes", "one JSON document read by the guarded reader (results, partial results, "
                                 "merge records), checked before parsing"),
     "yaml_bytes": ("bytes", "one YAML document (model.yml), checked before parsing (YAML parses at about "

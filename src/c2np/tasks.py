@@ -1,4 +1,4 @@
-"""The model-facing task API (SPEC §12): queries without targets in, a scored
+"""The model-facing task API (contract §12): queries without targets in, a scored
 :class:`~c2np.evaluation.results.Results` record out.
 
 >>> from c2np.tasks import ForwardTask
@@ -6,7 +6,7 @@
 >>> preds = {q.sample_id: my_model(q) for q in task.queries()}          # doctest: +SKIP
 >>> task.evaluate(preds).write("results.json")                          # doctest: +SKIP
 
-* :class:`ForwardQuery` carries exactly the task-1 inputs of SPEC §6 (sample id, unit cell,
+* :class:`ForwardQuery` carries exactly the task-1 inputs of contract §6 (sample id, unit cell,
   radius, rotation, centre) and nothing derived from the target particle.
 * :class:`InverseQuery` carries an opaque sample id and the particle only: a task-2 model
   cannot reach the cell, the lattice, the material's name, the radius or the rotation
@@ -17,7 +17,7 @@
   decided here, once.
 * ``evaluate`` uses the same harness and failure rule as ``c2np evaluate``.
 
-See docs/tasks.md.
+See docs/tutorials/benchmark-your-model.md.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from c2np.evaluation.results import Results
 from c2np.executor import Executor
 from c2np.metrics import F1_TOLERANCES_ANGSTROM, InverseTarget
 from c2np.particle import Particle
+from c2np.prediction_objects import forward_predictions, inverse_predictions
 from c2np.sealed import DEV_SPLIT, HELDOUT_SPLITS, heldout_parts
 from c2np.splits import SPLITS, RecipeTable
 
@@ -165,7 +166,7 @@ _TARGETS: dict[tuple[Any, ...], InverseTarget] = {}
 
 
 def inverse_target(cell: UnitCell, *, symprec_angstrom: float = 1e-3) -> InverseTarget:
-    """Task-2 target of a unit cell (SPEC §2): lattice parameters and space group of
+    """Task-2 target of a unit cell (contract §2): lattice parameters and space group of
     ``c2np.cells.standardize(cell, symprec_angstrom=1e-3)`` (cached per cell content)."""
     key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
            cell.numbers.tobytes(), float(symprec_angstrom))
@@ -189,7 +190,7 @@ def opaque_sample_id(fingerprint: str, sample_id: str) -> str:
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class ForwardQuery:
-    """What a task-1 model may see for one sample (SPEC §6): never the target particle or
+    """What a task-1 model may see for one sample (contract §6): never the target particle or
     its atom count.
 
     Attributes:
@@ -332,7 +333,7 @@ class ForwardTask(_Task):
         for row in self._example_rows("val", rotations_per_group):
             yield _forward_query(self._store, int(row)), self._store.particle(int(row))
 
-    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
+    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                  model: str = "model", category: ModelCategory | None = None,
                  tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
@@ -342,7 +343,10 @@ class ForwardTask(_Task):
         evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
         local processes) runs the scoring (:mod:`c2np.executor`). ``shard = (i, n)``:
         only shard i of n, returned as a :class:`~c2np.evaluation.shards.PartialResults`
-        (else a :class:`Results`)."""
+        (else a :class:`Results`). In-memory values may also be ``ase.Atoms`` or pymatgen
+        ``Molecule`` / ``Structure`` (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = forward_predictions(predictions)
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
                              subset_definition=self.subset_definition, model=model, category=category,
@@ -439,7 +443,11 @@ class InverseTask(_Task):
         """Score ``{sample_id: (a, b, c, alpha, beta, gamma, spacegroup)}`` (or
         :class:`~c2np.predictions.InversePrediction` values, or mappings) or a CSV file on
         the evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
-        local processes) computes the metrics (:mod:`c2np.executor`)."""
+        local processes) computes the metrics (:mod:`c2np.executor`). A value may also be a
+        predicted crystal, ``ase.Atoms`` with a cell or a pymatgen ``Structure``: its
+        standardized cell is scored (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = inverse_predictions(predictions, symprec_angstrom=self.symprec_angstrom)
         t = self._store.recipes
         mats = {t.materials[int(m)] for m in np.unique(t.material_index[self._rows])}
         targets = {m: inverse_target(self._store.cells[m], symprec_angstrom=self.symprec_angstrom)

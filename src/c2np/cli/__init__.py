@@ -3,7 +3,7 @@
 Each command group lives in its own module with a ``register(app)`` function; the app is
 assembled in :func:`build_app` (not at import time). Exit codes: 0 success, 1 a check
 failed or no answer exists (``verify`` found a mismatch, ``identify`` found no lattice), 2 bad
-input, a limit exceeded or an environment problem (docs/reliability.md).
+input, a limit exceeded or an environment problem (docs/reference/limits.md).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import typer
 # Command modules, each exposing register(app: typer.Typer) -> None.
 _COMMAND_MODULES: tuple[str, ...] = (
     "c2np.cli.dataset",
+    "c2np.cli.exports",
     "c2np.cli.benchmark",
     "c2np.cli.evaluate",
     "c2np.cli.identify",
@@ -38,7 +39,7 @@ def build_app() -> typer.Typer:
         limit: list[str] = typer.Option(
             [], "--limit", metavar="NAME=VALUE",
             help="Raise (or lower) a size limit for this run, e.g. --limit atoms_per_particle=5e6; "
-                 "repeatable. Names, defaults and units: docs/reliability.md."),
+                 "repeatable. Names, defaults and units: docs/reference/limits.md."),
         threads: Optional[int] = typer.Option(
             None, "--threads", min=1,
             help="Intra-op threads per process (PyTorch, BLAS). Default: the available cores divided by the "

@@ -1,4 +1,4 @@
-"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8), whole
+"""``c2np evaluate``: score a predictions file against a dataset store (contract §6-8), whole
 or one shard of a job array; ``c2np merge-results``: combine the shards."""
 
 from __future__ import annotations

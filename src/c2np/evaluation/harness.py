@@ -6,7 +6,7 @@ target of each material by :mod:`c2np.tasks`; it reads the reference particles f
 store and never decides what a model may see. Ids of the store outside the evaluated rows
 are ignored (counted); unknown ids, two entries for one sample, and unreadable files raise
 :class:`C2NPInputError`; an evaluated sample without a usable prediction is a failure,
-scored at every metric's penalty value (SPEC §8, §10).
+scored at every metric's penalty value (contract §8, §10).
 """
 
 from __future__ import annotations
@@ -159,9 +159,7 @@ def kernel_cache_is_warm() -> bool:
     """True when numba's on-disk cache holds the compiled scoring kernels (index files of
     ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
     ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
-    import c2np
-
-    package = Path(c2np.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # the c2np package folder
     root = os.environ.get("NUMBA_CACHE_DIR")
     where = [Path(root)] if root else [package / "__pycache__"]
     for name in ("_assignment_kernels", "_pair_kernels"):
@@ -180,7 +178,7 @@ def compile_metric_kernels() -> None:
     the store's). Called
     before the workers are forked, so that they inherit the code: a cold cache is compiled
     once instead of once per worker (about 20 CPU s each), a warm one loaded once
-    (docs/evaluation.md, "Fifth pass"). No result depends on it."""
+    (docs/decisions/0032-compile-kernels-before-workers.md). No result depends on it."""
     from c2np.carving import carve
     from c2np.cells import UnitCell
 
@@ -408,7 +406,7 @@ def matched_rmsd_bounds(sample_ids: Sequence[str], scores: Sequence[Scores]
                         ) -> list[dict[str, Any]]:
     """The successes whose matched RMSD is not certified optimal: ``sample_id``, the value
     reported (that of a valid pairing, an upper bound), its certified lower bound and the
-    gap, in Å (docs/evaluation.md, "Matched RMSD")."""
+    gap, in Å (docs/explanation/metrics.md, "Matched RMSD")."""
     out = []
     for sid, s in zip(sample_ids, scores):
         if s.ok and not s.details.get("matched_rmsd_certified", True):
