@@ -22,9 +22,9 @@ def test_whole_text_readers_check_the_size_first(tmp_path: Path) -> None:
     csv.write_text("sample_id,a,b,c,alpha,beta,gamma,spacegroup\n" + "x,1,1,1,90,90,90,1\n" * 20)
     js = tmp_path / "r.json"
     js.write_text("{" + " " * 500 + "}")
-    with limits.override(text_bytes=200):
+    with limits.override(text_bytes=200, document_bytes=200):
         for read in (read_inverse_predictions, Results.read, lambda p: read_json(p, what="config")):
-            with pytest.raises(C2NPLimitError, match="exceeds the limit text_bytes"):
+            with pytest.raises(C2NPLimitError, match="exceeds the limit (text_bytes|document_bytes)"):
                 read(csv if read is read_inverse_predictions else js)
 
 
@@ -35,7 +35,7 @@ def _yml(tmp_path: Path, text: str) -> Path:
 
 
 def test_read_model_yml_under_the_limit_raises_limit_error_cleanly(tmp_path: Path) -> None:
-    with limits.override(text_bytes=10), pytest.raises(C2NPLimitError):
+    with limits.override(yaml_bytes=10), pytest.raises(C2NPLimitError):
         read_model_yml(_yml(tmp_path, "model_id: x\n" * 10))
 
 

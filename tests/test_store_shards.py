@@ -300,11 +300,12 @@ print("DONE", flush=True)
 
 
 @pytest.mark.parametrize("rebuild", [False, True])
-def test_killed_build_leaves_no_usable_manifest(tmp_path: Path, rebuild: bool) -> None:
+def test_killed_build_leaves_the_old_store_or_none(tmp_path: Path, rebuild: bool) -> None:
     out = tmp_path / "ds.json"
+    old_fp = None
     if rebuild:  # an intact store is there; a rebuild over it is killed
         build_store(four_cells(), out, radii_angstrom=RADII, progress=False, shards=3)
-        assert DatasetStore.open(out)
+        old_fp = DatasetStore.open(out).fingerprint
     script = textwrap.dedent(_KILLED_BUILD).format(tests=str(Path(__file__).parent), out=str(out))
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
@@ -312,23 +313,25 @@ def test_killed_build_leaves_no_usable_manifest(tmp_path: Path, rebuild: bool) -
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.strip() == "SHARD0"
-        assert (tmp_path / shard_file_name("ds", 0, 3)).is_file()
+        staged = list(tmp_path.glob(".ds.json.*.tmp"))  # new shards are written beside, not in place
+        assert len(staged) == 1 and (staged[0] / shard_file_name("ds", 0, 3)).is_file()
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    assert not out.exists()  # the manifest is written last; an old one was withdrawn first
-    assert not (tmp_path / shard_file_name("ds", 1, 3)).exists()
-    with pytest.raises(C2NPStoreError, match="no such dataset store"):
-        DatasetStore.open(out)
-    with pytest.raises(C2NPStoreError, match="without a c2np store manifest"):
-        DatasetStore.open(tmp_path)
-    with pytest.raises(C2NPStoreError, match="is shard 0 of 3"):
-        DatasetStore.open(tmp_path / shard_file_name("ds", 0, 3))
-    # the next build goes through and leaves exactly its shards
+    if rebuild:  # the old store is untouched
+        assert DatasetStore.open(out).fingerprint == old_fp
+    else:
+        assert not out.exists() and not (tmp_path / shard_file_name("ds", 0, 3)).exists()
+        with pytest.raises(C2NPStoreError, match="no such dataset store"):
+            DatasetStore.open(out)
+        with pytest.raises(C2NPStoreError, match="without a c2np store manifest"):
+            DatasetStore.open(tmp_path)
+    # the next build goes through, removes the killed build's staging folder, leaves exactly its shards
     mp = build_store(four_cells(), out, radii_angstrom=RADII, progress=False, shards=3)
     assert verify_store(mp).ok
+    assert not list(tmp_path.glob(".ds.json.*.tmp"))
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
         [shard_file_name("ds", i, 3) for i in range(3)] + ["ds.json"]
 

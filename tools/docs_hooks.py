@@ -113,7 +113,7 @@ def metric_table_page() -> str:
 
 def limits_page() -> str:
     """Markdown of the exit codes and of every limit in :mod:`c2np.limits`."""
-    from c2np.cli._common import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK
+    from c2np.cli._common import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERRUPTED, EXIT_OK
     from c2np.limits import ENV_VAR, LIMIT_DOCS, Limits
 
     lines = ["# Limits and exit codes", "", GENERATED_NOTE,
@@ -124,7 +124,8 @@ def limits_page() -> str:
              "`c2np identify` found no lattice, `c2np submission check` found a problem) |",
              f"| {EXIT_BAD_INPUT} | bad input or an environment problem: an unreadable or malformed file, a "
              "size limit exceeded, a read-only or full disk. One line names the file, the place and the "
-             "problem; never a traceback |", "",
+             "problem; never a traceback |",
+             f"| {EXIT_INTERRUPTED} | interrupted (Ctrl-C): every worker process ended, outputs as they were |", "",
              "## Size limits", "",
              "Sizes are estimated before memory is allocated. A limit is raised (or lowered) for one run "
              "with `c2np --limit NAME=VALUE COMMAND ...` (repeatable); the overrides travel to worker "

@@ -20,8 +20,13 @@ exactly once, by position.
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import queue
+import re
+import signal
+import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +35,7 @@ from c2np.errors import C2NPEnvironmentError, C2NPInputError
 from c2np.threads import available_cores, set_threads, threads_per_process
 
 __all__ = ["Context", "Executor", "LocalExecutor", "DaskExecutor", "make_executor",
-           "parse_scheduler", "same", "available_cpus"]
+           "parse_scheduler", "probe_scheduler", "same", "available_cpus"]
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,15 @@ def _run_chunk(fn: Callable[[Any, Any], Any], ctx: Context | None,
 _FORK_STATE: Any = None
 
 
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C is the parent's to handle (it ends the pool); a worker that raised
+    KeyboardInterrupt too would print its traceback and be replaced by the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _fork_init(state: Any, threads: int = 1) -> None:
     global _FORK_STATE
+    _ignore_interrupts()
     set_threads(threads)
     _FORK_STATE = state
 
@@ -95,6 +107,7 @@ def _run_chunk_fork(job: tuple[Callable[[Any, Any], Any], Sequence[Any]]) -> lis
 
 def _spawn_init(ctx: Context | None, threads: int = 1) -> None:
     global _FORK_STATE
+    _ignore_interrupts()
     set_threads(threads)
     _FORK_STATE = ctx.factory(*ctx.args) if ctx is not None and ctx.factory is not None else None
 
@@ -235,10 +248,33 @@ class LocalExecutor(Executor):
             yield result
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-        self._pool = self._ctx = None
+        """End the pool's workers, whatever they are doing, within a few seconds: the pool is
+        terminated (SIGTERM) by a helper thread; workers still alive after
+        :data:`CLOSE_WAIT_S` are killed (SIGKILL), so a Ctrl-C never leaves a process behind."""
+        pool, self._pool, self._ctx = self._pool, None, None
+        if pool is None:
+            return
+        procs = list(getattr(pool, "_pool", []))
+        closer = threading.Thread(target=_terminate_pool, args=(pool,), daemon=True, name="c2np-pool-close")
+        closer.start()
+        closer.join(CLOSE_WAIT_S)
+        for proc in list(getattr(pool, "_pool", [])) + procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in procs:
+            proc.join(CLOSE_WAIT_S)
+
+
+#: Seconds :meth:`LocalExecutor.close` waits for the pool to end before killing its workers.
+CLOSE_WAIT_S = 3.0
+
+
+def _terminate_pool(pool: Any) -> None:
+    try:
+        pool.terminate()
+        pool.join()
+    except Exception:  # noqa: BLE001  the workers are killed by the caller anyway
+        pass
 
 
 class DaskExecutor(Executor):
@@ -266,8 +302,9 @@ class DaskExecutor(Executor):
     def connect(cls, address: str) -> DaskExecutor:
         """Join a running scheduler at ``tcp://HOST:PORT``."""
         distributed = _import_distributed()
+        probe_scheduler(address)
         try:
-            client = distributed.Client(address, timeout="30s")
+            client = distributed.Client(address, timeout=f"{2 * HANDSHAKE_TIMEOUT_S:g}s")
         except OSError as exc:
             raise C2NPEnvironmentError(f"--scheduler {address}: cannot reach the scheduler ({exc})") from None
         return cls(client, address=address)
@@ -305,23 +342,91 @@ def _import_distributed() -> Any:
     return distributed
 
 
+#: Seconds to connect to a scheduler and receive its greeting (the distributed handshake).
+HANDSHAKE_TIMEOUT_S = 5.0
+#: Largest greeting accepted from a scheduler (a real one sends a few hundred bytes).
+MAX_HANDSHAKE_BYTES = 1 << 20
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+
+
 def parse_scheduler(spec: str | None) -> tuple[str, Any]:
-    """``None``/``""``/``"processes"`` -> ("local", None); ``"local:N"`` -> ("dask-local", N);
-    ``"tcp://HOST:PORT"`` -> ("dask", address). Anything else is bad input."""
+    """``None``/``""``/``"processes"`` -> ("local", None); ``"local:N"`` -> ("dask-local", N)
+    with N within the limit ``workers``; ``"tcp://HOST:PORT"`` (or ``tls://``) -> ("dask",
+    address) with HOST a host name, an IPv4 address or a bracketed IPv6 address and PORT
+    1 .. 65535. Anything else is bad input, found before any connection is tried."""
+    from c2np.limits import check as check_limit
+    from c2np.terminal import shortened
+
     if spec is None or spec in ("", "processes"):
         return "local", None
+    shown = shortened(spec, 60)
     if spec.startswith("local:"):
         n = spec.split(":", 1)[1]
-        if not n.isdigit() or int(n) < 1:
-            raise C2NPInputError(f"--scheduler {spec!r}: expected local:N with N >= 1")
+        if not (n.isascii() and n.isdigit()) or len(n) > 9 or int(n) < 1:
+            raise C2NPInputError(f"--scheduler {shown}: expected local:N with N >= 1")
+        check_limit("workers", int(n), what="--scheduler local:N")
         return "dask-local", int(n)
     if spec.startswith(("tcp://", "tls://")):
-        host = spec.split("://", 1)[1]
-        if ":" not in host or not host.rsplit(":", 1)[1].isdigit():
-            raise C2NPInputError(f"--scheduler {spec!r}: expected tcp://HOST:PORT")
+        hostport = spec.split("://", 1)[1]
+        host, sep, port = hostport.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            try:
+                ipaddress.IPv6Address(host[1:-1])
+            except ValueError:
+                raise C2NPInputError(f"--scheduler {shown}: {shortened(host, 60)} is not an IPv6 address") from None
+        elif not sep or not _HOST.fullmatch(host) or len(host) > 253:
+            raise C2NPInputError(f"--scheduler {shown}: expected tcp://HOST:PORT (HOST a name or an address)")
+        if not (port.isascii() and port.isdigit()) or len(port) > 5 or not 1 <= int(port) <= 65535:
+            raise C2NPInputError(f"--scheduler {shown}: the port must be a number 1 .. 65535")
         return "dask", spec
-    raise C2NPInputError(f"--scheduler {spec!r}: expected local:N or tcp://HOST:PORT "
+    raise C2NPInputError(f"--scheduler {shown}: expected local:N or tcp://HOST:PORT "
                          "(or leave it out for local processes)")
+
+
+def probe_scheduler(address: str, *, timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """Check that a Dask scheduler answers at ``tcp://HOST:PORT`` before the Dask client is
+    started: connect, then receive the greeting a scheduler sends first (an 8-byte length
+    and that many bytes), all within ``timeout_s``. A refused connection, silence (a server
+    that accepts and never answers, or one that waits for a request, such as an HTTP server)
+    or a greeting that is not a scheduler's is :class:`C2NPEnvironmentError`, one line."""
+    import socket
+    import time
+
+    scheme, rest = address.split("://", 1)
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    deadline = time.monotonic() + timeout_s
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+    except OSError as exc:
+        raise C2NPEnvironmentError(f"--scheduler {address}: cannot connect ({exc.strerror or exc})") from None
+    if scheme != "tcp":
+        sock.close()
+        return  # a TLS greeting needs the certificates the Dask client holds
+
+    def receive(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            block = sock.recv(min(n - len(data), 1 << 16))
+            if not block:
+                raise ConnectionError("the server closed the connection")
+            data += block
+        return data
+
+    try:
+        with sock:
+            (size,) = struct.unpack("<Q", receive(8))
+            if not 8 <= size <= MAX_HANDSHAKE_BYTES:
+                raise ValueError("its first bytes are not a Dask scheduler's greeting (another kind of server?)")
+            (frames,) = struct.unpack("<Q", receive(8))
+            if not 1 <= frames <= 1000:
+                raise ValueError("its greeting is not a Dask scheduler's (another kind of server?)")
+    except TimeoutError:
+        raise C2NPEnvironmentError(f"--scheduler {address}: no answer within {timeout_s:g} s (not a Dask "
+                                   "scheduler, or one that is stuck)") from None
+    except (OSError, ValueError) as exc:
+        raise C2NPEnvironmentError(f"--scheduler {address}: {exc}") from None
 
 
 def make_executor(workers: int = 1, scheduler: str | None = None) -> Executor:

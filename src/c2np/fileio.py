@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from c2np.errors import C2NPInputError
+from c2np.terminal import printable
 
 __all__ = ["atomic_path", "atomic_write", "atomic_directory", "write_text", "write_texts", "file_sha256",
-           "check_output_path", "remove_stale_temps", "remove_durably", "read_text_bounded", "TEMP_SUFFIX"]
+           "check_output_path", "remove_stale_temps", "remove_durably", "read_text_bounded", "read_bytes_bounded",
+           "TEMP_SUFFIX", "output_folder", "regular_file_in"]
 
 #: Suffix of every temp file and folder (readers never match it: ``*.h5``, ``*.cif``, ...).
 TEMP_SUFFIX = ".tmp"
@@ -73,11 +75,70 @@ def check_output_path(path: str | os.PathLike[str], *, kind: str = "file") -> Pa
                                  "c2np only replaces regular files")
         if kind == "folder" and not stat.S_ISDIR(st.st_mode):
             raise C2NPInputError(f"{p}: exists and is not a folder")
+    _check_no_links_below_roots(p)
     for parent in p.parents:
         if parent.exists() or parent.is_symlink():
             if not parent.is_dir():
                 raise C2NPInputError(f"{p}: cannot write here: {parent} is a file, not a folder")
             break
+    return p
+
+
+#: Output folders of the running command (absolute, not resolved): see :func:`output_folder`.
+_OUTPUT_ROOTS: list[Path] = []
+
+
+@contextlib.contextmanager
+def output_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Within the block, no file below the folder ``path`` is written through a symbolic link:
+    every writer of this module refuses a target with a link anywhere between ``path`` and it
+    (an ``assets/`` that links elsewhere). ``path`` itself may be a link (the user chose it);
+    a ``path`` that names a file has nothing below it."""
+    root = Path(os.path.abspath(path))
+    _OUTPUT_ROOTS.append(root)
+    try:
+        yield Path(path)
+    finally:
+        _OUTPUT_ROOTS.reverse()
+        _OUTPUT_ROOTS.remove(root)
+        _OUTPUT_ROOTS.reverse()
+
+
+def _check_no_links_below_roots(p: Path) -> None:
+    target = Path(os.path.abspath(p))
+    for root in list(_OUTPUT_ROOTS):
+        try:
+            rel = target.relative_to(root)
+        except ValueError:
+            continue
+        here = root
+        for part in rel.parts[:-1]:
+            here = here / part
+            try:
+                st = os.lstat(here)
+            except OSError:
+                break  # absent: made as a folder (mkdir) when the file is written
+            if stat.S_ISLNK(st.st_mode):
+                raise C2NPInputError(f"{printable(here)}: is a symbolic link inside the output folder "
+                                     f"{printable(root)}; c2np does not write through links (remove it)")
+
+
+def regular_file_in(folder: str | os.PathLike[str], path: str | os.PathLike[str], *,
+                    what: str = "file") -> Path:
+    """``path`` when it is a regular file inside ``folder``, checked before it is opened: a
+    FIFO, socket, device or folder is refused, and so is a link (of the file or of a folder
+    on the way) that leads outside ``folder``. The message names the path, never content.
+    A missing file is :class:`FileNotFoundError`."""
+    f, p = Path(folder), Path(path)
+    st = os.lstat(p)
+    inside, real = os.path.realpath(f), os.path.realpath(p)
+    if os.path.commonpath([inside, real]) != inside:
+        raise C2NPInputError(f"{printable(p)}: {what} leads outside {printable(f)} (a link?); "
+                             "c2np reads only files inside the folder")
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(p)
+    if not stat.S_ISREG(st.st_mode):
+        raise C2NPInputError(f"{printable(p)}: {what} is not a regular file (a folder, FIFO, socket or device)")
     return p
 
 
@@ -294,22 +355,41 @@ def read_text_bounded(path: str | os.PathLike[str], *, encoding: str = "utf-8") 
     """The whole text of a file, its size checked against the limit ``text_bytes`` before it
     is read (a text read whole cannot be streamed; OSError and UnicodeDecodeError propagate
     for the caller to name)."""
+    return read_bytes_bounded(path, limit="text_bytes").decode(encoding)
+
+
+def read_bytes_bounded(path: str | os.PathLike[str], *, limit: str = "text_bytes",
+                       regular_only: bool = False) -> bytes:
+    """The bytes of a file, at most the limit ``limit`` (:mod:`c2np.limits`): a regular
+    file's size is checked before reading; anything else (a FIFO, ``/dev/zero``) is read in
+    blocks until it ends or passes the limit, so memory grows with what is read, never with
+    the limit. ``regular_only``: refuse anything but a regular file before opening it (a FIFO
+    without a writer would block the open)."""
     from c2np.limits import check as check_limit
-
-    p = Path(path)
-    with open(p, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            check_limit("text_bytes", size, what=str(p))
-        data = fh.read(int(_text_cap()) + 1)
-    check_limit("text_bytes", len(data), what=str(p))  # a FIFO or a file that grew
-    return data.decode(encoding)
-
-
-def _text_cap() -> float:
     from c2np.limits import effective
 
-    return effective("text_bytes")
+    p = Path(path)
+    if regular_only:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            raise C2NPInputError(f"{printable(p)}: is not a regular file (a folder, FIFO, socket or device)")
+    cap = int(min(effective(limit), 2**62))
+    with open(p, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if stat.S_ISREG(st.st_mode):
+            check_limit(limit, st.st_size, what=printable(p))
+        blocks: list[bytes] = []
+        total = 0
+        while True:
+            block = fh.read(min(1 << 20, cap + 1 - total))
+            if not block:
+                break
+            blocks.append(block)
+            total += len(block)
+            if total > cap:
+                break
+    check_limit(limit, total, what=printable(p))  # a FIFO, a device or a file that grew
+    return b"".join(blocks)
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

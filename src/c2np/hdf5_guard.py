@@ -13,8 +13,9 @@ caller. A file that passes is read by the same library in the same way here.
 
 A file that passed is remembered for the life of the process by (real path, device, inode,
 size, modification time in ns), so opening the same unchanged store again costs nothing.
-Shards of a sharded store are not probed: the manifest's SHA-256 of each shard is checked
-before any shard is opened (:mod:`c2np.store_manifest`), so a damaged shard never reaches HDF5.
+Shards of a sharded store are probed too, all of them by one child
+(:func:`check_hdf5_files_readable`), before this process opens any: the manifest that records
+their SHA-256 may have been written by whoever damaged them.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 from c2np.errors import C2NPInputError
+from c2np.terminal import printable
 
-__all__ = ["SLICE_BYTES", "CHILD_ADDRESS_BYTES", "probe_timeout_s", "check_hdf5_readable", "forget"]
+__all__ = ["SLICE_BYTES", "CHILD_ADDRESS_BYTES", "probe_timeout_s", "check_hdf5_readable",
+           "check_hdf5_files_readable", "forget"]
 
 SLICE_BYTES = 64 << 20
 CHILD_ADDRESS_BYTES = 4 << 30
@@ -59,14 +63,15 @@ def visit(name, obj):
         for i in range(0, obj.shape[0], step):
             obj[i:i + step]
 
-try:
-    with h5py.File(sys.argv[1], "r") as f:
-        read_attrs(f)
-        f.visititems(visit)
-except Exception as exc:
-    print(type(exc).__name__ + ": " + str(exc).replace("\n", " ")[:300])
-    sys.exit(3)
-print("ok")
+for path in sys.argv[4:] or sys.argv[1:2]:
+    try:
+        with h5py.File(path, "r") as f:
+            read_attrs(f)
+            f.visititems(visit)
+    except Exception as exc:
+        print(type(exc).__name__ + ": " + str(exc).replace("\n", " ")[:300], flush=True)
+        sys.exit(3)
+    print("ok", flush=True)
 """
 
 _LOCK = threading.Lock()
@@ -95,33 +100,52 @@ def check_hdf5_readable(path: str | Path, *, error: type[C2NPInputError] = C2NPI
     """Raise ``error`` (a :class:`~c2np.errors.C2NPInputError`) naming ``path`` ("not a
     readable {what}") when a child process cannot read the whole HDF5 file (crash, kill,
     error or time-out); return when it can."""
-    p = Path(path)
+    check_hdf5_files_readable([path], error=error, what=what)
+
+
+def check_hdf5_files_readable(paths: Sequence[str | Path], *, error: type[C2NPInputError] = C2NPInputError,
+                              what: str = "HDF5 file") -> None:
+    """:func:`check_hdf5_readable` of several files by one child process, in order (one
+    start for all the shards of a store); the error names the first unreadable file."""
+    todo: list[tuple[Path, tuple[str, int, int, int, int]]] = []
+    for path in paths:
+        p = Path(path)
+        try:
+            key = _key(p)
+        except OSError as exc:
+            raise error(f"{printable(p)}: cannot read ({exc.strerror or exc})") from exc
+        with _LOCK:
+            if key in _PASSED:
+                continue
+        todo.append((p, key))
+    if not todo:
+        return
+    timeout = probe_timeout_s(sum(k[3] for _, k in todo))
+    args = [str(p) for p, _ in todo]
     try:
-        key = _key(p)
-    except OSError as exc:
-        raise error(f"{p}: cannot read ({exc.strerror or exc})") from exc
-    with _LOCK:
-        if key in _PASSED:
-            return
-    timeout = probe_timeout_s(key[3])
-    try:
-        res = subprocess.run([sys.executable, "-c", _PROBE, str(p), str(CHILD_ADDRESS_BYTES), str(SLICE_BYTES)],
+        res = subprocess.run([sys.executable, "-c", _PROBE, args[0], str(CHILD_ADDRESS_BYTES), str(SLICE_BYTES),
+                              *args],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              timeout=timeout, close_fds=True, check=False)
+        out, code = res.stdout.decode(errors="replace").strip(), res.returncode
     except subprocess.TimeoutExpired as exc:
-        raise error(f"{p}: not a readable {what} (reading it did not end within {timeout:.0f} s; "
-                    "damaged?)") from exc
+        out = (exc.stdout or b"").decode(errors="replace").strip()
+        code = None
     except OSError as exc:
-        raise error(f"{p}: could not start a process to check the file ({exc})") from exc
-    out = res.stdout.decode(errors="replace").strip()
-    if res.returncode == 0 and out.endswith("ok"):
-        with _LOCK:
-            _PASSED.add(key)
+        raise error(f"{printable(todo[0][0])}: could not start a process to check the file ({exc})") from exc
+    lines = out.splitlines()
+    n_ok = sum(line == "ok" for line in lines)
+    with _LOCK:
+        _PASSED.update(k for _, k in todo[:n_ok])
+    if code == 0 and n_ok == len(todo):
         return
-    if res.returncode < 0:
-        why = f"the HDF5 library crashed reading it (signal {-res.returncode}); damaged?"
-    elif res.returncode == 3 and out:
-        why = out.splitlines()[-1]
+    bad = printable(todo[min(n_ok, len(todo) - 1)][0])
+    if code is None:
+        why = f"reading it did not end within {timeout:.0f} s; damaged?"
+    elif code < 0:
+        why = f"the HDF5 library crashed reading it (signal {-code}); damaged?"
+    elif code == 3 and lines and lines[-1] != "ok":
+        why = printable(lines[-1])
     else:
-        why = f"the check exited with code {res.returncode}"
-    raise error(f"{p}: not a readable {what} ({why})")
+        why = f"the check exited with code {code}"
+    raise error(f"{bad}: not a readable {what} ({why})")

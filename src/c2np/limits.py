@@ -16,9 +16,10 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from c2np.errors import C2NPInputError, C2NPLimitError
+from c2np.terminal import shortened
 
 __all__ = ["ENV_VAR", "Limits", "LIMIT_DOCS", "current", "override", "parse_overrides", "check",
-           "effective"]
+           "effective", "MAX_LIMIT"]
 
 ENV_VAR = "C2NP_LIMITS"
 
@@ -48,6 +49,8 @@ class Limits:
     solver_symmetry_bytes: int = 2_000_000_000
     solver_symmetry_seconds: float = 10.0
     text_bytes: int = 1_000_000_000
+    document_bytes: int = 200_000_000
+    yaml_bytes: int = 250_000
 
 
 #: name -> (unit, what it bounds)
@@ -78,9 +81,16 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
                               "with their square)"),
     "solver_symmetry_bytes": ("bytes", "address space of the process running one symmetry-finder call (moyopy)"),
     "solver_symmetry_seconds": ("s", "time of one symmetry-finder call (moyopy)"),
-    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, results and partial results JSON, "
-                            "run-folder JSON and log, model.yml, catalog document)"),
+    "text_bytes": ("bytes", "one text file read whole (task-2 CSV, run-folder JSON and log, catalog "
+                            "document)"),
+    "document_bytes": ("bytes", "one JSON document read by the guarded reader (results, partial results, "
+                                "merge records), checked before parsing"),
+    "yaml_bytes": ("bytes", "one YAML document (model.yml), checked before parsing (YAML parses at about "
+                            "1 MB/s)"),
 }
+
+#: Largest value of a limit (beyond it sizes overflow 64-bit arithmetic).
+MAX_LIMIT = 2**62
 
 _FIELDS = {f.name: f for f in fields(Limits)}
 
@@ -96,16 +106,19 @@ def parse_overrides(text: str, *, source: str = ENV_VAR) -> dict[str, float]:
         name, sep, value = part.partition("=")
         name = name.strip()
         if not sep or name not in _FIELDS:
-            raise C2NPInputError(f"{source}: unknown limit {name!r} in {part!r}; known limits: "
+            raise C2NPInputError(f"{source}: unknown limit {shortened(name)} in {shortened(part)}; known limits: "
                                  f"{', '.join(_FIELDS)}")
         try:
             if "_" in value:  # float() would read '1_000' as 1000; '4_1' must not become 41
                 raise ValueError(value)
             number = float(value)
         except ValueError:
-            raise C2NPInputError(f"{source}: limit {name} needs a number, got {value!r}") from None
+            raise C2NPInputError(f"{source}: limit {name} needs a number, got {shortened(value)}") from None
         if not number >= 0 or number == float("inf"):
-            raise C2NPInputError(f"{source}: limit {name} must be a finite number >= 0, got {value!r}")
+            raise C2NPInputError(f"{source}: limit {name} must be a finite number >= 0, got {shortened(value)}")
+        if number > MAX_LIMIT:
+            raise C2NPInputError(f"{source}: limit {name} must be at most 2**62 ({MAX_LIMIT:.3g}), "
+                                 f"got {shortened(value)}")
         out[name] = number
     return out
 

@@ -27,11 +27,14 @@ docs/explanation/dataset.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -45,6 +48,7 @@ from c2np.fileio import atomic_path
 from c2np.particle import Particle
 from c2np.splits import SPLITS, Protocol, RecipeTable, build_recipes, get_protocol
 from c2np.store_manifest import Manifest
+from c2np.terminal import printable
 from c2np.version import __version__
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Sample", "BaseParticles", "DatasetStore", "build_store",
@@ -367,16 +371,44 @@ def _write_shard(_state: Any, job: _ShardJob) -> Any:
                       n_base_atoms=int(base.offsets[-1]), per_split=job.table.counts())
 
 
-def _withdraw(manifest_path: Path, name: str) -> None:
-    """Before a (re)build: remove the old manifest first (durably), then this store name's
-    shard files, so that no manifest ever points at shards being replaced."""
-    from c2np.fileio import remove_durably
+def _swap_in(manifest_path: Path, name: str, staging: Path, entries: Sequence[Any], manifest_text: str) -> None:
+    """Put a finished build in place of the old store: the old manifest is removed first
+    (durably, so no manifest ever points at shards being replaced), then the old shard files
+    of this store name, then the new shards are renamed in from ``staging`` and the new
+    manifest is written last."""
+    from c2np.fileio import remove_durably, write_text
     from c2np.store_manifest import shard_glob
 
     remove_durably(manifest_path)
+    new = {e.file for e in entries}
     for old in sorted(manifest_path.parent.glob(shard_glob(name))):
-        if old.is_file() and not old.is_symlink():
+        if old.name not in new and old.is_file() and not old.is_symlink():
             remove_durably(old)
+    for e in entries:
+        os.replace(staging / e.file, manifest_path.parent / e.file)
+    write_text(manifest_path, manifest_text)
+
+
+@contextlib.contextmanager
+def _build_lock(manifest_path: Path) -> Iterator[None]:
+    """Hold the lock file ``.{manifest}.lock`` beside a sharded store while it is built; a
+    second build of the same store is refused at once (one line), never interleaved."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform
+        yield
+        return
+    lock = manifest_path.parent / f".{manifest_path.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise C2NPInputError(f"{printable(manifest_path)}: another build is writing this store now "
+                                 f"(it holds {printable(lock.name)}); wait for it or choose another -o") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell], table: RecipeTable,
@@ -385,13 +417,16 @@ def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell],
     """Write ``table`` as a store of ``count`` shards (contiguous runs of materials of about
     equal estimated size) and its manifest; returns the manifest path.
 
-    Each shard is carved and written by one task of ``executor`` (atomically: temp file,
-    fsync, rename); the manifest is written last, atomically, once every shard is in place,
-    and an old manifest of the same path is removed before the first shard is written. So a
-    killed build leaves no manifest, never one that points at missing or partial shards.
+    Each shard is carved and written by one task of ``executor`` into a staging folder beside
+    the manifest; only when every shard is written is the old store (manifest, then shards)
+    replaced by the new one, manifest last (:func:`_swap_in`). So a build that fails (a limit,
+    a damaged cell, a full disk) leaves the old store as it was, and a killed one leaves either
+    store readable or, during the swap's few renames, no manifest; never one that points at
+    missing or partial shards. A second build of the same store while one runs is refused
+    (:func:`_build_lock`).
     Sizes are estimated first: ``count`` within the limit ``store_shards``, the whole store
     within ``store_bytes`` (a reader holds it in memory)."""
-    from c2np.fileio import check_output_path, write_text
+    from c2np.fileio import TEMP_SUFFIX, check_output_path, remove_stale_temps
     from c2np.limits import check as check_limit
     from c2np.names import check_safe_name
     from c2np.store_manifest import (
@@ -423,26 +458,32 @@ def write_sharded_store(path: str | os.PathLike[str], cells: Sequence[UnitCell],
                               row_start=row0, cells=tuple(by_id[m] for m in sub.materials), table=sub,
                               attr=attr))
     mp.parent.mkdir(parents=True, exist_ok=True)
-    _withdraw(mp, name)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    with _build_lock(mp):
+        remove_stale_temps(mp)  # the staging folders of killed builds
+        staging = Path(tempfile.mkdtemp(prefix=f".{mp.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=mp.parent))
+        try:
+            jobs = [replace(j, path=str(staging / Path(j.path).name)) for j in jobs]
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
 
-        bar = tqdm(total=count, desc="writing shards", unit="shard")
-    ex = executor if executor is not None else LocalExecutor(1)
-    entries = []
-    for part in ex.map(_write_shard, jobs, chunk=1):
-        entries.extend(part)
-        if bar is not None:
-            bar.update(len(part))
-    if bar is not None:
-        bar.close()
-    fp = sharded_fingerprint([(e.row_start, e.row_stop, e.fingerprint) for e in entries])
-    manifest = Manifest(name=name, fingerprint=fp, protocol=table.protocol, source="carved",
-                        c2np_version=__version__, centre_frac=table.centre_frac, n_samples=len(table),
-                        heldout_materials=table.heldout_materials, summary=table.summary,
-                        shards=tuple(entries))
-    write_text(mp, manifest_json(manifest))
+                bar = tqdm(total=count, desc="writing shards", unit="shard")
+            ex = executor if executor is not None else LocalExecutor(1)
+            entries = []
+            for part in ex.map(_write_shard, jobs, chunk=1):
+                entries.extend(part)
+                if bar is not None:
+                    bar.update(len(part))
+            if bar is not None:
+                bar.close()
+            fp = sharded_fingerprint([(e.row_start, e.row_stop, e.fingerprint) for e in entries])
+            manifest = Manifest(name=name, fingerprint=fp, protocol=table.protocol, source="carved",
+                                c2np_version=__version__, centre_frac=table.centre_frac, n_samples=len(table),
+                                heldout_materials=table.heldout_materials, summary=table.summary,
+                                shards=tuple(entries))
+            _swap_in(mp, name, staging, entries, manifest_json(manifest))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return mp
 
 
@@ -544,7 +585,7 @@ class DatasetStore:
 
         from c2np.hdf5_guard import check_hdf5_readable
 
-        if not shard_ok:    # a shard's bytes were checked against its manifest's SHA-256
+        if not shard_ok:    # shards were read by a child process in _open_sharded
             # a child process reads it first: damage cannot crash this one
             check_hdf5_readable(p, error=C2NPStoreError, what="HDF5 store")
         try:
@@ -567,11 +608,15 @@ class DatasetStore:
         array, then load the shards and join them into one store."""
         import h5py
 
+        from c2np.hdf5_guard import check_hdf5_files_readable
         from c2np.limits import check as check_limit
         from c2np.store_manifest import check_shard_files, read_manifest
 
         manifest = read_manifest(mp)
         paths = check_shard_files(mp, manifest)
+        # a child process reads every shard first, whoever wrote the manifest: damage cannot
+        # crash this one (the SHA-256 recorded in the manifest proves nothing about its author)
+        check_hdf5_files_readable(paths, error=C2NPStoreError, what="HDF5 shard")
         names = [f"{g}/{n}" for g, ns in _REQUIRED.items() for n in ns]
         total = 0.0
         for sp in paths:

@@ -251,12 +251,14 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
     except OSError as exc:
         raise C2NPStoreError(f"{p}: cannot read the store manifest ({exc.strerror or exc})") from None
     check_limit("manifest_bytes", size, what=f"{p}: store manifest")
+    from c2np.structured import parse_json
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = parse_json(p.read_text(encoding="utf-8"), source=str(p), what="store manifest", finite=False)
     except UnicodeDecodeError as exc:
         raise C2NPStoreError(f"{p}: store manifest is not UTF-8 ({exc})") from None
-    except ValueError as exc:
-        raise C2NPStoreError(f"{p}: store manifest is not valid JSON ({exc})") from None
+    except C2NPInputError as exc:
+        raise C2NPStoreError(str(exc)) from None
     except OSError as exc:
         raise C2NPStoreError(f"{p}: cannot read the store manifest ({exc.strerror or exc})") from None
     if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA:

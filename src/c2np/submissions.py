@@ -19,6 +19,7 @@ Layout (docs/reference/submissions.md)::
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from c2np.categories import CATEGORIES, PRIORS, check_category
-from c2np.errors import C2NPInputError
-from c2np.fileio import read_text_bounded
+from c2np.errors import C2NPInputError, C2NPLimitError
+from c2np.terminal import printable, shortened
 
 __all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_SCHEMA_FILE", "model_schema_text", "packaged_model_schema",
            "orcid_checksum_ok", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
@@ -170,50 +171,60 @@ def _plain(value: Any) -> Any:
 
 
 def _where(error: Any) -> str:
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{_short(printable(p), 80)}" for p in error.absolute_path)
     return path.lstrip(".") or "(top level)"
 
 
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` of ``text`` without aliases: a few hundred bytes of nested aliases
-    stand for billions of nodes once the document is walked (validated, dumped), so an alias
-    (``*name``) is a ``yaml.YAMLError`` naming its line."""
-    import yaml
+    """The YAML document ``text`` read by the guarded reader (:func:`c2np.structured.load_yaml_text`:
+    safe types, no aliases, bounded depth and integers, finite numbers, valid dates as ISO
+    strings); a problem is a ``yaml.YAMLError`` naming its line."""
+    from c2np.structured import load_yaml_text
 
-    class _NoAliasLoader(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed here",
-                                                  self.peek_event().start_mark)
-            return super().compose_node(parent, index)
-
-    return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506  a SafeLoader subclass
+    return load_yaml_text(text)
 
 
 def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[Problem]]:
-    """``(document, problems)`` of a ``model.yml``: parsed with ``yaml.safe_load`` and
-    validated against :data:`MODEL_SCHEMA` (read with :func:`load_yaml`: size-checked, no aliases); the
+    """``(document, problems)`` of a ``model.yml``: a regular file inside its folder (checked
+    before it is opened), read by the guarded reader (:mod:`c2np.structured`: size within
+    ``yaml_bytes``, no aliases, bounded depth and integers, finite numbers, valid dates) and
+    validated against :data:`MODEL_SCHEMA`; every value shown in a problem is shortened. The
     document is None when it cannot be parsed."""
     import jsonschema
     import yaml
 
+    from c2np.fileio import regular_file_in
+    from c2np.structured import read_text
+
     p = Path(path)
-    if not p.is_file():
-        return None, [Problem(str(p), "", "no model.yml")]
+    where = printable(p)
     try:
-        doc = load_yaml(read_text_bounded(p))
-    except UnicodeDecodeError as exc:
-        return None, [Problem(str(p), "", f"not UTF-8 text ({exc})")]
+        regular_file_in(p.parent, p, what="model.yml")
+        text = read_text(p, what="model.yml", limit="yaml_bytes")
+    except FileNotFoundError:
+        return None, [Problem(where, "", "no model.yml")]
+    except C2NPLimitError:
+        raise
+    except C2NPInputError as exc:
+        return None, [Problem(where, "", _message(exc, p))]
+    try:
+        doc = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         place = f"line {mark.line + 1}" if mark is not None else ""
-        return None, [Problem(str(p), place, f"not YAML ({getattr(exc, 'problem', None) or exc})")]
+        return None, [Problem(where, place, f"not YAML ({_short(printable(getattr(exc, 'problem', None) or exc))})")]
     if not isinstance(doc, dict):
-        return None, [Problem(str(p), "", "must be a YAML mapping (key: value)")]
+        return None, [Problem(where, "", "must be a YAML mapping (key: value)")]
     doc = _plain(doc)
     validator = jsonschema.Draft202012Validator(MODEL_SCHEMA)
-    problems = [Problem(str(p), _where(e), _short(e.message))
-                for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+    errors = sorted(itertools.islice(validator.iter_errors(doc), 200), key=lambda e: list(map(str, e.absolute_path)))
+    problems = [Problem(where, _where(e), _short(printable(e.message))) for e in errors]
+    date = doc.get("date")
+    if isinstance(date, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", date):
+        try:
+            _dt.date.fromisoformat(date)
+        except ValueError:
+            problems.append(Problem(where, "date", f"{date!r} is not a valid date"))
     model = doc.get("model")
     if isinstance(model, dict) and isinstance(model.get("orcids"), list):
         for k, orcid in enumerate(model["orcids"]):
@@ -225,7 +236,7 @@ def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None,
         try:
             check_category(model.get("category"), model.get("priors", ()), where="model")
         except C2NPInputError as exc:
-            problems.append(Problem(str(p), "model.priors", str(exc).removeprefix("model: ")))
+            problems.append(Problem(where, "model.priors", _short(str(exc).removeprefix("model: "))))
     return doc, problems
 
 
@@ -261,17 +272,25 @@ def submission_splits(doc: Mapping[str, Any], task: str, protocol: str,
 
 
 def prediction_file(folder: Path, task: str, split: str) -> tuple[Path | None, list[Problem]]:
-    """The prediction file of (task, split) in a submission folder (exactly one allowed)."""
+    """The prediction file of (task, split) in a submission folder (exactly one allowed): a
+    regular file inside the folder, checked before it is opened (a FIFO, a device or a link
+    leading outside the folder is a problem naming the path, never read)."""
+    from c2np.fileio import regular_file_in
+
     found = [folder / task / f"{split}{ext}" for ext in PREDICTION_SUFFIXES[task]
-             if (folder / task / f"{split}{ext}").exists()]
+             if os.path.lexists(folder / task / f"{split}{ext}")]
     if not found:
         names = " or ".join(f"{task}/{split}{e}" for e in PREDICTION_SUFFIXES[task])
-        return None, [Problem(str(folder), "", f"missing prediction file {names}")]
+        return None, [Problem(printable(folder), "", f"missing prediction file {names}")]
     if len(found) > 1:
-        return None, [Problem(str(folder), "", f"several prediction files for {task} {split}: "
+        return None, [Problem(printable(folder), "", f"several prediction files for {task} {split}: "
                               f"{', '.join(f.name for f in found)} (keep one)")]
-    if not found[0].is_file():
-        return None, [Problem(str(found[0]), "", "not a regular file")]
+    try:
+        regular_file_in(folder, found[0], what="prediction file")
+    except FileNotFoundError:
+        return None, [Problem(printable(found[0]), "", "a link to nothing")]
+    except C2NPInputError as exc:
+        return None, [Problem(printable(found[0]), "", _message(exc, found[0]))]
     return found[0], []
 
 
@@ -296,10 +315,10 @@ def _id_problems(path: Path, ids: Iterable[tuple[str, str]], known: Callable[[st
     for place, raw in ids:
         sid = known(raw)
         if sid is None:
-            problems.append(Problem(str(path), place, f"unknown sample id {raw!r} (not in the store)"))
+            problems.append(Problem(str(path), place, f"unknown sample id {shortened(raw)} (not in the store)"))
             continue
         if sid in got:
-            problems.append(Problem(str(path), place, f"duplicate sample id {raw!r} (first at {seen[sid]})"))
+            problems.append(Problem(str(path), place, f"duplicate sample id {shortened(raw)} (first at {seen[sid]})"))
             continue
         got.add(sid)
         seen[sid] = place
@@ -312,8 +331,10 @@ def _id_problems(path: Path, ids: Iterable[tuple[str, str]], known: Callable[[st
 
 def _message(exc: Exception, path: Path) -> str:
     text = str(exc)
-    prefix = f"{path}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
+    for prefix in (f"{path}: ", f"{printable(path)}: "):
+        if text.startswith(prefix):
+            return text[len(prefix):]
+    return text
 
 
 def _file_ids(task: str, path: Path) -> list[tuple[str, str]]:
@@ -406,7 +427,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
             try:
                 entries = _file_ids(task, path)
             except C2NPInputError as exc:
-                problems.append(Problem(str(path), "", _message(exc, path)))
+                problems.append(Problem(printable(path), "", _short(printable(_message(exc, path)))))
                 continue
             if task == "inverse" and opaque is None:
                 opaque = {opaque_sample_id(store.fingerprint, sid): sid for sid in ids}
@@ -424,11 +445,13 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
                 problems.append(Problem(str(tdir / extra), "", "unexpected file (not a prediction file of an "
                                         f"expected split: {wanted})"))
             log = tdir / "training_log.csv"
-            if log.exists():
+            if os.path.lexists(log):
+                from c2np.fileio import regular_file_in
                 from c2np.models.diagnostic import read_log_csv
 
                 try:
+                    regular_file_in(f, log, what="training log")
                     read_log_csv(log)
                 except (C2NPInputError, OSError, UnicodeDecodeError) as exc:
-                    problems.append(Problem(str(log), "", _message(exc, log)))
+                    problems.append(Problem(printable(log), "", _short(printable(_message(exc, log)))))
     return doc, problems

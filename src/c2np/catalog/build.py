@@ -34,7 +34,9 @@ from c2np.errors import C2NPInputError
 from c2np.executor import Executor, LocalExecutor
 from c2np.fileio import atomic_directory, read_text_bounded, write_text
 from c2np.limits import check as check_limit
-from c2np.sharding import check_shard_set, ids_sha256, shard_positions
+from c2np.sharding import SHARD_ENTRY_SCHEMA, check_shard_set, ids_sha256, shard_positions
+from c2np.structured import read_json, validate
+from c2np.terminal import printable
 
 __all__ = ["LOCK_NAME", "build_catalog", "build_lock"]
 
@@ -262,6 +264,20 @@ def build_catalog(out_dir: str | os.PathLike[str], potential: str = "chgnet",
 SHARD_SCHEMA = "c2np.catalog-shard/1"
 SHARD_RECORD = "catalog.shard.json"
 
+#: The schema (:mod:`c2np.structured`) of a shard record: what the merge reads, typed; the
+#: material ids follow the safe-name rule (they become file names).
+SHARD_RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["schema", "shard", "run", "n_rows", "materials"],
+    "properties": {
+        "schema": {"const": SHARD_SCHEMA}, "shard": SHARD_ENTRY_SCHEMA,
+        "run": {"type": "object", "required": ["potential", "fmax"],
+                "properties": {"potential": {"type": "string", "maxLength": 100},
+                               "fmax": {"type": "number", "exclusiveMinimum": 0}}},
+        "n_rows": {"type": "integer", "minimum": 0, "maximum": 10_000_000},
+        "materials": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,127}$"}},
+    },
+}
+
 
 def _run_identity(ids: Sequence[str], **settings: Any) -> dict[str, Any]:
     """What makes two shards parts of one catalog build: the settings and the id list."""
@@ -282,13 +298,10 @@ def merge_catalogs(parts: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
         rec_path = p / SHARD_RECORD
         if not rec_path.is_file():
             raise C2NPInputError(f"{p}: no {SHARD_RECORD} (not a folder of catalog build --shard I/N)")
-        try:
-            doc = json.loads(read_text_bounded(rec_path))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise C2NPInputError(f"{rec_path}: not a readable shard record ({exc})") from None
-        if (not isinstance(doc, dict) or doc.get("schema") != SHARD_SCHEMA
-                or not {"shard", "run", "n_rows", "materials"} <= set(doc)):
-            raise C2NPInputError(f"{rec_path}: not a catalog shard record ({SHARD_SCHEMA!r})")
+        doc = read_json(rec_path, what="catalog shard record")
+        if not isinstance(doc, dict) or doc.get("schema") != SHARD_SCHEMA:
+            raise C2NPInputError(f"{printable(rec_path)}: not a catalog shard record ({SHARD_SCHEMA!r})")
+        validate(doc, SHARD_RECORD_SCHEMA, source=printable(rec_path))
         docs.append((str(p), doc))
     count = check_shard_set(docs, keys=("schema", "run", "n_rows"), what="catalog merge")
     run = docs[0][1]["run"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -16,33 +17,61 @@ from rich.markup import escape
 
 from c2np.errors import C2NPError, C2NPInputError, C2NPNoAnswerError
 from c2np.executor import available_cpus
+from c2np.fileio import output_folder
+from c2np.terminal import clipped, printable, shortened
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+#: Longest error line printed (its start and end are kept).
+MAX_ERROR_CHARS = 2000
+
+
+def safe_streams() -> None:
+    """Let stdout and stderr write any text: a character the stream cannot encode (a path's
+    non-UTF-8 byte, held as a lone surrogate) is written as an escape, never
+    ``UnicodeEncodeError``."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
 
 
 def console() -> Console:
     """Console for human output (stdout); wide enough for the leaderboard when piped."""
+    safe_streams()
     return Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
 
 
 def err_console() -> Console:
     """Console for errors and progress (stderr)."""
+    safe_streams()
     return Console(stderr=True, emoji=False)  # ':x:' in a path stays ':x:'
 
 
 def esc(value: object) -> str:
-    """``value`` as text that Rich prints literally (user paths and names may hold ``[``)."""
-    return escape(str(value))
+    """``value`` as text that Rich prints literally and a terminal shows as it is: Rich markup
+    (``[``) escaped, control characters (ESC, newline, C1) and undecodable bytes written as
+    visible escapes (:func:`c2np.terminal.printable`)."""
+    return escape(printable(value))
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print one clear error line to stderr and exit with ``code``. ``message`` is shown as
-    plain text (never read as Rich markup: paths may hold ``[`` or ``:x:``)."""
-    err_console().print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True,
+    plain text (never read as Rich markup: paths may hold ``[`` or ``:x:``), on one line (a
+    newline or ESC in a name is shown as an escape)."""
+    text = printable(message)
+    if len(text) > MAX_ERROR_CHARS:  # a message is one line, never a file's worth
+        half = MAX_ERROR_CHARS // 2
+        text = f"{text[:half]} … ({len(text) - 2 * half:,} characters left out) … {text[-half:]}"
+    err_console().print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True,
                         emoji=False)
     raise typer.Exit(code)
 
@@ -91,8 +120,11 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        out = kwargs.get("out")
+        guard = output_folder(out) if isinstance(out, (str, os.PathLike)) else contextlib.nullcontext()
         try:
-            return func(*args, **kwargs)
+            with guard:  # nothing below an output folder is written through a link
+                return func(*args, **kwargs)
         except typer.Exit:
             raise
         except C2NPNoAnswerError as exc:
@@ -106,13 +138,13 @@ def handle_errors(func: F) -> F:
         except MemoryError:
             fail("out of memory; lower the sizes (c2np --limit ..., see docs/reference/limits.md)", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
-            fail("interrupted", 130)
+            fail("interrupted", EXIT_INTERRUPTED)
         except ModuleNotFoundError as exc:   # an optional dependency this command needs
             fail(missing_module_message(exc), EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: still one line, never a traceback
             if os.environ.get("C2NP_DEBUG"):
                 raise
-            fail(f"unexpected {type(exc).__name__}: {exc} (a bug in c2np; rerun with C2NP_DEBUG=1 "
+            fail(f"unexpected {type(exc).__name__}: {clipped(exc, 300)} (a bug in c2np; rerun with C2NP_DEBUG=1 "
                  "for the traceback and report it)", EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
@@ -127,6 +159,17 @@ def resolve_workers(workers: int) -> int:
         raise C2NPInputError(f"--workers must be >= 0 (0: one per available CPU), got {workers}")
     check("workers", workers, what="--workers")
     return workers or available_cpus()
+
+
+#: Largest ``--seed`` (NumPy and PyTorch take any seed in 0 .. 2**63 - 1).
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: int, *, flag: str = "--seed") -> int:
+    """``seed`` when it is 0 .. :data:`MAX_SEED`; anything else is bad input (one line)."""
+    if not 0 <= seed <= MAX_SEED:
+        raise C2NPInputError(f"{flag} must be an integer 0 .. 2**63 - 1, got {shortened(str(seed), 40)}")
+    return seed
 
 
 def print_json(data: Any) -> None:

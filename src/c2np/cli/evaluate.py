@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from c2np.cli._common import console, esc, handle_errors, print_json, resolve_workers
+from c2np.cli._common import check_seed, console, esc, handle_errors, print_json, resolve_workers
 from c2np.errors import C2NPInputError
 from c2np.fileio import check_output_path
 
@@ -109,6 +109,7 @@ def evaluate_cmd(
     from c2np.limits import check as check_limit
 
     check_output_path(out)
+    check_seed(seed)
     check_limit("bootstrap", bootstrap, what="--bootstrap")  # before the scoring, not after it
     from c2np.tasks import EVAL_SPLITS, SUBSETS, evaluate_task
 

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 
-from c2np.cli._common import console, handle_errors, print_json
+from c2np.cli._common import check_seed, console, handle_errors, print_json
+from c2np.cli._common import esc as escape
 from c2np.errors import C2NPInputError
 from c2np.fileio import check_output_path
 
@@ -72,6 +72,7 @@ def train_cmd(
     from c2np.models.config import get_config, parse_overrides
     from c2np.models.training import train
 
+    check_seed(seed)
     cfg = get_config(config, **parse_overrides(overrides))
     ds = _open_dataset(store, cells, protocol, radii)
     if not json_out and getattr(ds, "recipes", None) is not None:
@@ -122,6 +123,7 @@ def predict_cmd(
 ) -> None:
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
     check_output_path(out)
+    check_seed(seed)
     from c2np.models.generator_predict import is_generator_folder, predict_generator
     from c2np.models.training import predict
     from c2np.sharding import parse_shard

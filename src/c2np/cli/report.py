@@ -63,7 +63,7 @@ def report_cmd(
     if json_out:
         print_json(site_summary_json(summary))
         return
-    from rich.markup import escape
+    from c2np.cli._common import esc as escape
 
     con = console()
     for note in summary.notes:

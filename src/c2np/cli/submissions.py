@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from c2np.cli._common import EXIT_BAD_INPUT, console, err_console, handle_errors, print_json, resolve_workers
+from c2np.cli._common import (
+    EXIT_BAD_INPUT,
+    check_seed,
+    console,
+    err_console,
+    handle_errors,
+    print_json,
+    resolve_workers,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,8 +37,7 @@ def check_cmd(
 ) -> None:
     """Check a submission: schema, fingerprint, every file readable, every expected sample id
     present. Exit 0 when valid, 2 when any problem is found (each one named)."""
-    from rich.markup import escape
-
+    from c2np.cli._common import esc as escape
     from c2np.store import DatasetStore
     from c2np.submissions import check_submission
 
@@ -76,9 +83,10 @@ def leaderboard_cmd(
 ) -> None:
     """Check and score every submission with the evaluation harness; write the results, the
     leaderboard and the offline report site into OUT."""
-    from rich.markup import escape
-
+    from c2np.cli._common import esc as escape
     from c2np.leaderboard import SubmissionProblems, build_leaderboard
+
+    check_seed(seed)
 
     log = (lambda m: None) if json_out else (lambda m: err_console().print(f"[dim]·[/] {escape(m)}", highlight=False))
     try:

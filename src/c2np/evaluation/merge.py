@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from c2np.errors import C2NPInputError
 from c2np.evaluation.harness import RowInfo, assemble_forward
-from c2np.evaluation.results import Results
+from c2np.evaluation.results import Results, _check_category
 from c2np.evaluation.shards import PartialResults, check_shard_set, ids_sha256, shard_positions
+from c2np.limits import check as check_limit
+from c2np.terminal import printable
 
 __all__ = ["merge_results"]
 
@@ -28,17 +31,27 @@ def merge_results(paths: Sequence[str | os.PathLike[str]]) -> Results:
     ref = parts[0][1].data
     count = check_shard_set([(p, part.data) for p, part in parts],
                             keys=("run", "n_rows", "sample_ids_sha256", "dataset"), what="merge-results")
+    first = printable(parts[0][0])
     if ref["run"]["task"] != "forward":
         raise C2NPInputError("merge-results: only task-1 (forward) parts can be merged")
+    check_limit("bootstrap", ref["run"]["n_resamples"], what=f"merge-results: {first}: run.n_resamples")
+    category = ref["run"].get("category")
+    if isinstance(category, dict):
+        _check_category(category, Path(first))
     n_rows = int(ref["n_rows"])
+    held = sum(len(part.data["samples"]) for _, part in parts)
+    if held != n_rows:  # before anything of size n_rows is allocated
+        raise C2NPInputError(f"merge-results: the parts hold {held:,} samples, but their run has n_rows = {n_rows:,}")
     records: list = [None] * n_rows
     seconds = 0.0
     for path, part in parts:
         i = int(part.data["shard"]["index"])
+        if len(part.data["samples"]) != len(range(i, n_rows, count)):
+            raise C2NPInputError(f"merge-results: {printable(path)}: its samples are not those of shard {i}/{count}")
         expected = shard_positions(n_rows, i, count).tolist()
         got = [k for k, _, _ in part.scores()]
         if got != expected:
-            raise C2NPInputError(f"merge-results: {path}: its samples are not those of shard {i}/{count}")
+            raise C2NPInputError(f"merge-results: {printable(path)}: its samples are not those of shard {i}/{count}")
         for k, rec, sc in part.scores():
             records[k] = (rec, sc)
         seconds += float(part.data.get("seconds", 0.0))

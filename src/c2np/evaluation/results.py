@@ -18,14 +18,51 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded, write_text
+from c2np.structured import read_json, validate
+from c2np.terminal import printable, shortened
 
-__all__ = ["RESULTS_SCHEMA", "HASH_KEY", "DATAFRAME_COLUMNS", "Results", "canonical_json", "content_sha256", "versions",
-           "to_dataframe"]
+__all__ = ["RESULTS_SCHEMA", "RESULTS_DOC_SCHEMA", "HASH_KEY", "DATAFRAME_COLUMNS", "Results", "canonical_json",
+           "content_sha256", "versions", "to_dataframe"]
 
 #: Schema of the results document. Version 2 added ``content_sha256``; version 3 the model's
 #: ``category`` and ``priors`` (:mod:`c2np.categories`; docs/reference/formats.md).
 RESULTS_SCHEMA = "c2np.results/3"
 HASH_KEY = "content_sha256"
+
+_COUNT = {"type": "integer", "minimum": 0, "maximum": 2**62}
+_TEXT = {"type": "string", "maxLength": 1000}
+_SUMMARY = {"type": "object", "required": ["mean", "n"], "properties": {
+    "mean": {"type": ["number", "null"]}, "mean_successes": {"type": ["number", "null"]},
+    "ci95": {"type": ["array", "null"], "minItems": 2, "maxItems": 2, "items": {"type": "number"}},
+    "n": _COUNT, "n_failed": _COUNT}}
+
+#: The schema (:mod:`c2np.structured`) of the fields of a results document that readers use
+#: (tables, the site, merges): their types and ranges. Other fields are free.
+RESULTS_DOC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema", "task", "model", "protocol", "split", "subset", "dataset", "n_samples", "n_failed",
+                 "failed_samples", "metrics", HASH_KEY],
+    "properties": {
+        "schema": {"const": RESULTS_SCHEMA},
+        "task": {"enum": ["forward", "inverse"]},
+        "model": _TEXT, "protocol": _TEXT, "split": _TEXT, "subset": _TEXT,
+        "subset_definition": {"type": "object"},
+        "dataset": {"type": "object", "required": ["fingerprint"],
+                    "properties": {"fingerprint": _TEXT, "n_materials": _COUNT}},
+        "n_samples": _COUNT, "n_failed": _COUNT,
+        "failed_samples": {"type": "array", "items": {
+            "type": "object", "required": ["sample_id", "reason"],
+            "properties": {"sample_id": _TEXT, "reason": {"type": "string", "maxLength": 10_000}}}},
+        "metrics": {"type": "object", "required": ["overall"],
+                    "properties": {"overall": {"type": "object", "additionalProperties": _SUMMARY}},
+                    "additionalProperties": {"type": "object", "additionalProperties": {
+                        "type": "object", "additionalProperties": _SUMMARY}}},
+        "bootstrap": {"type": "object", "properties": {"n_resamples": _COUNT,
+                                                       "seed": {"type": "integer", "minimum": 0}}},
+        "seconds": {"type": "number", "minimum": 0},
+        HASH_KEY: {"type": "string", "pattern": r"^[0-9a-f]{64}$"},
+    },
+}
 
 
 def canonical_json(data: dict[str, Any]) -> str:
@@ -112,28 +149,25 @@ class Results:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Results:
-        """Load a results JSON; refuses a file that is not JSON, has another schema, has no
-        hash, or whose content no longer matches its hash."""
+        """Load a results JSON with the guarded reader (:mod:`c2np.structured`); refuses a
+        file that is not JSON, has another schema, has no hash, whose content no longer
+        matches its hash, or whose fields break :data:`RESULTS_DOC_SCHEMA`."""
         p = Path(path)
-        try:
-            data = json.loads(read_text_bounded(p))
-        except C2NPInputError:
-            raise  # a limit exceeded: its own message
-        except (OSError, ValueError) as exc:
-            raise C2NPInputError(f"{p}: not a readable results file ({exc})") from exc
+        data = read_json(p, what="results file")
         if not isinstance(data, dict):
-            raise C2NPInputError(f"{p}: not a results document (top level is not an object)")
+            raise C2NPInputError(f"{printable(p)}: not a results document (top level is not an object)")
         if data.get("schema") != RESULTS_SCHEMA:
-            raise C2NPInputError(f"{p}: schema {data.get('schema')!r}, expected {RESULTS_SCHEMA!r}"
+            raise C2NPInputError(f"{printable(p)}: schema {shortened(data.get('schema'))}, expected {RESULTS_SCHEMA!r}"
                                  " (re-run c2np evaluate to write a current results file)")
         recorded = data.get(HASH_KEY)
         if not isinstance(recorded, str):
-            raise C2NPInputError(f"{p}: no {HASH_KEY}; cannot tell whether the content is intact")
+            raise C2NPInputError(f"{printable(p)}: no {HASH_KEY}; cannot tell whether the content is intact")
         actual = content_sha256(data)
         if recorded != actual:
-            raise C2NPInputError(f"{p}: content does not match its {HASH_KEY} (recorded "
-                                 f"{recorded[:12]}…, content {actual[:12]}…): the file was edited "
+            raise C2NPInputError(f"{printable(p)}: content does not match its {HASH_KEY} (recorded "
+                                 f"{printable(recorded[:12])}…, content {actual[:12]}…): the file was edited "
                                  "or corrupted after it was written")
+        validate(data, RESULTS_DOC_SCHEMA, source=printable(p))
         _check_category(data, p)
         return cls(data)
 

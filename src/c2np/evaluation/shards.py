@@ -21,13 +21,70 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.fileio import read_text_bounded, write_text
+from c2np.fileio import write_text
 from c2np.metrics import Scores
-from c2np.sharding import check_shard_set, ids_sha256, parse_shard, shard_positions
+from c2np.sharding import SHARD_ENTRY_SCHEMA, check_shard_set, ids_sha256, parse_shard, shard_positions
+from c2np.structured import read_json, validate
+from c2np.terminal import printable
 
-__all__ = ["PARTIAL_SCHEMA", "PartialResults", "parse_shard", "shard_positions", "check_shard_set", "ids_sha256"]
+__all__ = ["PARTIAL_SCHEMA", "PARTIAL_DOC_SCHEMA", "PartialResults", "parse_shard", "shard_positions",
+           "check_shard_set", "ids_sha256"]
 
 PARTIAL_SCHEMA = "c2np.partial-results/1"
+
+#: Most rows of one evaluation run (a store holds at most ``store_bytes`` / 45 recipe rows).
+MAX_ROWS = 2**40
+_HEX64 = r"^[0-9a-f]{64}$"
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_ROWS}
+_NAME = {"type": "string", "maxLength": 1000}
+
+#: The schema of a partial results file (:mod:`c2np.structured`): types and ranges of every
+#: field the merge reads.
+PARTIAL_DOC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema", "run", "shard", "n_rows", "sample_ids_sha256", "dataset", "samples"],
+    "properties": {
+        "schema": {"const": PARTIAL_SCHEMA},
+        "run": {
+            "type": "object",
+            "required": ["task", "model", "split", "subset", "subset_definition", "predictions", "tolerances",
+                         "n_resamples", "seed"],
+            "properties": {
+                "task": {"enum": ["forward", "inverse"]}, "model": _NAME, "split": _NAME, "subset": _NAME,
+                "category": {"type": ["object", "string", "null"]},
+                "subset_definition": {"type": "object"}, "predictions": {"type": "object"},
+                "tolerances": {"type": "object", "properties": {
+                    "f1_tolerances_angstrom": {"type": "array", "minItems": 1, "maxItems": 100,
+                                               "items": {"type": "number", "exclusiveMinimum": 0}}}},
+                "n_resamples": {"type": "integer", "minimum": 0},
+                "seed": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+            },
+        },
+        "shard": SHARD_ENTRY_SCHEMA,
+        "n_rows": _COUNT,
+        "sample_ids_sha256": {"type": "string", "pattern": _HEX64},
+        "dataset": {"type": "object", "required": ["protocol", "fingerprint", "n_materials"],
+                    "properties": {"protocol": _NAME, "fingerprint": _NAME, "n_materials": _COUNT}},
+        "seconds": {"type": "number", "minimum": 0},
+        "samples": {"type": "array", "items": {
+            "type": "object",
+            "required": ["position", "sample_id", "material", "radius_angstrom", "split", "scores"],
+            "properties": {
+                "position": _COUNT, "sample_id": _NAME, "material": _NAME, "split": _NAME,
+                "radius_angstrom": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+                "scores": {"type": "object", "required": ["ok", "failure_reason", "values", "details"],
+                           "properties": {
+                               "ok": {"type": "boolean"},
+                               "failure_reason": {"type": ["string", "null"], "maxLength": 10_000},
+                               "values": {"type": "object", "additionalProperties": {"type": "number"}},
+                               "details": {"type": "object", "properties": {
+                                   "matched_rmsd_certified": {"type": "boolean"},
+                                   "matched_rmsd_lower_bound": {"type": "number"},
+                                   "matched_rmsd_gap": {"type": "number"}}}}},
+            },
+        }},
+    },
+}
 
 
 def _scores_to_json(s: Scores) -> dict[str, Any]:
@@ -76,16 +133,13 @@ class PartialResults:
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> PartialResults:
-        p = Path(path)
-        try:
-            data = json.loads(read_text_bounded(p))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise C2NPInputError(f"{p}: not a readable partial results file ({exc})") from None
+        """Read a partial results file with the guarded reader (:mod:`c2np.structured`): size,
+        depth, numbers, then :data:`PARTIAL_DOC_SCHEMA`; any problem names the file and field."""
+        data = read_json(path, what="partial results file")
         if not isinstance(data, dict) or data.get("schema") != PARTIAL_SCHEMA:
-            raise C2NPInputError(f"{p}: not a partial results file (schema {PARTIAL_SCHEMA!r} expected)")
-        for key in ("run", "shard", "n_rows", "sample_ids_sha256", "dataset", "samples"):
-            if key not in data:
-                raise C2NPInputError(f"{p}: partial results file without {key!r}")
+            raise C2NPInputError(f"{printable(path)}: not a partial results file (schema {PARTIAL_SCHEMA!r} "
+                                 "expected)")
+        validate(data, PARTIAL_DOC_SCHEMA, source=printable(path))
         return cls(data)
 
     def scores(self) -> list[tuple[int, dict[str, Any], Scores]]:
