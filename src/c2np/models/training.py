@@ -108,9 +108,9 @@ def build_model(model: str, task: str, cfg: ModelConfig) -> Any:
     if task not in TASKS:
         raise C2NPInputError(f"unknown task {task!r}; choose one of {list(TASKS)}")
     if task == "forward":
-        from c2np.models.generators import GENERATORS
+        from c2np.models.forward import FORWARD_FAMILIES
 
-        return GENERATORS[model](cfg)
+        return FORWARD_FAMILIES[model](cfg)
     from c2np.models.predictors import InversePredictor
 
     return InversePredictor(model, cfg)
