@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", nargs="+", default=list(RUNS), help="task-1 run folders (default: the shipped five)")
     ap.add_argument("--arms", nargs="+", default=None, help="arms to run (default: all that apply)")
-    ap.add_argument("--every", type=int, default=8, help="every k-th catalog material (sorted), default 8")
+    ap.add_argument("--every", type=int, default=16, help="every k-th catalog material (sorted), default 16")
     ap.add_argument("--offset", type=int, default=0, help="first material index of the every-k rule")
     ap.add_argument("--radii", type=int, nargs="+", default=[8, 9],
                     help="radii (Å) of the store, <= 12 (default 8 9: two of the validation radii)")
@@ -65,6 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--json", default="docs/results/ablations_forward.json", help="results file")
     ap.add_argument("--md", default="docs/results/ablations_forward.md", help="table generated from --json")
     ap.add_argument("--md-only", action="store_true", help="only regenerate --md from --json")
+    ap.add_argument("--counts-only", action="store_true",
+                    help="only (re)compute the count section from the shipped arms' predictions in --work")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     if any(r > 12 for r in args.radii):
@@ -99,6 +101,56 @@ def _scores(res: Any, outside: np.ndarray, *, n_resamples: int, seed: int) -> di
             "metrics": {m: {"mean": float(met[m]["mean"]), "ci95": [float(x) for x in met[m]["ci95"]]}
                         for m in METRICS},
             "atoms_outside": {**_summary(outside, n_resamples=n_resamples, seed=seed), "total": int(outside.sum())}}
+
+
+def count_sources(args: argparse.Namespace, store: Any, task: Any, work: Path) -> list[dict[str, Any]]:
+    """Per shipped run: where its atom count comes from, on the table's rows. For every row,
+    the count head's count for the query (CDVAE: at the latent mean; its sampler draws the
+    latent), the true count and the sampled count of the shipped arm's predictions, with the
+    harness's count error."""
+    import torch
+
+    from c2np.models.backbone import collate_conditions
+    from c2np.models.data import condition_from_query
+    from c2np.models.training import load_run
+    from c2np.predictions import iter_forward_predictions
+    from c2np.tasks import select_rows
+
+    queries = list(task.queries())
+    rec = store.recipes
+    rows = {rec.sample_id(int(r)): int(store.particle(int(r)).n_atoms)
+            for r in select_rows(rec, "val", "eval", per_group=1)}
+    out = []
+    for run_dir in args.runs:
+        model, meta = load_run(ROOT / run_dir)
+        family = meta["model"]
+        pred_path = work / f"{family}-shipped.extxyz"
+        if not pred_path.is_file():
+            raise SystemExit(f"{pred_path}: no shipped predictions; run the table first")
+        res = task.evaluate(pred_path, model=f"{family}:shipped", n_resamples=args.n_resamples, seed=args.seed)
+        s = res.data["samples"]
+        err = dict(zip(s["sample_id"], s["count_error"]))
+        sampled = {sid: len(z) for _, sid, z, _ in iter_forward_predictions(pred_path)}
+        head = {}
+        with torch.no_grad():
+            for q in queries:
+                c = collate_conditions([condition_from_query(q)])
+                if family == "cdvae":
+                    mu, _ = model.to_latent(model.conditioner(c)).chunk(2, -1)
+                    cond = model.from_latent(mu)
+                else:
+                    cond = model.conditioner(c)
+                head[q.sample_id] = int(model.count_head.sample(c, cond)[0])
+        ids = [q.sample_id for q in queries]
+        per_row = [{"sample_id": i, "head": head[i], "true": rows[i], "sampled": sampled.get(i, 0),
+                    "count_error": err[i]} for i in ids]
+        out.append({"family": family, "run": run_dir,
+                    "mean_head": float(np.mean([r["head"] for r in per_row])),
+                    "mean_true": float(np.mean([r["true"] for r in per_row])),
+                    "mean_sampled": float(np.mean([r["sampled"] for r in per_row])),
+                    "rows_sampled_equals_head": int(sum(r["head"] == r["sampled"] for r in per_row)),
+                    "n": len(per_row), "per_row": per_row})
+    return out
 
 
 def _store(args: argparse.Namespace, work: Path) -> tuple[Any, list[str]]:
@@ -170,6 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         baselines.append({"model": label, "category": "analytic", "priors": [],
                           **_scores(res, atoms_outside(preds, radius_by_id), n_resamples=args.n_resamples,
                                     seed=args.seed)})
+    counts = count_sources(args, store, task, work)
     return {"schema": "c2np-ablations-forward/1",
             "command": "python reproduce/ablations/forward.py " + " ".join(sys.argv[1:]),
             "rows_definition": {"protocol": "paper", "split": "val", "subset": "eval", "per_group": 1,
@@ -180,7 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "seed": args.seed, "steps": args.steps if args.steps is not None else "each run's sample_steps",
             "atoms_outside_definition": f"predicted atoms farther than R + {OUTSIDE_MARGIN_ANGSTROM} Å from the centre",
             "arms": {k: dataclasses.asdict(v) for k, v in ARMS.items()},
-            "rows": rows, "baselines": baselines}
+            "rows": rows, "baselines": baselines, "counts": counts}
 
 
 def _cell(rec: dict[str, Any]) -> str:
@@ -226,6 +279,22 @@ def markdown(doc: dict[str, Any]) -> str:
         m = b["metrics"]
         lines.append(f"| {b['model']} | {b['category']} | — | {_cell(m['f1@0.5'])} | {_cell(m['f1@0.1'])} | "
                      f"{_cell(m['count_error'])} | {_cell_count(b['atoms_outside'])} | {b['n']} ({b['n_failed']}) |")
+    if doc.get("counts"):
+        lines += ["", "## Where the atom count comes from", "",
+                  "Shipped arm, same rows: the count head's count for the query (CDVAE: at the latent mean), "
+                  "the true count and the sampled count (means over rows), and the rows where the sampled "
+                  "count equals the head's.", "",
+                  "| family | head count | true count | sampled count | sampled = head |", "|---|---|---|---|---|"]
+        for c in doc["counts"]:
+            lines.append(f"| {c['family']} | {c['mean_head']:.1f} | {c['mean_true']:.1f} | {c['mean_sampled']:.1f} | "
+                         f"{c['rows_sampled_equals_head']} of {c['n']} |")
+        mg = [c for c in doc["counts"] if c["family"] == "mattergen"]
+        if mg:
+            lines += ["", "MatterGen, first rows (harness count error = |sampled - true| / true):", "",
+                      "| sample | head | true | sampled | count error |", "|---|---|---|---|---|"]
+            for r in mg[0]["per_row"][:4]:
+                lines.append(f"| {r['sample_id']} | {r['head']} | {r['true']} | {r['sampled']} | "
+                             f"{r['count_error']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -234,7 +303,21 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     args = parse_args(argv)
     json_path, md_path = ROOT / args.json, ROOT / args.md
-    if not args.md_only:
+    if args.counts_only:
+        import torch
+
+        from c2np import ForwardTask
+
+        torch.set_num_threads(1)
+        if not json_path.is_file():
+            print(f"{json_path}: no results file; run without --counts-only first", file=sys.stderr)
+            return 2
+        doc = json.loads(json_path.read_text())
+        work = ROOT / args.work
+        store, _ = _store(args, work)
+        doc["counts"] = count_sources(args, store, ForwardTask(store, "val", "eval", per_group=1), work)
+        json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    elif not args.md_only:
         doc = run(args)
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(json.dumps(doc, indent=1) + "\n")
