@@ -68,6 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--counts-only", action="store_true",
                     help="only (re)compute the count section from the shipped arms' predictions in --work")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep an arm's predictions file in --work whose provenance (run, store, split, "
+                         "rows, seed, steps, ablation) matches, instead of sampling it again")
     args = ap.parse_args(argv)
     if any(r > 12 for r in args.radii):
         ap.error("--radii: the table uses radii <= 12 Å")
@@ -153,6 +156,19 @@ def count_sources(args: argparse.Namespace, store: Any, task: Any, work: Path) -
     return out
 
 
+def reusable(path: Path, *, run_dir: str, store: Any, seed: int, steps: int | None, ablation: dict[str, Any],
+             n_rows: int) -> bool:
+    """True when ``path`` and its provenance record exist and match this arm exactly."""
+    rec_path = path.with_name(path.name + ".json")
+    if not (path.is_file() and rec_path.is_file()):
+        return False
+    rec = json.loads(rec_path.read_text())
+    return (Path(rec.get("run", "")).resolve() == (ROOT / run_dir).resolve() and rec.get("split") == "val"
+            and rec.get("subset") == "eval" and rec.get("per_group") == 1 and rec.get("seed") == seed
+            and rec.get("steps") == steps and rec.get("ablation") == ablation and rec.get("n_samples") == n_rows
+            and rec.get("store_check", {}).get("store_fingerprint") == str(store.fingerprint))
+
+
 def _store(args: argparse.Namespace, work: Path) -> tuple[Any, list[str]]:
     from c2np import DatasetStore, build_store
     from c2np.catalog import catalog_data_dir
@@ -202,16 +218,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         bar.set_postfix_str(f"{family} {arm}")
         out = work / f"{family}-{arm}.extxyz"
         t0 = time.process_time()
-        predict(ROOT / run_dir, store, "val", out, subset="eval", per_group=1, seed=args.seed, steps=args.steps,
-                progress=False, allow_other_store=True, ablation=ARMS[arm])
-        cpu = time.process_time() - t0
+        ab = dataclasses.asdict(ARMS[arm])
+        reused = args.reuse and reusable(out, run_dir=run_dir, store=store, seed=args.seed, steps=args.steps,
+                                         ablation=ab, n_rows=len(radius_by_id))
+        if not reused:
+            predict(ROOT / run_dir, store, "val", out, subset="eval", per_group=1, seed=args.seed, steps=args.steps,
+                    progress=False, allow_other_store=True, ablation=ARMS[arm])
+        cpu = None if reused else round(time.process_time() - t0, 1)  # a reused file's CPU time is not known
         res = task.evaluate(out, model=f"{family}:{arm}", n_resamples=args.n_resamples, seed=args.seed)
         preds = {sid: Particle(z, x) for _, sid, z, x in iter_forward_predictions(out)}
         priors = forward_priors(family, meta["config"])
         cat = category_of_priors(priors)
         rows.append({"model": name_with_priors(family, priors), "family": family, "run": run_dir,
                      "category": cat.category, "priors": list(cat.priors), "arm": arm,
-                     "ablation": dataclasses.asdict(ARMS[arm]), "sampling_cpu_seconds": round(cpu, 1),
+                     "ablation": dataclasses.asdict(ARMS[arm]), "sampling_cpu_seconds": cpu, "reused": bool(reused),
                      **_scores(res, atoms_outside(preds, radius_by_id), n_resamples=args.n_resamples,
                                seed=args.seed)})
     baselines = []
