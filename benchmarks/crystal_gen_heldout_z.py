@@ -33,7 +33,7 @@ def main() -> int:
     torch.set_num_threads(1)
     import spglib
 
-    task = InverseTask.open(args.store, split="heldout", per_group=1)
+    task = InverseTask.open(args.store, split="heldout-dev", per_group=1)
     task._rows = task._rows[:: args.every]      # the harness subset of inverse_heldout.py
     model = load_generator(args.generator)
     queries = list(task.perturbed_queries(seed=0))

@@ -141,7 +141,7 @@ def main() -> int:
     ap.add_argument("--min-pair-angstrom", type=float, default=0.7)
     ap.add_argument("--out", default="out/rank_rules")
     args = ap.parse_args()
-    task = InverseTask.open(args.store, split="heldout", per_group=args.per_group)
+    task = InverseTask.open(args.store, split="heldout-dev", per_group=args.per_group)
     if args.every > 1:
         task._rows = task._rows[:: args.every]     # the dump's rows
     rows = {r["sample_id"]: r for r in load(Path(args.dump))}

@@ -36,11 +36,13 @@ import numpy as np
 import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
+from c2np.errors import C2NPInputError
 from c2np.models.cell_ranking import particle_pair_profile
 from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES
 from c2np.models.generator_pool import GeneratorPool, load_inverse_generator
 from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction, inverse_values
+from c2np.sealed import require_development_split
 from c2np.tasks import InverseTask, training_material_rows
 
 TRAINING_MATERIALS = "training-materials"
@@ -55,6 +57,11 @@ def open_rows(store: str, split: str, per_group: int, every: int, offset: int) -
     None (the reason printed) for an offset out of range."""
     if every < 1 or not 0 <= offset < every:
         print(f"--every {every} --offset {offset}: need every >= 1 and 0 <= offset < every", file=sys.stderr)
+        return None
+    try:
+        require_development_split(split, purpose="a benchmark arm, sweep or diagnosis")
+    except C2NPInputError as exc:
+        print(f"--split: {exc}", file=sys.stderr)
         return None
     if split == TRAINING_MATERIALS:
         task = InverseTask.open(store, split="train", per_group=per_group)
@@ -73,7 +80,7 @@ def main() -> int:
     ap.add_argument("--generators", default="", help="comma-separated generator folders")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--per-group", type=int, default=2, help="rotations per (material, R)")
-    ap.add_argument("--split", default="heldout",
+    ap.add_argument("--split", default="heldout-dev",
                     help=f"a split of the store, or {TRAINING_MATERIALS!r} (rows of the training materials)")
     ap.add_argument("--no-solver", action="store_true")
     ap.add_argument("--seed", type=int, default=0)

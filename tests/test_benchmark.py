@@ -32,7 +32,7 @@ def test_run_benchmark_ceiling_floor_and_files(tmp_path: Path, store_path: Path)
         assert 0.0 < mem.normalised["chamfer"] <= 1.0 + 1e-6
         assert rows[("majority-class", "inverse", split)].normalised["joint_accuracy_paper"] == pytest.approx(0.0)
     md = s.leaderboard_md.read_text()
-    assert "| analytic-carve | id |" in md and "plots/" in md
+    assert "| analytic-carve | analytic | id |" in md and "plots/" in md
     ceil_id = rows[("analytic-carve", "forward", "id")]
     lo, hi = ceil_id.ci95["f1@0.1"]
     assert f"1.000 [{lo:.2f}, {hi:.2f}] (1.00)" in md  # every cell with its 95 % interval
@@ -62,7 +62,7 @@ def _my_submission(folder: Path, store_path: Path, *, nan_first: bool = True) ->
     (folder / "forward" / "ood.extxyz").write_text("".join(frames))
     (folder / "model.yml").write_text(
         "schema: c2np.submission/1\n"
-        "model: {id: my-model, name: My model, version: '1', family: test, kind: learned,\n"
+        "model: {id: my-model, name: My model, version: '1', family: test, category: learned,\n"
         "        authors: [me], repository: here, license: MIT}\n"
         f"training: {{protocol: paper, store_fingerprint: {store.fingerprint}}}\n"
         "hardware: laptop\nwall_time_seconds: {training: 1, inference: 1}\n"
@@ -77,6 +77,7 @@ def test_a_submission_dropped_beside_the_baselines_is_ranked(tmp_path: Path, sto
                       forward_models=["analytic-carve", "random-ball"], n_resamples=20, progress=False)
     row = next(r for r in s.rows if r.model == "my-model")
     assert row.n_samples == len(ids) and row.n_failed == 1  # the NaN sample is a failure, counted
+    assert row.category == "learned" and row.priors == ()  # from its model.yml, into the results
     assert row.metrics["f1@0.1"] < 0.05
     assert (out / "submissions" / "analytic-carve" / "model.yml").is_file()
     assert (out / "report" / "models" / "my-model.html").is_file()

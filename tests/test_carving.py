@@ -205,7 +205,7 @@ def test_identity_quaternion_leaves_base_unchanged(kmgh3: UnitCell) -> None:
     assert a.positions_angstrom.tobytes() == b.positions_angstrom.tobytes()
 
 
-# --- limits (issue 16) -------------------------------------------------------------------------
+# --- limits -------------------------------------------------------------------------------
 def test_huge_spheres_and_flat_cells_are_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
     from c2np import limits
     from c2np.errors import C2NPLimitError

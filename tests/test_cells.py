@@ -122,7 +122,7 @@ def test_standardize_tilted(zoo: dict[str, UnitCell]) -> None:
     assert standardize(zoo["trigonal"]).spacegroup == 166
 
 
-# --- hostile CIF input (issue 16) ------------------------------------------------------------
+# --- hostile CIF input ------------------------------------------------------------------
 def _cif(a: str = "4.02", b: str = "4.02", c: str = "4.02", angles: tuple[str, str, str] = ("90", "90", "90"),
          sites: str = "K1 K 0.5 0.5 0.5\nMg1 Mg 0 0 0\nH1 H 0.5 0 0\nH2 H 0 0.5 0\nH3 H 0 0 0.5\n",
          group: str = "'P 1'") -> str:

@@ -1,4 +1,4 @@
-"""Every job moved onto the executor seam (issue 15) gives, on a real 2-worker Dask
+"""Every job on the executor seam gives, on a real 2-worker Dask
 LocalCluster, exactly what the local path gives: verify, export (extxyz and original),
 task-2 scoring, the solver over many files (identify) and the baselines' predictions
 (the solver's sweeps), and catalog relaxations (with CHGNet installed)."""

@@ -61,7 +61,7 @@ def test_file_sha256(tmp_path: Path) -> None:
     assert file_sha256(p) == hashlib.sha256(b"abc" * 1_000_000).hexdigest()
 
 
-# --- output paths, modes, faults and concurrency (issue 16) --------------------------------------
+# --- output paths, modes, faults and concurrency --------------------------------------------
 import errno  # noqa: E402
 import os  # noqa: E402
 import stat  # noqa: E402
@@ -120,7 +120,7 @@ def test_new_files_honour_the_umask_and_overwrites_keep_the_mode(tmp_path: Path)
 
 def test_a_writer_that_replaces_its_temp_file_still_gets_the_umask_mode(tmp_path: Path) -> None:
     """safetensors' save_file replaces the file it is given (mode 0o600): the mode the new
-    file should have is set again before the rename (found on shipped weights, session 13)."""
+    file should have is set again before the rename (found on shipped weights)."""
     from c2np.fileio import atomic_path
 
     def replacing_writer(name: str) -> None:

@@ -1,10 +1,10 @@
 """A store's fingerprint does not depend on the CPU: the same build under different OpenBLAS
 kernels (the one a CPU picks, or OPENBLAS_CORETYPE) writes the same fingerprint.
 
-Before session 13 it did not: the CIF sites went through ASE's Cartesian round trip and the
-quaternions were normalised with BLAS, so the last bits of the cells and the recipe table
+Why it matters: when the CIF sites went through ASE's Cartesian round trip and the
+quaternions were normalised with BLAS, the last bits of the cells and the recipe table
 (both hashed as float64) followed the kernel, and a run's recorded fingerprint could not be
-reproduced on another machine."""
+reproduced on another CPU."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bounded fuzz tests of every reader (issue 16): whatever the bytes, a reader returns a
+"""Bounded fuzz tests of every reader: whatever the bytes, a reader returns a
 valid object or raises :class:`C2NPInputError` (a clear error) — never another exception,
 a hang or unbounded memory. The long-running version is ``benchmarks/fuzz_readers.py``
 (atheris); this file runs a few hundred cases in CI. Every crash found becomes a bug fix

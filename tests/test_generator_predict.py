@@ -116,7 +116,8 @@ def test_a_generator_submission_on_a_one_rotation_leaderboard(tmp_path: Path) ->
                             "--per-group", "1", "--workers", "1", "--json"])
     assert r.exit_code == 0, r.output
     plots = {Path(p).name for p in json.loads(r.output)["plots"]}  # held-out rows plotted on their own
-    assert {"inverse_joint_accuracy_paper_vs_radius.png", "inverse_joint_accuracy_paper_heldout_vs_radius.png"} <= plots
+    assert {"inverse_joint_accuracy_paper_vs_radius.png",
+            "inverse_joint_accuracy_paper_heldout_dev_vs_radius.png"} <= plots
     subs = bench / "submissions"
     assert {"solver", "descriptor-neighbour", "descriptor-neighbour-noisy"} <= {p.name for p in subs.iterdir()}
     gen = _cheap_copy("diffcsp-inverse", tmp_path / "diffcsp")
@@ -129,7 +130,8 @@ def test_a_generator_submission_on_a_one_rotation_leaderboard(tmp_path: Path) ->
         assert r.exit_code == 0, r.output
         shutil.copy(out, sub / "inverse" / f"{split}.csv")
     doc = yaml.safe_load((subs / "solver" / "model.yml").read_text())
-    doc["model"].update(id="diffcsp-small", name="DiffCSP (test settings)", family="DiffCSP", kind="learned")
+    doc["model"].update(id="diffcsp-small", name="DiffCSP (test settings)", family="DiffCSP",
+                        category="learned+prior", priors=["spacegroup-templates", "profile-refinement"])
     (sub / "model.yml").write_text(yaml.safe_dump(doc))
     assert doc["rotations_per_material_radius"] == 1
     site = tmp_path / "site"
@@ -138,7 +140,8 @@ def test_a_generator_submission_on_a_one_rotation_leaderboard(tmp_path: Path) ->
     assert r.exit_code == 0, r.output
     rows = json.loads((site / "leaderboard.json").read_text())["rows"]
     n = len(select_rows(DatasetStore.open(store_path).recipes, "heldout", per_group=1))
-    held = {row["model"]: row for row in rows if row["split"] == "heldout"}
+    held = {row["model"]: row for row in rows if row["split"] == "heldout-dev"}  # the store's one held-out
+    assert not any(row["split"] == "heldout-test" for row in rows)                 # material is development
     assert {"diffcsp-small", "solver", "descriptor-neighbour", "composition-lookup"} <= set(held)
     assert {row["n_samples"] for row in held.values()} == {n}
     assert held["composition-lookup"]["metrics"]["joint_accuracy_paper"] == 0.0  # held-out: no lookup wins

@@ -252,7 +252,7 @@ def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
     assert res.data["matched_rmsd_max_gap_angstrom"] == max(b["gap_angstrom"] for b in bounds)
 
 
-# --- hostile predictions and stores (issue 16) --------------------------------------------------
+# --- hostile predictions and stores --------------------------------------------------------
 def test_huge_but_finite_predictions_fail_one_sample_each(tmp_path: Path, store: DatasetStore,
                                                           perfect: dict[str, Particle]) -> None:
     ids = list(perfect)
@@ -371,7 +371,7 @@ print(json.dumps({"warm": warm, "after": signatures()}))
 def test_metric_kernels_are_compiled_before_the_workers_fork(tmp_path: Path) -> None:
     """compile_metric_kernels (called by the harness before it forks) reaches every
     kernel specialisation that scoring random-ball, perfect and collapsed predictions
-    uses, so forked workers never compile (docs/evaluation.md, "Fifth pass")."""
+    uses, so forked workers never compile (docs/decisions/0032-compile-kernels-before-workers.md)."""
     import os
     import subprocess
     import sys

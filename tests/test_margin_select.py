@@ -1,4 +1,5 @@
-"""benchmarks/margin_select.py: session 15's rule for the generator's symmetric margins."""
+"""benchmarks/margin_select.py: the selection rule for the generator's symmetric margins
+(docs/decisions/0035-inverse-margin-from-noise.md)."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def test_csv_empty_value_is_a_failure_not_an_error(tmp_path: Path) -> None:
     assert np.isnan(row.params[1]) and np.isnan(row.spacegroup)
 
 
-# --- hostile prediction files (issue 16) ------------------------------------------------------
+# --- hostile prediction files ------------------------------------------------------------
 def test_space_group_4_1_is_not_read_as_41(tmp_path: Path) -> None:
     p = tmp_path / "p.csv"
     p.write_text("sample_id,a,b,c,alpha,beta,gamma,spacegroup\ns,4,4,4,90,90,90,4_1\n")

@@ -1,5 +1,5 @@
 """Readers that would hold something user data can make huge are bounded before they read
-(issue 16, same kind as the solver's symmetry search): whole-text files against text_bytes,
+(the same kind as the solver's symmetry search): whole-text files against text_bytes,
 XYZ lines, YAML aliases."""
 
 from __future__ import annotations

@@ -1,17 +1,20 @@
-"""The submissions committed under `submissions/` (issue 13: a crystal generator on the
+"""The submissions committed under `submissions/` (the task-2 crystal generators on the
 leaderboard) are valid: schema, declared rows, files the harness's reader accepts, the
 declared number of answers per (material, R) of each split. Scoring them
-needs the strict store (`c2np build --protocol strict`, fingerprint in model.yml); that run
-is in docs/model_results.md."""
+needs the strict store (`c2np build --protocol strict`, fingerprint in model.yml); `c2np benchmark` on that
+store ranks them (docs/tutorials/submit.md)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from c2np.categories import name_with_priors
+from c2np.models.priors import inverse_priors
 from c2np.predictions import read_inverse_predictions
 from c2np.splits import get_protocol
 from c2np.submissions import read_model_yml, rotations_per_group
@@ -54,6 +57,26 @@ def test_committed_submission_is_valid_and_covers_its_rows(folder: Path) -> None
 
 
 def test_every_task2_generator_has_a_committed_submission() -> None:
-    names = {p.name for p in FOLDERS}
-    assert {f"{f}-inverse" for f in ("diffcsp", "flowmm", "mattergen", "cdvae", "adit")} <= names
-    assert "diffcsp-flowmm-pool-inverse" in names
+    families = {p.name.split("+")[0] for p in FOLDERS}
+    assert {"diffcsp", "flowmm", "mattergen", "cdvae", "adit", "diffcsp-flowmm"} <= families
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[p.name for p in FOLDERS])
+def test_committed_submission_names_its_priors(folder: Path) -> None:
+    """A shipped generator's id carries the tags of the priors its configuration uses, and its
+    model.yml states them: category learned+prior, never learned."""
+    doc, _ = read_model_yml(folder / "model.yml")
+    assert doc is not None
+    run = ROOT.parent / re.search(r"pretrained/[\w.-]+", doc["model"]["repository"]).group(0)
+    if (run / "pool.json").is_file():
+        members = json.loads((run / "pool.json").read_text())["members"]
+        found = {p for m in members
+                 for p in inverse_priors(json.loads((run / "members" / m / "config.json").read_text())["config"])}
+        found.add("ensemble")
+        family = "-".join(m.removesuffix("-inverse") for m in members)
+    else:
+        found = set(inverse_priors(json.loads((run / "config.json").read_text())["config"]))
+        family = run.name.removesuffix("-inverse")
+    assert found and doc["model"]["category"] == "learned+prior"
+    assert set(doc["model"]["priors"]) == found
+    assert doc["model"]["id"] == name_with_priors(family, found)

@@ -220,7 +220,7 @@ def test_recovers_monoclinic_and_triclinic(spacegroup: int, cellpar: tuple, basi
     np.testing.assert_allclose(result.lattice.as_array(), target.lattice_params, atol=1e-3)
 
 
-# --- small catalog particles (issue 5: R = 6 Å with the paper's OOD rotations) ---------------
+# --- small catalog particles (R = 6 Å with the paper's OOD rotations) ---------------
 def _catalog_cells() -> dict:
     from c2np.catalog import load_catalog
 

@@ -180,7 +180,7 @@ def test_cli_carve_writes_particle(tmp_path: Path, kmgh3) -> None:
     assert info["material"] == "KMgH3"
 
 
-# --- hostile stores (issue 16) ---------------------------------------------------------------
+# --- hostile stores ---------------------------------------------------------------------
 def _rename_material(path: Path, new: str) -> None:
     with h5py.File(path, "r+") as f:
         ids = [s.decode() for s in f["cells/material_ids"][()]]

@@ -233,7 +233,7 @@ def test_readers_are_transparent(built: dict) -> None:
     a1, a3 = list(i1.queries()), list(i3.queries())
     assert len(a1) == len(a3) > 0
     assert all(np.array_equal(x.particle.positions_angstrom, y.particle.positions_angstrom) for x, y in zip(a1, a3))
-    # task-2 ids are opaque per store fingerprint (docs/dataset.md): they differ between the two
+    # task-2 ids are opaque per store fingerprint (docs/explanation/dataset.md): they differ between the two
     assert {x.sample_id for x in a1}.isdisjoint({y.sample_id for y in a3})
     pytest.importorskip("torch")
     from c2np.loaders import torch_dataset

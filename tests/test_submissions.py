@@ -75,7 +75,12 @@ def test_the_baselines_are_valid_submissions(bench: Path, store) -> None:
 
 
 @pytest.mark.parametrize("change, place, text", [
-    ({"model.kind": "neural"}, "model.kind", "is not one of"),
+    ({"model.category": "neural"}, "model.category", "is not one of"),
+    ({"model.category": None}, "model", "'category' is a required property"),
+    ({"model.category": "learned", "model.priors": ["magic"]}, "model.priors[0]", "is not one of"),
+    ({"model.category": "learned+prior"}, "model.priors", "needs the list of its priors"),
+    ({"model.category": "learned", "model.priors": ["lattice-sites"]}, "model.priors", "takes no priors"),
+    ({"model.kind": "learned"}, "model", "Additional properties are not allowed ('kind'"),
     ({"model.license": None}, "model", "'license' is a required property"),
     ({"model.repository": None}, "model", "is not valid under any of the given schemas"),
     ({"model.doi": "not-a-doi"}, "model.doi", "does not match"),
@@ -84,6 +89,16 @@ def test_the_baselines_are_valid_submissions(bench: Path, store) -> None:
     ({"date": "19.01.2026"}, "date", "does not match"),
     ({"tasks": []}, "tasks", "should be non-empty"),
     ({"schema": "c2np.submission/0"}, "schema", "was expected"),
+    ({"model.orcids": ["0000-0002-1825-009"]}, "model.orcids[0]", "does not match"),
+    ({"model.orcids": ["0000-0002-1825-0098"]}, "model.orcids[0]", "check digit"),
+    ({"model.parameter_count": 1.5}, "model.parameter_count", "is not of type 'integer'"),
+    ({"model.checkpoint": {"url": "ftp://host/a.ckpt", "sha256": "0" * 64}}, "model.checkpoint.url",
+     "does not match"),
+    ({"model.checkpoint": {"url": "https://host/a.ckpt"}}, "model.checkpoint", "'sha256' is a required property"),
+    ({"compute": {"gpu_hours": {"training": -2}}}, "compute.gpu_hours.training", "less than the minimum"),
+    ({"compute": {"gpu_count": "one"}}, "compute.gpu_count", "is not of type 'integer'"),
+    ({"packages": {"torch": 2.13}}, "packages.torch", "is not of type 'string'"),
+    ({"packages": {"bad name!": "1.0"}}, "packages", "does not match"),
 ])
 def test_schema_problems_are_named_with_their_place(bench: Path, tmp_path: Path, store, change, place,
                                                      text) -> None:
@@ -91,6 +106,33 @@ def test_schema_problems_are_named_with_their_place(bench: Path, tmp_path: Path,
     _edit(f, **change)
     _, problems = check_submission(f, store)
     assert any(p.place == place and text in p.message for p in problems), _messages(problems)
+
+
+def test_optional_metadata_validates(bench: Path, tmp_path: Path, store) -> None:
+    f = _copy(bench, "random-ball", tmp_path)
+    _edit(f, **{"model.orcids": ["0000-0002-1825-0097", "https://orcid.org/0000-0002-1694-233X"],
+                "model.parameter_count": 1234567,
+                "model.checkpoint": {"url": "https://example.org/ckpt/model.pt", "sha256": "ab" * 32},
+                "compute": {"gpu_type": "NVIDIA H100 80GB", "gpu_count": 1,
+                            "gpu_hours": {"training": 12.5, "inference": 0.25}},
+                "packages": {"torch": "2.13.0", "torch_geometric": "2.8.1", "c2np": "0.1.0"}})
+    _, problems = check_submission(f, store)
+    assert problems == [], _messages(problems)
+
+
+def test_the_shipped_json_schema_is_model_schema(tmp_path: Path) -> None:
+    from c2np.submissions import MODEL_SCHEMA, model_schema_text, packaged_model_schema
+
+    shipped = packaged_model_schema()
+    assert json.loads(shipped) == MODEL_SCHEMA
+    assert shipped == model_schema_text(), (
+        "regenerate: python -c \"from c2np.submissions import model_schema_text; "
+        "print(model_schema_text(), end='')\" > src/c2np/data/model.schema.json")
+    res = CliRunner().invoke(build_app(), ["submission", "schema"])
+    assert res.exit_code == 0 and json.loads(res.stdout) == MODEL_SCHEMA
+    import jsonschema
+
+    jsonschema.Draft202012Validator.check_schema(json.loads(res.stdout))
 
 
 def test_yaml_is_read_safely(tmp_path: Path) -> None:
@@ -175,11 +217,19 @@ def test_cli_check_exit_codes_and_json(bench: Path, tmp_path: Path) -> None:
     r = runner.invoke(app, ["submission", "check", str(good), "--store", str(bench / "ds.h5")])
     assert r.exit_code == 0 and "valid" in r.output
     f = _copy(bench, "solver", tmp_path)
-    _edit(f, **{"model.kind": "neural", "hardware": None})
+    _edit(f, **{"model.category": "neural", "hardware": None})
     r = runner.invoke(app, ["submission", "check", str(f), "--store", str(bench / "ds.h5"), "--json"])
     assert r.exit_code == 2
     data = json.loads(r.stdout)
-    assert data["valid"] is False and {p["place"] for p in data["problems"]} >= {"model.kind", "(top level)"}
+    assert data["valid"] is False and {p["place"] for p in data["problems"]} >= {"model.category", "(top level)"}
+    # a missing category, or an unknown prior: one clear line naming the file and the place, exit 2
+    for change, words in (({"model.category": None}, "'category' is a required property"),
+                          ({"model.category": "learned+prior", "model.priors": ["vibes"]}, "'vibes' is not one of")):
+        g = _copy(bench, "solver", tmp_path / f"c{len(words)}")
+        _edit(g, **change)
+        r = runner.invoke(app, ["submission", "check", str(g), "--store", str(bench / "ds.h5")])
+        lines = [ln for ln in r.output.splitlines() if "model.yml" in ln]
+        assert r.exit_code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in r.output
     r = runner.invoke(app, ["submission", "check", str(tmp_path / "nope"), "--store", str(bench / "ds.h5")])
     assert r.exit_code == 2 and "no such submission folder" in r.output and "Traceback" not in r.output
     r = runner.invoke(app, ["submission", "check", "--help"])

@@ -1,4 +1,4 @@
-"""The symmetry finder (moyopy) runs bounded in memory and time (issue 16): a cell on which
+"""The symmetry finder (moyopy) runs bounded in memory and time: a cell on which
 moyopy's search grows without bound is a limit error naming the limit, the helper recovers,
 and a particle too noisy for a space group is a clean 'no answer'."""
 

@@ -33,9 +33,9 @@ from c2np.tasks import (
 )
 from helpers import perovskite, two_perovskite_store
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "tutorials" / "benchmark-your-model.md"
 
-ISSUE_EXAMPLE = '''\
+README_EXAMPLE = '''\
 from c2np.tasks import ForwardTask, InverseTask
 task = ForwardTask.open("data.h5", split="ood", subset="eval")
 preds = {q.sample_id: my_model(q) for q in task.queries()}   # q: ForwardQuery
@@ -62,27 +62,27 @@ def strict_store(tmp_path_factory: pytest.TempPathFactory) -> DatasetStore:
     return DatasetStore.open(path)
 
 
-def test_the_issue_example_runs_as_written(tmp_path: Path, store_path: Path,
+def test_the_readme_example_runs_as_written(tmp_path: Path, store_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "data.h5").symlink_to(store_path)
     monkeypatch.chdir(tmp_path)
     namespace = {"my_model": analytic_carve}
-    exec(compile(ISSUE_EXAMPLE, "issue-10-example", "exec"), namespace)
+    exec(compile(README_EXAMPLE, "readme-example", "exec"), namespace)
     back = Results.read(tmp_path / "results.json")
     assert back.overall["f1@0.1"]["mean"] == 1.0 and back.n_failed == 0
     assert back.data["split"] == "ood" and back.n_samples == 2 * EVAL_ROTATIONS_PER_GROUP
     assert isinstance(namespace["results"], Results)
 
 
-def test_docs_tasks_md_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tutorial_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = DOCS.read_text(encoding="utf-8")
-    assert ISSUE_EXAMPLE.splitlines()[1] in text  # the doc shows the issue's example
+    assert README_EXAMPLE.splitlines()[1] in text  # the tutorial shows the README's example
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) >= 3
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
     for k, block in enumerate(blocks):
-        exec(compile(block, f"docs/tasks.md block {k}", "exec"), namespace)
+        exec(compile(block, f"benchmark-your-model.md block {k}", "exec"), namespace)
     assert Results.read(tmp_path / "results.json").n_failed == 0
     assert Results.read(tmp_path / "inverse.json").n_samples > 0
 

@@ -1,4 +1,4 @@
-"""The faster training step (issue 12, session 9) computes exactly what the step before it
+"""The faster training step computes exactly what the step before it
 did: the lattice-site search equals its previous formulation (vectors, distances, keys and
 gradients, bit for bit), the per-sample attention equals one padded batched call (outputs
 and gradients of the real tokens), and sharing the state's denoiser features between the
@@ -32,7 +32,7 @@ from c2np.models.overfit import gate_condition  # noqa: E402
 
 
 def _reference_lattice_site_vectors(pos, batch, c: ConditionBatch, k=1, *, with_keys=False):
-    """:func:`lattice_site_vectors` as written before session 9 (one padded batch, keys of
+    """:func:`lattice_site_vectors` in its earlier form (one padded batch, keys of
     every candidate), the formulation the faster one must reproduce."""
     S_full = c.slots_z.shape[1]
     S_ = max(1, int(c.slot_mask.sum(1).max()))

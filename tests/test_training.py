@@ -255,19 +255,6 @@ def test_every_task2_family_is_its_own_model(ds, tmp_path):
     assert not np.allclose(preds["diffcsp"], preds["flowmm"])
 
 
-def test_leaderboard_labels_sitescore_carve_based(tmp_path):
-    from c2np.models import CARVE_BASED_LABEL, LEARNED_GENERATORS, display_name
-    from c2np.report import LeaderboardRow, write_leaderboard
-
-    assert "sitescore" not in LEARNED_GENERATORS
-    assert display_name("sitescore", "forward") == f"sitescore [{CARVE_BASED_LABEL}]"
-    assert display_name("sitescore", "inverse") == "sitescore" and display_name("cdvae", "forward") == "cdvae"
-    row = LeaderboardRow(model="sitescore", task="forward", split="id", protocol="paper",
-                         metrics={"f1@0.1": 0.9}, higher_is_better={"f1@0.1": True}, n_samples=8, n_failed=0)
-    paths = write_leaderboard([row], tmp_path, headline={"forward": ["f1@0.1"]})
-    assert "sitescore [carve-based (learned threshold)]" in paths["markdown"].read_text()
-
-
 def test_diagnostic_reports_samples_per_point(ds, tmp_path):
     from c2np.models.diagnostic import loss_fidelity_table, write_diagnostic
     from c2np.models.training import train

@@ -6,7 +6,8 @@ The stable public API, grouped by concept. Names are resolved lazily on first us
     from c2np import ForwardTask, read_cif, carve
 
 Each name lives in the module named beside it; importing from that module directly is
-equally supported.
+equally supported. Docstrings cite the benchmark contract by section ("contract §6"):
+docs/reference/contract.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Minimum squared-distance one-to-one assignment between two point sets, with a certificate.
 
-Used by the matched RMSD (SPEC §6): every point of the smaller set ``S`` (``(n_s, 3)`` Å) is
+Used by the matched RMSD (contract §6): every point of the smaller set ``S`` (``(n_s, 3)`` Å) is
 paired with a distinct point of the larger set ``L`` (``(n_l, 3)`` Å) so that
 ``Σ |s − l|²`` (Å²) is minimal. :func:`min_sq_assignment` returns the value of a valid
 pairing (an upper bound), a certified lower bound of the optimum, and whether the two
 meet (then the value is the optimum); its work is bounded for any input.
 
-Method (docs/evaluation.md, "Matched RMSD: how the assignment is found"):
+Method (docs/explanation/metrics.md, "Matched RMSD: how the assignment is found"):
 
 1. nearest neighbours of ``S`` all distinct: pairing each with its nearest is optimal;
 2. small sets (``n_s · n_l <= 40,000``): dense ``scipy.optimize.linear_sum_assignment``;
@@ -54,7 +54,7 @@ GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop re
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 EXACT_RTOL = 1e-9  # exact: bound within this relative tolerance of the value
 FAR_RMSD_ANGSTROM = 1.0  # an element whose certified RMSD bound is at least this (Å) ...
-FAR_REL_GAP = 5e-2  # ... stops once its RMSD value is within this share of the bound (1e-2 before session 24)
+FAR_REL_GAP = 5e-2  # ... stops once its RMSD value is within this share of the bound (decision 0030)
 FAR_EARLY_EPS = 1.0 / 64.0  # far from the nearest neighbours alone: first check at this ε / ε0
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
 
@@ -127,7 +127,7 @@ def min_sq_assignment(set_a_angstrom: np.ndarray, set_b_angstrom: np.ndarray, *,
     ``sqrt(bound / n_pairs)``, is at least this (Å; None: never), the sparse path stops as
     soon as ``sqrt(value / n_pairs) <= (1 + far_rel_gap) sqrt(bound / n_pairs)``: the value is
     still that of a valid pairing and the bound certified, but ``exact`` is False (a
-    prediction that far off needs no exact optimum; docs/evaluation.md).
+    prediction that far off needs no exact optimum; docs/explanation/metrics.md).
     """
     a = np.asarray(set_a_angstrom, dtype=np.float64)
     b = np.asarray(set_b_angstrom, dtype=np.float64)
@@ -213,7 +213,7 @@ ALIGN_SCALE_REL = 0.05
 #: mismatch is solved as the sets are first, and aligned only when that leaves a gap the far
 #: rule does not accept (so it never reports worse than before). When the first result is
 #: not accepted, the better value and bound of the two are reported
-ALIGN_ACCEPT_REL_GAP = FAR_REL_GAP  # the same share (both 5 % since session 24)
+ALIGN_ACCEPT_REL_GAP = FAR_REL_GAP  # the same share
 #: a strong mismatch: centroids this share of the larger RMS radius apart, or RMS radii this
 #: far apart (relative)
 STRONG_SHIFT_REL = 0.3
@@ -284,7 +284,7 @@ def _aligned_assignment(small: np.ndarray, large: np.ndarray, scale: float, c_s:
     with that share (bound at least ``far_sum``, RMSD value within the share of the bound's),
     usually at the first greedy pairing: the aligned problem's own gap, scaled by ``s``, is a
     small part of a strong mismatch's cost, so an exact aligned optimum is not needed
-    (docs/evaluation.md, "Session 24")."""
+    (docs/decisions/0030-matched-rmsd-certified-gap.md)."""
     ns, nl = len(small), len(large)
     z = c_l + (small - c_s) / scale
     r2_l = np.sum((small - c_l) ** 2, axis=1)

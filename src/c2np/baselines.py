@@ -1,4 +1,4 @@
-"""Reference baselines that need no training (SPEC §9), as models of the task API.
+"""Reference baselines that need no training (contract §9), as models of the task API.
 
 Every baseline is fitted on a task (:class:`~c2np.tasks.ForwardTask` /
 :class:`~c2np.tasks.InverseTask`) through its training examples only, and then predicts

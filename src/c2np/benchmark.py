@@ -3,7 +3,7 @@ from the submission folders (:func:`c2np.leaderboard.build_leaderboard`): result
 JSON tables, PNG plots and the offline report site.
 
 The baselines are written to ``{out}/submissions/<baseline>/`` (``model.yml`` + prediction
-files, docs/submissions.md); a trained model's submission folder placed there is checked,
+files, docs/reference/submissions.md); a trained model's submission folder placed there is checked,
 scored and ranked beside them.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from c2np.baselines import FORWARD_BASELINES, HELDOUT_BASELINES, INVERSE_BASELINES, predict
+from c2np.categories import ANALYTIC
 from c2np.errors import C2NPInputError
 from c2np.executor import Executor
 from c2np.metrics import HEADLINE, PRIMARY
@@ -42,6 +43,7 @@ from c2np.report import (
     plot_particles,
     write_leaderboard,
 )
+from c2np.sealed import HELDOUT_SPLITS
 from c2np.splits import SPLITS, get_protocol
 from c2np.store import DatasetStore
 from c2np.tasks import (
@@ -56,24 +58,24 @@ from c2np.tasks import (
 __all__ = ["BenchmarkSummary", "run_benchmark", "baseline_model_yml", "summary_json"]
 
 _BASELINE_INFO = {
-    "analytic-carve": ("Analytic carve (ceiling)", "carve-based baseline",
+    "analytic-carve": ("Analytic carve (ceiling)",
                        "carves the sphere from the unit cell exactly (c2np.carving): the ceiling"),
-    "memorisation": ("Nearest-training-sample memorisation", "carve-based baseline",
+    "memorisation": ("Nearest-training-sample memorisation",
                      "the training particle of the same material at the nearest train radius, rotated, "
                      "cropped to R"),
-    "random-ball": ("Uniform random ball (floor)", "baseline",
+    "random-ball": ("Uniform random ball (floor)",
                     "the right number of atoms, uniform in the ball, with the cell's composition: the floor"),
-    "solver": ("Crystallographic solver", "baseline",
+    "solver": ("Crystallographic solver",
                "finds the lattice translations inside the particle, folds, detects symmetry (c2np.solver)"),
-    "composition-lookup": ("Composition lookup (memorisation)", "baseline",
+    "composition-lookup": ("Composition lookup (memorisation)",
                            "the target of the training material with the nearest composition"),
-    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)", "baseline",
+    "descriptor-neighbour": ("Descriptor nearest neighbour (memorisation)",
                              "the training example with the nearest particle-descriptor histograms: its "
                              "space group and its lattice scaled by the descriptor-scale ratio"),
-    "descriptor-neighbour-noisy": ("Descriptor nearest neighbour, noise-augmented (memorisation)", "baseline",
+    "descriptor-neighbour-noisy": ("Descriptor nearest neighbour, noise-augmented (memorisation)",
                                    "the descriptor nearest neighbour fitted also on copies of the training "
                                    "particles with 0.02 and 0.05 Å Gaussian noise"),
-    "majority-class": ("Majority class (floor)", "baseline",
+    "majority-class": ("Majority class (floor)",
                        "the most common space group and the mean lattice of the training examples"),
 }
 
@@ -115,10 +117,10 @@ def baseline_model_yml(name: str, task: str, store: DatasetStore, *, inference_s
 
     from c2np.version import __version__
 
-    title, kind, what = _BASELINE_INFO[name]
+    title, what = _BASELINE_INFO[name]
     doc: dict[str, Any] = {
         "schema": "c2np.submission/1",
-        "model": {"id": name, "name": title, "version": __version__, "family": "baseline", "kind": kind,
+        "model": {"id": name, "name": title, "version": __version__, "family": "baseline", "category": ANALYTIC,
                   "authors": ["c2np"], "repository": f"c2np {__version__} (c2np.baselines)", "license": "MIT",
                   "description": what},
         "training": {"protocol": store.recipes.protocol, "store_fingerprint": store.fingerprint,
@@ -149,7 +151,7 @@ def _write_baseline_predictions(store: DatasetStore, sub_dir: Path, names: Seque
     inverse_fitted: dict[str, Any] = {}  # a task-2 baseline learns from the train split only: fit once
     for split in splits:
         for task_name in tasks:
-            if split == "heldout" and task_name == "forward":
+            if split in HELDOUT_SPLITS and task_name == "forward":
                 continue
             task = open_task(task_name, store, split, subset, per_group=per_group)
             ids = [q.sample_id for q in task.queries()]
@@ -248,7 +250,7 @@ def run_benchmark(store_path: str | os.PathLike[str], out_dir: str | os.PathLike
     for d in lb.documents:
         task_name, model, split = d["task"], d["model"], d["split"]
         for metric in RADIUS_PLOTS[task_name]:
-            rows_key = "heldout" if split == "heldout" else "test"
+            rows_key = split if split in HELDOUT_SPLITS else "test"
             per_radius.setdefault((task_name, metric.value, rows_key), {}).setdefault(model, {}).update(
                 {int(r): v[metric.value]["mean"] for r, v in d["metrics"]["per_radius"].items()})
         path, _ = prediction_file(sub_dir / model, task_name, split)
@@ -275,11 +277,13 @@ def _plots(store: DatasetStore, protocol: Any, rows: Sequence[LeaderboardRow],
     plots: list[Path] = []
     for (task, metric, rows_key), series in per_radius.items():
         label = _LABELS.get(metric, metric)
-        held = rows_key == "heldout"
-        name = f"{task}_{metric.replace('@', '_at_')}{'_heldout' if held else ''}_vs_radius.png"
+        held = rows_key in HELDOUT_SPLITS
+        suffix = "_" + rows_key.replace("-", "_") if held else ""
+        name = f"{task}_{metric.replace('@', '_at_')}{suffix}_vs_radius.png"
+        part = {"heldout-dev": "held-out development materials", "heldout-test": "sealed test materials"}
         plots.append(plot_metric_vs_radius(
             series, label, protocol, plot_dir / name,
-            title=f"{label} vs radius, held-out materials (every radius)" if held else ""))
+            title=f"{label} vs radius, {part.get(rows_key, 'held-out materials')} (every radius)" if held else ""))
     for task, metric in PRIMARY.items():
         vals: dict[str, dict[str, float]] = {}
         for r in rows:

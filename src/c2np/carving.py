@@ -1,4 +1,4 @@
-"""Carving spherical nanoparticles from unit cells (SPEC §3): the ground truth of task 1.
+"""Carving spherical nanoparticles from unit cells (contract §3): the ground truth of task 1.
 
 Every periodic image x = (n + f) · L with |x - c| <= R + 1e-6 Å is kept. Only the lattice
 translations n whose images can reach the sphere are enumerated (no fixed supercell).

@@ -20,13 +20,16 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["CATEGORIES", "LEARNED", "LEARNED_PRIOR", "ANALYTIC", "PRIORS", "PRIOR_TAGS", "ModelCategory",
+__all__ = ["CATEGORIES", "LEARNED", "LEARNED_PRIOR", "ANALYTIC", "UNSTATED", "PRIORS", "PRIOR_TAGS", "ModelCategory",
            "check_category", "category_from_mapping", "name_with_priors"]
 
 LEARNED = "learned"
 LEARNED_PRIOR = "learned+prior"
 ANALYTIC = "analytic"
 CATEGORIES: tuple[str, ...] = (LEARNED, LEARNED_PRIOR, ANALYTIC)
+#: the category of a results document whose model was not described (``c2np evaluate``
+#: without ``--category``); never a category of a model.yml, never ranked as learned
+UNSTATED = "unstated"
 
 #: every named prior, with what it gives the model
 PRIORS: dict[str, str] = {

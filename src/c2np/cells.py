@@ -1,6 +1,6 @@
 """Unit cells: the frozen record, CIF reading/writing, and symmetry standardization.
 
-Conventions (SPEC §1-2): lengths in Å, angles in degrees, lattice rows are the vectors
+Conventions (contract §1-2): lengths in Å, angles in degrees, lattice rows are the vectors
 a, b, c in ASE's Cartesian frame (a along x, b in the xy plane for a cell read from
 parameters), coordinates fractional.
 """
@@ -504,7 +504,7 @@ def _first_hall_number(spacegroup: int) -> int:
 
 @dataclass(frozen=True)
 class StandardCell:
-    """The standardized conventional cell of a crystal (the task-2 target, SPEC §2).
+    """The standardized conventional cell of a crystal (the task-2 target, contract §2).
 
     Attributes:
         spacegroup: international space-group number 1..230.

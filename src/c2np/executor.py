@@ -10,7 +10,7 @@ process (an opened store, a scorer) from a picklable recipe. An :class:`Executor
 * :class:`DaskExecutor`: a ``distributed`` cluster, ``--scheduler local:N`` (a
   ``LocalCluster`` of N single-threaded worker processes started here) or
   ``--scheduler tcp://HOST:PORT`` (join a running scheduler, e.g. a dask-jobqueue
-  ``SLURMCluster``; docs/scaling.md). Dask is the optional extra ``c2np[dask]``.
+  ``SLURMCluster``; docs/howto/cluster.md). Dask is the optional extra ``c2np[dask]``.
 
 Results come back in the order of the items whatever the backend, so results never
 depend on it. A Dask worker that dies mid-task has its tasks rerun elsewhere by the
@@ -21,13 +21,13 @@ exactly once, by position.
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from c2np.errors import C2NPEnvironmentError, C2NPInputError
+from c2np.threads import available_cores, set_threads, threads_per_process
 
 __all__ = ["Context", "Executor", "LocalExecutor", "DaskExecutor", "make_executor",
            "parse_scheduler", "same", "available_cpus"]
@@ -82,8 +82,9 @@ def _run_chunk(fn: Callable[[Any, Any], Any], ctx: Context | None,
 _FORK_STATE: Any = None
 
 
-def _fork_init(state: Any) -> None:
+def _fork_init(state: Any, threads: int = 1) -> None:
     global _FORK_STATE
+    set_threads(threads)
     _FORK_STATE = state
 
 
@@ -92,8 +93,9 @@ def _run_chunk_fork(job: tuple[Callable[[Any, Any], Any], Sequence[Any]]) -> lis
     return [fn(_FORK_STATE, item) for item in chunk]
 
 
-def _spawn_init(ctx: Context | None) -> None:
+def _spawn_init(ctx: Context | None, threads: int = 1) -> None:
     global _FORK_STATE
+    set_threads(threads)
     _FORK_STATE = ctx.factory(*ctx.args) if ctx is not None and ctx.factory is not None else None
 
 
@@ -177,11 +179,12 @@ class LocalExecutor(Executor):
             return self._pool
         self.close()
         mpc = mp.get_context(self.start_method)
+        threads = threads_per_process(self.workers)  # each worker's share of the cores (c2np.threads)
         if self.start_method == "fork":
             self._pool = mpc.Pool(self.workers, initializer=_fork_init,
-                                  initargs=(self._serial_state(context),))
+                                  initargs=(self._serial_state(context), threads))
         else:
-            self._pool = mpc.Pool(self.workers, initializer=_spawn_init, initargs=(context,))
+            self._pool = mpc.Pool(self.workers, initializer=_spawn_init, initargs=(context, threads))
         self._ctx = context
         return self._pool
 
@@ -333,6 +336,4 @@ def make_executor(workers: int = 1, scheduler: str | None = None) -> Executor:
 
 def available_cpus() -> int:
     """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    return available_cores()

@@ -1,5 +1,6 @@
-"""Exchange with other layouts: export a store to extxyz or to the original generator's
-folder layout, and import the original raw archive into a store (SPEC §5)."""
+"""Exchange with other layouts: export a store to extxyz, to ASE's database or to the
+original generator's folder layout, and import the original raw archive into a store (contract
+§5). The Parquet export is :mod:`c2np.parquet_export`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from c2np.particle_io import format_extxyz_frame, read_particle
 from c2np.splits import SPLITS, build_recipes
 from c2np.store import BaseParticles, DatasetStore, check_store_names, write_store
 
-__all__ = ["export_extxyz", "export_original", "import_original"]
+__all__ = ["EXPORT_SPLITS", "export_extxyz", "export_original", "export_asedb", "import_original"]
 
 
 def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any:
@@ -37,6 +38,8 @@ def _progress(iterable: Any, desc: str, total: int | None, enabled: bool) -> Any
 
 #: Samples formatted per executor task by the exports.
 EXPORT_CHUNK = 64
+#: the split files of :func:`export_extxyz`
+EXPORT_SPLITS: tuple[str, ...] = (*SPLITS, "heldout")
 
 
 def _open_store(path: str) -> DatasetStore:
@@ -48,14 +51,15 @@ def _store_context(store: DatasetStore) -> Context:
     return Context(_open_store, (str(store.path),), value=store)
 
 
-def _extxyz_text(store: DatasetStore, row: int) -> str:
-    """Worker side: one sample as an extxyz frame (info: sample_id, material, radius_angstrom,
-    rotation_index, quaternion_xyzw, split)."""
+def _extxyz_text(store: DatasetStore, item: tuple[int, str]) -> str:
+    """Worker side: one sample ``(row, export split)`` as an extxyz frame (info: sample_id,
+    material, radius_angstrom, rotation_index, quaternion_xyzw, split)."""
+    row, split = item
     s = store.sample(int(row))
     return format_extxyz_frame(s.particle, {"sample_id": s.sample_id, "material": s.material,
                                             "radius_angstrom": s.radius_angstrom,
                                             "rotation_index": s.rotation_index,
-                                            "quaternion_xyzw": s.quaternion, "split": s.split})
+                                            "quaternion_xyzw": s.quaternion, "split": split})
 
 
 def _original_text(store: DatasetStore, row: int) -> tuple[str, str, int, str]:
@@ -70,8 +74,11 @@ def _original_text(store: DatasetStore, row: int) -> tuple[str, str, int, str]:
 def export_extxyz(store: DatasetStore, out_dir: str | os.PathLike[str], *,
                   splits: Sequence[str] | None = None, progress: bool = True,
                   executor: Executor | None = None) -> list[Path]:
-    """Write one ``{split}.extxyz`` per split; frames carry sample_id, material,
-    radius_angstrom, rotation_index, quaternion_xyzw and split in ``info``. ``executor``
+    """Write one ``{split}.extxyz`` per split (:data:`EXPORT_SPLITS`; the ``split`` column of
+    :func:`c2np.parquet_export.row_splits`: ``train`` / ``val`` hold only the rows a model may
+    learn from, ``heldout`` the training and validation radii of held-out materials); frames
+    carry sample_id, material, radius_angstrom, rotation_index, quaternion_xyzw and split in
+    ``info``. ``executor``
     (:mod:`c2np.executor`; default: this process) formats the frames, in chunks of
     :data:`EXPORT_CHUNK`; this process writes them, in row order (the files do not depend on
     the executor)."""
@@ -79,8 +86,14 @@ def export_extxyz(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     ex = executor if executor is not None else LocalExecutor(1)
     ctx = _store_context(store)
     written = []
-    for split in (splits or SPLITS):
-        rows = [int(r) for r in store.rows(split)]
+    from c2np.parquet_export import row_splits
+
+    names = row_splits(store.recipes)
+    unknown = [s for s in (splits or ()) if s not in EXPORT_SPLITS]
+    if unknown:
+        raise C2NPInputError(f"--split: unknown split {unknown[0]!r}; choose one of {list(EXPORT_SPLITS)}")
+    for split in (splits or EXPORT_SPLITS):
+        rows = [(int(r), split) for r in np.flatnonzero(names == split)]
         if len(rows) == 0:
             continue
         bar = _progress(None, f"export {split}", len(rows), progress)
@@ -135,12 +148,60 @@ def export_original(store: DatasetStore, out_dir: str | os.PathLike[str], *,
     return out
 
 
+def export_asedb(store: DatasetStore, path: str | os.PathLike[str], *, splits: Sequence[str] = (),
+                 progress: bool = True) -> Path:
+    """Write an ASE database (SQLite, ``ase.db.connect``) atomically: every unit cell
+    (periodic, ``kind="cell"``, ``material``), every base particle (``kind="base"``,
+    ``material``, ``radius_angstrom``; unrotated, centred) and, for each of ``splits``
+    (:data:`c2np.loaders.LOADER_SPLITS`), its particles (``kind="sample"``, ``sample_id``,
+    ``split``, ``radius_angstrom``, ``rotation_index``; quaternion in ``data``; on ``train`` /
+    ``val`` also ``material``, ``spacegroup`` and ``a``, ``b``, ``c`` (Å), ``alpha``,
+    ``beta``, ``gamma`` (°) of the standardized conventional cell). The database's
+    ``metadata`` holds the fingerprint and the protocol."""
+    from ase import Atoms
+    from ase.db import connect
+
+    from c2np.fileio import atomic_path, check_output_path
+    from c2np.lattice import LATTICE_PARAMETER_NAMES
+    from c2np.loaders import LOADER_SPLITS, iter_items
+
+    p = check_output_path(path)
+    bad = [s for s in splits if s not in LOADER_SPLITS]
+    if bad:
+        raise C2NPInputError(f"--split: unknown split {bad[0]!r}; choose from {list(LOADER_SPLITS)}")
+    t = store.recipes
+    with atomic_path(p) as tmp:
+        db = connect(tmp, type="db", append=False)
+        with db:
+            for cell in store.cell_list():
+                db.write(cell.to_ase(), kind="cell", material=cell.material_id)
+            for j in range(len(store.base.material_index)):
+                nums, pos = store.base.get(j)
+                db.write(Atoms(numbers=nums, positions=np.asarray(pos, dtype=np.float64), pbc=False), kind="base",
+                         material=t.materials[int(store.base.material_index[j])],
+                         radius_angstrom=int(store.base.radius_angstrom[j]))
+            for split in splits:
+                for it in _progress(iter_items(store, split), f"asedb {split}", None, progress):
+                    keys: dict[str, Any] = {"kind": "sample", "sample_id": it["sample_id"], "split": split,
+                                            "radius_angstrom": int(it["radius_angstrom"]),
+                                            "rotation_index": int(it["rotation_index"])}
+                    if "material" in it:
+                        keys.update({"material": it["material"], "spacegroup": int(it["spacegroup"]),
+                                     **{k: float(v) for k, v in zip(LATTICE_PARAMETER_NAMES,
+                                                                     it["lattice_parameters"])}})
+                    db.write(Atoms(numbers=it["numbers"], positions=it["positions_angstrom"], pbc=False),
+                             key_value_pairs=keys, data={"quaternion_xyzw": it["quaternion_xyzw"]})
+        db.metadata = {"format": "c2np-asedb", "fingerprint": store.fingerprint, "protocol": t.protocol,
+                       "heldout_materials": list(t.heldout_materials)}
+    return p
+
+
 _XYZ_NAME = re.compile(r"^(?P<mat>.+)_R(?P<r>[0-9]+)\.xyz$", re.IGNORECASE)
 
 
 def _recentre(cell: UnitCell, pos: np.ndarray) -> tuple[np.ndarray, float]:
     """Shift a pre-carved particle so that its sphere centre is the origin. The original
-    centre is a lattice point (SPEC §3), so the centroid is snapped to the nearest lattice
+    centre is a lattice point (contract §3), so the centroid is snapped to the nearest lattice
     translation. Returns (positions, distance between centroid and snapped centre)."""
     with np.errstate(over="ignore", invalid="ignore"):  # absurd coordinates are refused later
         centroid = pos.mean(axis=0)

@@ -2,7 +2,7 @@
 every prediction file with the evaluation harness, write the results documents, the
 Markdown / JSON leaderboard and the report site.
 
-See docs/submissions.md.
+See docs/reference/submissions.md.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from c2np.categories import category_from_mapping
 from c2np.errors import C2NPInputError
 from c2np.metrics import HEADLINE
 from c2np.report import LeaderboardRow, normalise, row_from_results, write_leaderboard
+from c2np.sealed import DEV_SPLIT, SEALED_SPLIT, heldout_parts
 from c2np.submissions import (
     DEFAULT_SPLITS,
     Problem,
@@ -26,7 +28,17 @@ from c2np.submissions import (
     submission_splits,
 )
 
-__all__ = ["LeaderboardSummary", "SubmissionProblems", "check_submissions", "build_leaderboard"]
+__all__ = ["LeaderboardSummary", "SubmissionProblems", "check_submissions", "build_leaderboard", "scored_splits"]
+
+
+def scored_splits(split: str, recipes: Any) -> tuple[str, ...]:
+    """The splits a submission's ``split`` file is scored on: the held-out answers
+    (``heldout``) apart as ``heldout-dev`` and, where the store has sealed test materials,
+    ``heldout-test`` (:mod:`c2np.sealed`); any other split as itself."""
+    if split != "heldout":
+        return (split,)
+    parts = heldout_parts(recipes.heldout_materials)
+    return (DEV_SPLIT,) * bool(parts.dev) + (SEALED_SPLIT,) * bool(parts.test)
 
 
 class SubmissionProblems(C2NPInputError):
@@ -112,6 +124,7 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
     for folder, doc, _ in checked:
         assert doc is not None
         model_id = doc["model"]["id"]
+        category = category_from_mapping(doc["model"], where=f"{folder}/model.yml: model")
         subset = doc.get("subset", "eval")
         for task in doc["tasks"]:
             if tasks is not None and task not in tasks:
@@ -119,12 +132,13 @@ def build_leaderboard(submissions_dir: str | os.PathLike[str], store: Any, *,
             for split in submission_splits(doc, task, st.recipes.protocol, splits):
                 path, _ = prediction_file(folder, task, split)
                 assert path is not None  # checked above
-                say(f"scoring {task} · {split} · {model_id}")
-                res = evaluate_task(task, st, path, split, subset, model=model_id, seed=seed,
-                                    n_resamples=n_resamples, progress=progress, workers=workers,
-                                    per_group=per_group)
-                written.append(res.write(res_dir / f"{model_id}__{task}__{st.recipes.protocol}__{split}.json"))
-                documents.append(dict(res.data))
+                for scored in scored_splits(split, st.recipes):
+                    say(f"scoring {task} · {scored} · {model_id}")
+                    res = evaluate_task(task, st, path, scored, subset, model=model_id, category=category,
+                                        seed=seed, n_resamples=n_resamples, progress=progress, workers=workers,
+                                        per_group=per_group)
+                    written.append(res.write(res_dir / f"{model_id}__{task}__{st.recipes.protocol}__{scored}.json"))
+                    documents.append(dict(res.data))
     if not documents:
         raise C2NPInputError(f"{submissions_dir}: no prediction files to score for tasks {list(tasks or [])}")
     rows = normalise([row_from_results(d, p) for d, p in zip(documents, written)])

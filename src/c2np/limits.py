@@ -1,4 +1,4 @@
-"""Stated limits on sizes and counts, checked before memory is allocated (SPEC §13).
+"""Stated limits on sizes and counts, checked before memory is allocated (contract §13).
 
 Every limit has a name, a default and a unit; ``c2np --limit NAME=VALUE COMMAND ...`` raises
 (or lowers) one for a run. The overrides travel in the environment variable ``C2NP_LIMITS``

@@ -1,4 +1,4 @@
-"""Orientation sets over SO(3) (SPEC §4): the paper's greedy rejection sampler, geodesic
+"""Orientation sets over SO(3) (contract §4): the paper's greedy rejection sampler, geodesic
 angles, and separation measured modulo a crystal's rotational site symmetry.
 
 Quaternions are scalar-last (x, y, z, w), canonical with w >= 0.

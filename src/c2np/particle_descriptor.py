@@ -150,7 +150,7 @@ def position_noise_angstrom(particle: Particle) -> float:
     atoms' distances; the smallest over those elements (none: over all atoms). In a particle
     carved from a crystal an element's nearest distances take a few exact values and the
     estimate is 0 (up to rounding); Gaussian noise of σ per coordinate gives about 0.8 σ
-    (measured: docs/inverse_results.md, session 15b). 0 for fewer than 2 atoms."""
+    (docs/decisions/0035-inverse-margin-from-noise.md). 0 for fewer than 2 atoms."""
     z = np.asarray(particle.numbers)
     pos = np.asarray(particle.positions_angstrom, dtype=np.float64)
     if len(pos) < 2:

@@ -1,4 +1,4 @@
-"""Prediction files: every reader and writer of what a model hands back (SPEC §8).
+"""Prediction files: every reader and writer of what a model hands back (contract §8).
 
 * task 1: extended XYZ (one frame per sample, ``info["sample_id"]``; read through the one
   XYZ parser :func:`c2np.particle_io.iter_xyz_frames`) or the package's HDF5 format;

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from c2np.categories import LEARNED, UNSTATED
 from c2np.fileio import atomic_path, write_texts
 from c2np.metrics import PRIMARY, Metric
-from c2np.models import display_name
 from c2np.particle import Particle
 from c2np.splits import Protocol
 
@@ -77,6 +77,13 @@ class LeaderboardRow:
     results_file: str = ""
     normalised: Mapping[str, float | None] = field(default_factory=dict)
     ci95: Mapping[str, Sequence[float] | None] = field(default_factory=dict)
+    category: str = UNSTATED
+    priors: Sequence[str] = ()
+
+    @property
+    def category_label(self) -> str:
+        """``learned``, ``analytic``, ``unstated`` or ``learned+prior (p1, p2)``."""
+        return f"{self.category} ({', '.join(self.priors)})" if self.priors else self.category
 
 
 def row_from_results(data: Mapping[str, Any], path: str | os.PathLike[str] = "") -> LeaderboardRow:
@@ -90,7 +97,31 @@ def row_from_results(data: Mapping[str, Any], path: str | os.PathLike[str] = "")
         higher_is_better={k: m.get("better") == "higher" for k, m in info.items()
                           if m.get("better") in ("higher", "lower")},
         n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path),
-        ci95={k: (list(v["ci95"]) if v.get("ci95") is not None else None) for k, v in overall.items()})
+        ci95={k: (list(v["ci95"]) if v.get("ci95") is not None else None) for k, v in overall.items()},
+        category=str(data.get("category", UNSTATED)), priors=tuple(data.get("priors", ())))
+
+
+#: the order of splits in tables: each protocol's scored splits first (sealed test, held-out
+#: development, ID, OOD), then the rest
+SPLIT_ORDER: tuple[str, ...] = ("heldout-test", "heldout-dev", "heldout", "id", "ood", "test", "val", "train")
+
+
+def split_rank(split: str) -> int:
+    """Position of ``split`` in :data:`SPLIT_ORDER` (unknown splits last)."""
+    return SPLIT_ORDER.index(split) if split in SPLIT_ORDER else len(SPLIT_ORDER)
+
+
+def best_learned_line(rows: Sequence[LeaderboardRow], task: str, split: str, metric: str) -> str:
+    """One Markdown line naming the best ``learned`` row of (task, split) by ``metric`` with its
+    interval; models with priors never count (:mod:`c2np.categories`)."""
+    cands = [r for r in rows if r.task == task and r.split == split and r.category == LEARNED
+             and r.metrics.get(metric) is not None and np.isfinite(r.metrics[metric])]
+    if not cands:
+        return f"- best learned model on {split}: none (no row of category `learned`)."
+    hib = cands[0].higher_is_better.get(metric, True)
+    best = max(cands, key=lambda r: r.metrics[metric] if hib else -r.metrics[metric])
+    return (f"- best learned model on {split}: **{best.model}**, {metric} {_fmt(best.metrics[metric])}"
+            f"{_fmt_ci(best.ci95.get(metric))}.")
 
 
 def _perfect(higher_is_better: bool) -> float:
@@ -160,13 +191,15 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
             continue
         names = list(headline.get(task, []))
         lines += ["", f"## Task {'1 (forward)' if task == 'forward' else '2 (inverse)'}", ""]
-        lines.append("| model | split | n | failed | " + " | ".join(names) + " |")
-        lines.append("|---|---|---:|---:|" + "---:|" * len(names))
-        for r in sorted(trows, key=lambda x: (x.split, x.model)):
+        lines.append("| model | category | split | n | failed | " + " | ".join(names) + " |")
+        lines.append("|---|---|---|---:|---:|" + "---:|" * len(names))
+        for r in sorted(trows, key=lambda x: (split_rank(x.split), x.split, x.model)):
             cells = [f"{_fmt(r.metrics.get(n))}{_fmt_ci(r.ci95.get(n))} ({_fmt(r.normalised.get(n), 2)})"
                      for n in names]
-            lines.append(f"| {display_name(r.model, r.task)} | {r.split} | {r.n_samples} | {r.n_failed} | "
+            lines.append(f"| {r.model} | {r.category_label} | {r.split} | {r.n_samples} | {r.n_failed} | "
                          + " | ".join(cells) + " |")
+        lines += [""] + [best_learned_line(trows, task, s, names[0]) for s in
+                         sorted({r.split for r in trows}, key=lambda x: (split_rank(x), x)) if names]
     if footer:
         lines += ["", footer]
     md = out / "leaderboard.md"

@@ -1,4 +1,4 @@
-"""Protocols and the recipe table (SPEC §4-5): which (material, R, rotation) samples exist
+"""Protocols and the recipe table (contract §4-5): which (material, R, rotation) samples exist
 and which split each belongs to.
 
 Protocol ``paper`` reproduces the original generator exactly; protocol ``strict`` measures

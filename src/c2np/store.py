@@ -1,4 +1,4 @@
-"""The dataset store (SPEC §5): recipes plus each (material, R) base particle, in one HDF5 file.
+"""The dataset store (contract §5): recipes plus each (material, R) base particle, in one HDF5 file.
 
 A dataset is its unit cells plus its recipe table; the particles are a pure function of
 those. The store keeps each (material, R) *base* particle (unrotated, canonical order,
@@ -22,7 +22,7 @@ A *sharded* store (``build_store(..., shards=K)``) is a JSON manifest plus K suc
 holding a contiguous run of whole materials and an extra ``shard`` attribute;
 :meth:`DatasetStore.open` of the manifest (or its folder) checks and joins them into one
 store, the same as the single file of the same build (:mod:`c2np.store_manifest`,
-docs/dataset.md).
+docs/explanation/dataset.md).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _cells_bytes(cells: Sequence[UnitCell]) -> bytes:
 
 def fingerprint(cells: Sequence[UnitCell], table: RecipeTable, base: BaseParticles) -> str:
     """SHA-256 over the unit cells, the recipe table and every base particle's species and
-    positions rounded to 1e-5 Å (SPEC §5). Hex digest."""
+    positions rounded to 1e-5 Å (contract §5). Hex digest."""
     h = hashlib.sha256()
     h.update(b"c2np-fingerprint-v1\0")
     h.update(_cells_bytes(cells))

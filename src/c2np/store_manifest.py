@@ -1,5 +1,5 @@
 """The manifest of a sharded dataset store: its schema, its shard names, its fingerprint, and
-the checks of its files (SPEC §5; docs/dataset.md, "Sharded stores").
+the checks of its files (contract §5; docs/explanation/dataset.md, "Sharded stores").
 
 A sharded store is one JSON manifest plus K HDF5 shard files beside it. Each shard is a
 ``c2np-store`` file holding a contiguous run of materials (in the store's material order):

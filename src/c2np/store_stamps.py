@@ -1,5 +1,5 @@
 """Stamps of stores already verified on this machine, so that a store is re-carved once,
-not before every scoring command (docs/evaluation.md, "Eighth pass").
+not before every scoring command (docs/decisions/0031-verified-store-stamps.md).
 
 A stamp is a small JSON file in the c2np cache folder (``$C2NP_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/c2np``, else ``~/.cache/c2np``), under ``verified/``, named by the SHA-256

@@ -1,7 +1,7 @@
 """Submissions: a model enters the leaderboard as a folder ``<model-id>/`` holding a
 ``model.yml`` (what the model is) and its prediction files per task and split.
 
-Layout (docs/submissions.md)::
+Layout (docs/reference/submissions.md)::
 
     <model-id>/model.yml
     <model-id>/forward/{id,ood}.{extxyz,h5}          task 1
@@ -26,18 +26,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from c2np.categories import CATEGORIES, PRIORS, check_category
 from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded
 
-__all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
-           "MODEL_KINDS", "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
+__all__ = ["SUBMISSION_SCHEMA", "MODEL_SCHEMA", "MODEL_SCHEMA_FILE", "model_schema_text", "packaged_model_schema",
+           "orcid_checksum_ok", "MODEL_ID_PATTERN", "PREDICTION_SUFFIXES",
+           "DEFAULT_SPLITS", "Problem", "read_model_yml", "expected_splits", "prediction_file",
            "check_submission", "find_submissions", "rotations_per_group", "submission_splits"]
 
 SUBMISSION_SCHEMA = "c2np.submission/1"
-MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-MODEL_KINDS = ("learned", "baseline", "carve-based baseline", "other")
+MODEL_ID_PATTERN = r"^[a-z0-9][a-z0-9._+-]{0,63}$"
 PREDICTION_SUFFIXES: dict[str, tuple[str, ...]] = {"forward": (".extxyz", ".h5"), "inverse": (".csv",)}
 _HEX64 = r"^[0-9a-f]{64}$"
+ORCID_PATTERN = r"^(https://orcid\.org/)?[0-9]{4}-[0-9]{4}-[0-9]{4}-[0-9]{3}[0-9X]$"
+PACKAGE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+#: the JSON Schema file shipped in the package (identical to :data:`MODEL_SCHEMA`)
+MODEL_SCHEMA_FILE = "model.schema.json"
 
 MODEL_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -50,20 +55,30 @@ MODEL_SCHEMA: dict[str, Any] = {
         "schema": {"const": SUBMISSION_SCHEMA},
         "model": {
             "type": "object", "additionalProperties": False,
-            "required": ["id", "name", "version", "family", "kind", "authors", "license"],
+            "required": ["id", "name", "version", "family", "category", "authors", "license"],
             "anyOf": [{"required": ["repository"]}, {"required": ["doi"]}],
             "properties": {
                 "id": {"type": "string", "pattern": MODEL_ID_PATTERN},
                 "name": {"type": "string", "minLength": 1, "maxLength": 200},
                 "version": {"type": "string", "minLength": 1, "maxLength": 64},
                 "family": {"type": "string", "minLength": 1, "maxLength": 100},
-                "kind": {"enum": list(MODEL_KINDS)},
+                "category": {"enum": list(CATEGORIES)},
+                "priors": {"type": "array", "uniqueItems": True, "maxItems": len(PRIORS),
+                           "items": {"enum": list(PRIORS)}},
                 "authors": {"type": "array", "minItems": 1,
                             "items": {"type": "string", "minLength": 1, "maxLength": 200}},
                 "repository": {"type": "string", "minLength": 1, "maxLength": 500},
                 "doi": {"type": "string", "pattern": r"^10\.\d{4,9}/\S+$"},
                 "license": {"type": "string", "minLength": 1, "maxLength": 100},
                 "description": {"type": "string", "maxLength": 5000},
+                "orcids": {"type": "array", "uniqueItems": True, "maxItems": 100,
+                           "items": {"type": "string", "pattern": ORCID_PATTERN}},
+                "parameter_count": {"type": "integer", "minimum": 0},
+                "checkpoint": {
+                    "type": "object", "additionalProperties": False, "required": ["url", "sha256"],
+                    "properties": {"url": {"type": "string", "pattern": r"^https?://\S+$", "maxLength": 2000},
+                                   "sha256": {"type": "string", "pattern": _HEX64}},
+                },
             },
         },
         "training": {
@@ -76,6 +91,19 @@ MODEL_SCHEMA: dict[str, Any] = {
             },
         },
         "hardware": {"type": "string", "minLength": 1, "maxLength": 500},
+        "compute": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "gpu_type": {"type": "string", "minLength": 1, "maxLength": 200},
+                "gpu_count": {"type": "integer", "minimum": 0, "maximum": 100000},
+                "gpu_hours": {"type": "object", "additionalProperties": False,
+                              "properties": {"training": {"type": "number", "minimum": 0},
+                                             "inference": {"type": "number", "minimum": 0}}},
+            },
+        },
+        "packages": {"type": "object", "maxProperties": 500,
+                     "propertyNames": {"pattern": PACKAGE_NAME_PATTERN},
+                     "additionalProperties": {"type": "string", "minLength": 1, "maxLength": 100}},
         "wall_time_seconds": {
             "type": "object", "additionalProperties": False, "required": ["training", "inference"],
             "properties": {"training": {"type": "number", "minimum": 0},
@@ -91,6 +119,31 @@ MODEL_SCHEMA: dict[str, Any] = {
                    "items": {"enum": ["id", "ood", "heldout"]}},
     },
 }
+
+
+def model_schema_text() -> str:
+    """:data:`MODEL_SCHEMA` as the text of the shipped JSON Schema file (2-space indented
+    JSON, a final newline)."""
+    import json
+
+    return json.dumps(MODEL_SCHEMA, indent=2, ensure_ascii=False) + "\n"
+
+
+def packaged_model_schema() -> str:
+    """The text of the JSON Schema file shipped in the package (``c2np/data/model.schema.json``)."""
+    from importlib.resources import files
+
+    return (files("c2np") / "data" / MODEL_SCHEMA_FILE).read_text(encoding="utf-8")
+
+
+def orcid_checksum_ok(orcid: str) -> bool:
+    """True when the last character of an ORCID iD is its ISO 7064 MOD 11-2 check character."""
+    digits = orcid.removeprefix("https://orcid.org/").replace("-", "")
+    total = 0
+    for ch in digits[:-1]:
+        total = (total + int(ch)) * 2
+    check = (12 - total % 11) % 11
+    return digits[-1] == ("X" if check == 10 else str(check))
 
 
 @dataclass(frozen=True)
@@ -159,9 +212,28 @@ def read_model_yml(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None,
         return None, [Problem(str(p), "", "must be a YAML mapping (key: value)")]
     doc = _plain(doc)
     validator = jsonschema.Draft202012Validator(MODEL_SCHEMA)
-    problems = [Problem(str(p), _where(e), e.message)
+    problems = [Problem(str(p), _where(e), _short(e.message))
                 for e in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))]
+    model = doc.get("model")
+    if isinstance(model, dict) and isinstance(model.get("orcids"), list):
+        for k, orcid in enumerate(model["orcids"]):
+            if isinstance(orcid, str) and re.fullmatch(ORCID_PATTERN, orcid) and not orcid_checksum_ok(orcid):
+                problems.append(Problem(str(p), f"model.orcids[{k}]",
+                                        f"{orcid!r} fails the ORCID check digit (a typo?)"))
+    if isinstance(model, dict) and not any(pr.place.startswith(("model.category", "model.priors"))
+                                           or (pr.place == "model" and "category" in pr.message) for pr in problems):
+        try:
+            check_category(model.get("category"), model.get("priors", ()), where="model")
+        except C2NPInputError as exc:
+            problems.append(Problem(str(p), "model.priors", str(exc).removeprefix("model: ")))
     return doc, problems
+
+
+def _short(message: str, limit: int = 300) -> str:
+    """A schema message cut to about ``limit`` characters, keeping its start and its end (the
+    rule broken), so that a huge value is never echoed whole."""
+    half = limit // 2
+    return message if len(message) <= limit else f"{message[:half]} … {message[-half:]}"
 
 
 DEFAULT_SPLITS: tuple[str, ...] = ("id", "ood")
@@ -271,7 +343,7 @@ def check_submission(folder: str | os.PathLike[str], store: Any, *,
     ``DatasetStore``) over ``splits`` (see :func:`expected_splits`). The expected ``eval`` rows
     are the ones the file declares (``rotations_per_material_radius``); ``per_group``, when
     given, is what the leaderboard scores and the declaration must equal it. No problems means
-    the leaderboard can score it; see docs/submissions.md for the list of checks."""
+    the leaderboard can score it; see docs/reference/submissions.md for the list of checks."""
     from c2np.tasks import TASK_NAMES, opaque_sample_id, select_rows
 
     f = Path(folder)

@@ -1,4 +1,4 @@
-"""The model-facing task API (SPEC §12): queries without targets in, a scored
+"""The model-facing task API (contract §12): queries without targets in, a scored
 :class:`~c2np.evaluation.results.Results` record out.
 
 >>> from c2np.tasks import ForwardTask
@@ -6,7 +6,7 @@
 >>> preds = {q.sample_id: my_model(q) for q in task.queries()}          # doctest: +SKIP
 >>> task.evaluate(preds).write("results.json")                          # doctest: +SKIP
 
-* :class:`ForwardQuery` carries exactly the task-1 inputs of SPEC §6 (sample id, unit cell,
+* :class:`ForwardQuery` carries exactly the task-1 inputs of contract §6 (sample id, unit cell,
   radius, rotation, centre) and nothing derived from the target particle.
 * :class:`InverseQuery` carries an opaque sample id and the particle only: a task-2 model
   cannot reach the cell, the lattice, the material's name, the radius or the rotation
@@ -17,7 +17,7 @@
   decided here, once.
 * ``evaluate`` uses the same harness and failure rule as ``c2np evaluate``.
 
-See docs/tasks.md.
+See docs/tutorials/benchmark-your-model.md.
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from typing import Any
 import numpy as np
 
 from c2np.carving import carve
+from c2np.categories import ModelCategory
 from c2np.cells import UnitCell, standardize
-from c2np.errors import C2NPInputError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.evaluation.harness import EvalStore, score_forward, score_inverse
 from c2np.evaluation.results import Results
 from c2np.executor import Executor
 from c2np.metrics import F1_TOLERANCES_ANGSTROM, InverseTarget
 from c2np.particle import Particle
+from c2np.prediction_objects import forward_predictions, inverse_predictions
+from c2np.sealed import DEV_SPLIT, HELDOUT_SPLITS, heldout_parts
 from c2np.splits import SPLITS, RecipeTable
 
 __all__ = ["EVAL_ROTATIONS_PER_GROUP", "EVAL_SEED", "SUBSETS", "EVAL_SPLITS", "TASK_NAMES",
@@ -48,7 +51,7 @@ __all__ = ["EVAL_ROTATIONS_PER_GROUP", "EVAL_SEED", "SUBSETS", "EVAL_SPLITS", "T
 EVAL_ROTATIONS_PER_GROUP = 8
 EVAL_SEED = 20260119
 SUBSETS: tuple[str, ...] = ("eval", "full")
-EVAL_SPLITS: tuple[str, ...] = (*SPLITS, "test", "heldout")
+EVAL_SPLITS: tuple[str, ...] = (*SPLITS, "test", *HELDOUT_SPLITS)
 TASK_NAMES: tuple[str, ...] = ("forward", "inverse")
 
 
@@ -58,11 +61,16 @@ TASK_NAMES: tuple[str, ...] = ("forward", "inverse")
 def _split_mask(recipes: RecipeTable, split: str) -> np.ndarray:
     if split == "test":
         return recipes.mask("id") | recipes.mask("ood")
-    if split == "heldout":
-        held = set(recipes.heldout_materials)
-        if not held:
+    if split in HELDOUT_SPLITS:
+        if not recipes.heldout_materials:
             raise C2NPInputError(f"protocol {recipes.protocol!r} has no held-out materials "
-                                 "(split 'heldout' exists in protocol 'strict')")
+                                 f"(split {split!r} exists in protocol 'strict')")
+        held = set(heldout_parts(recipes.heldout_materials).materials(split))
+        if not held:
+            raise C2NPNoAnswerError(
+                f"split {split!r}: every held-out material of this store ({len(recipes.heldout_materials)}) is a "
+                f"development material ({DEV_SPLIT}), so no sealed test rows exist and no sealed number can be "
+                "reported; a store needs held-out materials that development has not looked at")
         idx = [i for i, m in enumerate(recipes.materials) if m in held]
         return np.isin(recipes.material_index, idx)
     if split not in SPLITS:
@@ -73,7 +81,8 @@ def _split_mask(recipes: RecipeTable, split: str) -> np.ndarray:
 def select_rows(recipes: RecipeTable, split: str, subset: str = "eval", *,
                 per_group: int = EVAL_ROTATIONS_PER_GROUP, seed: int = EVAL_SEED) -> np.ndarray:
     """Sorted row indices of ``split`` (one of SPLITS, ``test`` = id ∪ ood, ``heldout`` = all
-    rows of the held-out materials) restricted to ``subset``.
+    rows of the held-out materials, ``heldout-dev`` / ``heldout-test`` their development and
+    sealed test parts, :mod:`c2np.sealed`) restricted to ``subset``.
 
     ``eval``: in every (material, R) group of the split, ``per_group`` rotations drawn
     without replacement from the group's rotation indices k >= 1 (the identity ``rot_0`` is
@@ -157,7 +166,7 @@ _TARGETS: dict[tuple[Any, ...], InverseTarget] = {}
 
 
 def inverse_target(cell: UnitCell, *, symprec_angstrom: float = 1e-3) -> InverseTarget:
-    """Task-2 target of a unit cell (SPEC §2): lattice parameters and space group of
+    """Task-2 target of a unit cell (contract §2): lattice parameters and space group of
     ``c2np.cells.standardize(cell, symprec_angstrom=1e-3)`` (cached per cell content)."""
     key = (cell.material_id, cell.lattice_angstrom.tobytes(), cell.frac_coords.tobytes(),
            cell.numbers.tobytes(), float(symprec_angstrom))
@@ -181,7 +190,7 @@ def opaque_sample_id(fingerprint: str, sample_id: str) -> str:
 # ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class ForwardQuery:
-    """What a task-1 model may see for one sample (SPEC §6): never the target particle or
+    """What a task-1 model may see for one sample (contract §6): never the target particle or
     its atom count.
 
     Attributes:
@@ -324,8 +333,9 @@ class ForwardTask(_Task):
         for row in self._example_rows("val", rotations_per_group):
             yield _forward_query(self._store, int(row)), self._store.particle(int(row))
 
-    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
-                 model: str = "model", tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
+    def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
+                 model: str = "model", category: ModelCategory | None = None,
+                 tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                  n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                  workers: int = 1, executor: Executor | None = None,
                  shard: tuple[int, int] | None = None) -> Any:
@@ -333,10 +343,13 @@ class ForwardTask(_Task):
         evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
         local processes) runs the scoring (:mod:`c2np.executor`). ``shard = (i, n)``:
         only shard i of n, returned as a :class:`~c2np.evaluation.shards.PartialResults`
-        (else a :class:`Results`)."""
+        (else a :class:`Results`). In-memory values may also be ``ase.Atoms`` or pymatgen
+        ``Molecule`` / ``Structure`` (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = forward_predictions(predictions)
         return score_forward(self._store, self._rows, predictions, id_index=_store_ids(self._store),
                              split=self.split, subset=self.subset,
-                             subset_definition=self.subset_definition, model=model,
+                             subset_definition=self.subset_definition, model=model, category=category,
                              tolerances_angstrom=tolerances_angstrom, n_resamples=n_resamples,
                              seed=seed, progress=progress, workers=workers, executor=executor,
                              shard=shard)
@@ -423,13 +436,18 @@ class InverseTask(_Task):
             yield self._query(int(row)), self._target(int(row))
 
     def evaluate(self, predictions: str | os.PathLike[str] | Mapping[str, Any], *,
-                 model: str = "model", length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                 model: str = "model", category: ModelCategory | None = None,
+                 length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                  length_rel_tol: float = 0.01, n_resamples: int = 1000, seed: int = 0,
                  progress: bool = False, workers: int = 1, executor: Executor | None = None) -> Results:
         """Score ``{sample_id: (a, b, c, alpha, beta, gamma, spacegroup)}`` (or
         :class:`~c2np.predictions.InversePrediction` values, or mappings) or a CSV file on
         the evaluated rows (the harness of ``c2np evaluate``); ``executor`` (else ``workers``
-        local processes) computes the metrics (:mod:`c2np.executor`)."""
+        local processes) computes the metrics (:mod:`c2np.executor`). A value may also be a
+        predicted crystal, ``ase.Atoms`` with a cell or a pymatgen ``Structure``: its
+        standardized cell is scored (:mod:`c2np.prediction_objects`)."""
+        if isinstance(predictions, Mapping):
+            predictions = inverse_predictions(predictions, symprec_angstrom=self.symprec_angstrom)
         t = self._store.recipes
         mats = {t.materials[int(m)] for m in np.unique(t.material_index[self._rows])}
         targets = {m: inverse_target(self._store.cells[m], symprec_angstrom=self.symprec_angstrom)
@@ -437,7 +455,7 @@ class InverseTask(_Task):
         id_index = {**_store_ids(self._store), **self._opaque_ids()}
         return score_inverse(self._store, self._rows, predictions, id_index=id_index, targets=targets,
                              split=self.split, subset=self.subset,
-                             subset_definition=self.subset_definition, model=model,
+                             subset_definition=self.subset_definition, model=model, category=category,
                              length_tol_angstrom=length_tol_angstrom, angle_tol_deg=angle_tol_deg,
                              length_rel_tol=length_rel_tol, symprec_angstrom=self.symprec_angstrom,
                              n_resamples=n_resamples, seed=seed, progress=progress,
@@ -464,16 +482,18 @@ def open_task(name: str, store: EvalStore, split: str, subset: str = "eval", *,
 
 
 def evaluate_task(name: str, store: EvalStore, predictions: str | os.PathLike[str] | Mapping[str, Any],
-                  split: str, subset: str = "eval", *, model: str = "model", n_resamples: int = 1000,
+                  split: str, subset: str = "eval", *, model: str = "model",
+                  category: ModelCategory | None = None, n_resamples: int = 1000,
                   seed: int = 0, progress: bool = False, workers: int = 1,
                   per_group: int = EVAL_ROTATIONS_PER_GROUP, executor: Executor | None = None) -> Results:
     """Score predictions of task ``name`` with default tolerances (``c2np evaluate``, the
     benchmark) on the ``subset`` rows (``per_group`` rotations per (material, R) for
-    ``eval``); ``workers`` / ``executor`` run the scoring of either task."""
+    ``eval``); ``workers`` / ``executor`` run the scoring of either task; ``category`` (what
+    the model knows, :mod:`c2np.categories`) is recorded in the results."""
     task = open_task(name, store, split, subset, per_group=per_group, executor=executor)
     if isinstance(task, ForwardTask):
-        return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed,
+        return task.evaluate(predictions, model=model, category=category, n_resamples=n_resamples, seed=seed,
                              progress=progress, workers=workers, executor=executor)
-    return task.evaluate(predictions, model=model, n_resamples=n_resamples, seed=seed, progress=progress,
-                         workers=workers, executor=executor)
+    return task.evaluate(predictions, model=model, category=category, n_resamples=n_resamples, seed=seed,
+                         progress=progress, workers=workers, executor=executor)
 

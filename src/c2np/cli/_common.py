@@ -66,6 +66,10 @@ OPTIONAL_MODULES: dict[str, str] = {
     "safetensors": "pip install torch==2.13.0 && pip install 'c2np[torch]'",
     "dask": "pip install 'c2np[dask]'",
     "distributed": "pip install 'c2np[dask]'",
+    "pyarrow": "pip install 'c2np[export]'",
+    "pandas": "pip install 'c2np[export]'",
+    "datasets": "pip install 'c2np[export]'",
+    "torch_geometric": "pip install 'c2np[pyg]'",
 }
 
 
@@ -100,7 +104,7 @@ def handle_errors(func: F) -> F:
         except OSError as exc:
             fail(os_error_message(exc), EXIT_BAD_INPUT)
         except MemoryError:
-            fail("out of memory; lower the sizes (c2np --limit ..., see docs/reliability.md)", EXIT_BAD_INPUT)
+            fail("out of memory; lower the sizes (c2np --limit ..., see docs/reference/limits.md)", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             fail("interrupted", 130)
         except ModuleNotFoundError as exc:   # an optional dependency this command needs

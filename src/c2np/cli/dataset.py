@@ -4,12 +4,15 @@ import-original."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from c2np.cli._common import SCHEDULER_HELP, console, esc, handle_errors, open_executor, print_json, resolve_workers
 from c2np.fileio import check_output_path
+
+if TYPE_CHECKING:
+    from c2np.store import DatasetStore
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +26,7 @@ def register(app: typer.Typer) -> None:
 
 
 DEFAULT_STORE = Path("c2np_out/dataset.h5")
+DEFAULT_EXPORT = Path("c2np_out/export")
 
 
 def parse_radii(text: str | None) -> list[int] | None:
@@ -216,29 +220,61 @@ def verify_cmd(
 @handle_errors
 def export_cmd(
     store: Path = typer.Argument(DEFAULT_STORE, help="Store file."),
-    fmt: str = typer.Option("extxyz", "--format", "-f", help="extxyz or original."),
-    out: Path = typer.Option(Path("c2np_out/export"), "-o", "--out", help="Output folder."),
-    split: Optional[str] = typer.Option(None, "--split", help="Only this split (extxyz)."),
+    fmt: str = typer.Option("extxyz", "--format", "-f", help="extxyz, original, parquet or asedb."),
+    out: Path = typer.Option(DEFAULT_EXPORT, "-o", "--out",
+                             help="Output folder (asedb: the database file, default c2np_out/export.db)."),
+    split: Optional[str] = typer.Option(None, "--split", help="extxyz: only these splits. parquet, asedb: "
+                                        "also write the particles of these splits whole (comma-separated, "
+                                        "e.g. train,val)."),
+    rotations_per_group: Optional[int] = typer.Option(
+        None, "--rotations-per-group", min=1, help="parquet: materialise only this many rotations per "
+                                                   "(material, R) of train / val."),
+    license_id: str = typer.Option("mit", "--license", help="parquet: the licence the dataset card names."),
     workers: int = typer.Option(1, "--workers", help="Processes formatting samples "
                                 "(0: one per available CPU). The files do not depend on it."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help=SCHEDULER_HELP),
 ) -> None:
-    """Export samples as extxyz (one file per split) or the original folder layout."""
-    check_output_path(out, kind="folder")
+    """Export a store: extxyz (one file per split), the original folder layout, Parquet tables
+    with a dataset card (recipes, base particles, cells; docs/howto/load-data.md) or an ASE
+    database. train / val hold only the rows a model may learn from."""
     from c2np.errors import C2NPInputError
-    from c2np.formats import export_extxyz, export_original
     from c2np.store import DatasetStore
 
-    if fmt not in ("extxyz", "original"):
-        raise C2NPInputError(f"--format: unknown format {fmt!r}; choose extxyz or original")
+    formats = ("extxyz", "original", "parquet", "asedb")
+    if fmt not in formats:
+        raise C2NPInputError(f"--format: unknown format {fmt!r}; choose one of {', '.join(formats)}")
+    if fmt == "asedb" and out == DEFAULT_EXPORT:
+        out = out.with_suffix(".db")
+    check_output_path(out, kind="file" if fmt == "asedb" else "folder")
+    splits = [s.strip() for s in split.split(",") if s.strip()] if split else []
     ds = DatasetStore.open(store)
+    if fmt in ("parquet", "asedb"):
+        _export_tables(ds, fmt, out, splits, rotations_per_group, license_id)
+        return
+    from c2np.formats import export_extxyz, export_original
+
     with open_executor(workers, scheduler) as ex:
         if fmt == "extxyz":
-            paths = export_extxyz(ds, out, splits=[split] if split else None, executor=ex)
+            paths = export_extxyz(ds, out, splits=splits or None, executor=ex)
             console().print("wrote " + ", ".join(esc(p) for p in paths))
         else:
             path = export_original(ds, out, executor=ex)
             console().print(f"wrote {esc(path)}/quaternions/... and {esc(path)}/cifs/")
+
+
+def _export_tables(ds: DatasetStore, fmt: str, out: Path, splits: list[str], rotations_per_group: Optional[int],
+                   license_id: str) -> None:
+    """``export --format parquet`` / ``asedb``."""
+    if fmt == "parquet":
+        from c2np.parquet_export import export_parquet
+
+        paths = export_parquet(ds, out, materialise=splits,
+                               rotations_per_group=rotations_per_group, license_id=license_id)
+        console().print("wrote " + ", ".join(esc(p) for p in paths))
+    else:
+        from c2np.formats import export_asedb
+
+        console().print(f"wrote {esc(export_asedb(ds, out, splits=splits))}")
 
 
 @handle_errors

@@ -1,4 +1,4 @@
-"""``c2np evaluate``: score a predictions file against a dataset store (SPEC §6-8), whole
+"""``c2np evaluate``: score a predictions file against a dataset store (contract §6-8), whole
 or one shard of a job array; ``c2np merge-results``: combine the shards."""
 
 from __future__ import annotations
@@ -76,13 +76,20 @@ def evaluate_cmd(
     task: str = typer.Option(..., "--task", help="forward (task 1) or inverse (task 2)."),
     predictions: Path = typer.Option(..., "--predictions", "-p",
                                      help="Task 1: .extxyz or .h5; task 2: .csv."),
-    split: str = typer.Option(..., "--split", help="train, val, id, ood, test (id+ood) or heldout."),
+    split: str = typer.Option(..., "--split", help="train, val, id, ood, test (id+ood), heldout-dev, "
+                              "heldout-test (the sealed test) or heldout (both)."),
     protocol: Optional[str] = typer.Option(None, "--protocol",
                                            help="Expected protocol of the store (checked)."),
     subset: str = typer.Option("eval", "--subset", help="eval (8 rotations per material and R) or full."),
     per_group: int = typer.Option(8, "--per-group", help="Rotations per (material, R) in the eval subset "
                                   "(default: the harness's 8; c2np predict --per-group writes such files)."),
     model: str = typer.Option("model", "--model", help="Model name recorded in the results."),
+    category: Optional[str] = typer.Option(None, "--category", help="What the model knows, recorded in "
+                                           "the results: learned, learned+prior (name each --prior) or "
+                                           "analytic. Unstated results never rank as learned."),
+    prior: list[str] = typer.Option([], "--prior", help="A prior of a learned+prior model (repeatable): "
+                                    "lattice-sites, sphere-boundary, site-snapping, carve, "
+                                    "spacegroup-templates, profile-refinement, central-crop, ensemble."),
     out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % CI."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
@@ -122,6 +129,9 @@ def evaluate_cmd(
         raise C2NPInputError("--shard applies to --task forward only")
     if bootstrap < 1:
         raise C2NPInputError(f"--bootstrap must be >= 1, got {bootstrap}")
+    from c2np.categories import check_category
+
+    stated = None if category is None and not prior else check_category(category, prior, where="--category/--prior")
     if not predictions.is_file():
         raise C2NPInputError(f"{predictions}: no such predictions file")
     ds = _open_store(store)
@@ -135,14 +145,15 @@ def evaluate_cmd(
 
         with make_executor(workers, scheduler) as ex:
             part = ForwardTask(ds, split, subset, per_group=per_group, executor=ex).evaluate(
-                predictions, model=model, n_resamples=bootstrap, seed=seed, progress=progress,
+                predictions, model=model, category=stated, n_resamples=bootstrap, seed=seed, progress=progress,
                 workers=workers, executor=ex, shard=shard_spec)
         part.write(out)
         console().print(f"shard {shard_spec[0]}/{shard_spec[1]}: {len(part.data['samples'])} samples, "
                         f"{part.n_failed} failed -> {esc(out)}")
         return
     with make_executor(workers, scheduler) as ex:
-        res = evaluate_task(task, ds, predictions, split, subset, model=model, n_resamples=bootstrap,
+        res = evaluate_task(task, ds, predictions, split, subset, model=model, category=stated,
+                            n_resamples=bootstrap,
                             seed=seed, progress=progress, workers=workers, per_group=per_group, executor=ex)
     res.write(out)
     print_results_table(res.data)

@@ -97,7 +97,8 @@ def predict_cmd(
     cells: Optional[Path] = typer.Option(None, "--cells", help="Instead of --store: CIF folder or zip."),
     protocol: str = typer.Option("paper", "--protocol", help="Protocol for --cells."),
     radii: Optional[str] = typer.Option(None, "--radii", help="Radii for --cells."),
-    split: str = typer.Option("id", "--split", help="train | val | id | ood | test | heldout"),
+    split: str = typer.Option("id", "--split", help="train | val | id | ood | test | heldout-dev | "
+                              "heldout-test (the sealed test) | heldout (both)"),
     subset: str = typer.Option("eval", "--subset", help="eval (the harness's seeded rotations per material "
                                "and R, as c2np evaluate scores them) or full"),
     per_group: Optional[int] = typer.Option(None, "--per-group", help="Rotations per (material, R) in the "

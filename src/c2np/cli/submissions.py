@@ -1,4 +1,5 @@
-"""``c2np submission check`` (is a submission folder valid?) and ``c2np leaderboard``
+"""``c2np submission check`` (is a submission folder valid?), ``c2np submission schema``
+(the JSON Schema of model.yml) and ``c2np leaderboard``
 (score every submission with the harness and build the report site)."""
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from c2np.cli._common import EXIT_BAD_INPUT, console, err_console, handle_errors
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submission check`` and ``leaderboard`` to ``app``."""
+    """Add ``submission check``, ``submission schema`` and ``leaderboard`` to ``app``."""
     sub = typer.Typer(name="submission", no_args_is_help=True, add_completion=False,
-                      help="Submission folders: model.yml + prediction files (docs/submissions.md).")
+                      help="Submission folders: model.yml + prediction files (docs/reference/submissions.md).")
     sub.command("check")(check_cmd)
+    sub.command("schema")(schema_cmd)
     app.add_typer(sub, name="submission")
     app.command("leaderboard")(leaderboard_cmd)
 
@@ -46,6 +48,16 @@ def check_cmd(
             err.print(f"{len(problems)} problem(s) in {escape(str(folder))}", highlight=False)
     if problems:
         raise typer.Exit(EXIT_BAD_INPUT)
+
+
+@handle_errors
+def schema_cmd() -> None:
+    """Print the JSON Schema of model.yml (Draft 2020-12; the file shipped in the package)."""
+    import sys
+
+    from c2np.submissions import packaged_model_schema
+
+    sys.stdout.write(packaged_model_schema())
 
 
 @handle_errors

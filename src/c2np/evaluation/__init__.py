@@ -1,4 +1,4 @@
-"""The evaluation harness (SPEC §6-8): predictions in, trustworthy numbers out.
+"""The evaluation harness (contract §6-8): predictions in, trustworthy numbers out.
 
 One module per concept:
 
@@ -11,5 +11,5 @@ One module per concept:
 
 Which rows are evaluated, what a model sees (queries) and what it is scored against (the
 task-2 target) live in :mod:`c2np.tasks`; prediction files in :mod:`c2np.predictions`.
-See docs/evaluation.md for every rule.
+See docs/explanation/metrics.md for every rule.
 """

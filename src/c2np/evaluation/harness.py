@@ -6,7 +6,7 @@ target of each material by :mod:`c2np.tasks`; it reads the reference particles f
 store and never decides what a model may see. Ids of the store outside the evaluated rows
 are ignored (counted); unknown ids, two entries for one sample, and unreadable files raise
 :class:`C2NPInputError`; an evaluated sample without a usable prediction is a failure,
-scored at every metric's penalty value (SPEC §8, §10).
+scored at every metric's penalty value (contract §8, §10).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from c2np.categories import UNSTATED, ModelCategory
 from c2np.errors import C2NPInputError
 from c2np.evaluation.aggregate import aggregate, aggregate_groups
 from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
@@ -154,6 +155,19 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
     return k, scorer.score(row, numbers, positions)
 
 
+def kernel_cache_is_warm() -> bool:
+    """True when numba's on-disk cache holds the compiled scoring kernels (index files of
+    ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
+    ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
+    package = Path(__file__).resolve().parents[1]  # the c2np package folder
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    where = [Path(root)] if root else [package / "__pycache__"]
+    for name in ("_assignment_kernels", "_pair_kernels"):
+        if not any(next(d.rglob(f"{name}*.nbi"), None) is not None for d in where if d.is_dir()):
+            return False
+    return True
+
+
 @functools.cache
 def compile_metric_kernels() -> None:
     """Compile, or load from numba's cache, the machine code of the compiled kernels of
@@ -164,7 +178,7 @@ def compile_metric_kernels() -> None:
     the store's). Called
     before the workers are forked, so that they inherit the code: a cold cache is compiled
     once instead of once per worker (about 20 CPU s each), a warm one loaded once
-    (docs/evaluation.md, "Fifth pass"). No result depends on it."""
+    (docs/decisions/0032-compile-kernels-before-workers.md). No result depends on it."""
     from c2np.carving import carve
     from c2np.cells import UnitCell
 
@@ -204,6 +218,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                   predictions: str | os.PathLike[str] | Mapping[str, Particle], *,
                   id_index: Mapping[str, int], split: str, subset: str,
                   subset_definition: Mapping[str, Any], model: str = "model",
+                  category: ModelCategory | None = None,
                   tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                   workers: int = 1, executor: Executor | None = None,
@@ -269,6 +284,9 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                 items.close()
 
     if ex.kind == "local":  # forked workers inherit the machine code: compiled once
+        if progress and not kernel_cache_is_warm():
+            print("c2np: compiling the scoring kernels once (numba, about a minute on one core; cached on disk "
+                  "for every later run)", file=sys.stderr, flush=True)
         compile_metric_kernels()
     todo = entries()
     try:
@@ -290,7 +308,7 @@ def score_forward(store: EvalStore, rows: np.ndarray,
             ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
     info = RowInfo.of(store, rows)
-    run = {"task": "forward", "model": model, "split": split, "subset": subset,
+    run = {"task": "forward", "model": model, "category": category_record(category), "split": split, "subset": subset,
            "subset_definition": dict(subset_definition), "predictions": meta,
            "tolerances": forward_tolerances(tol), "n_resamples": n_resamples, "seed": seed}
     if shard is not None:
@@ -371,7 +389,8 @@ def assemble_forward(run: Mapping[str, Any], info: RowInfo, scores: list[Scores]
     model, split, subset, subset_definition, predictions, tolerances, n_resamples, seed)."""
     tol = tuple(run["tolerances"]["f1_tolerances_angstrom"])
     bounds = matched_rmsd_bounds(info.sample_ids, scores)
-    return assemble(task="forward", model=run["model"], split=run["split"], subset=run["subset"],
+    return assemble(task="forward", model=run["model"], category=run.get("category"),
+                    split=run["split"], subset=run["subset"],
                     subset_definition=run["subset_definition"], scores=scores,
                     info=forward_metric_info(tol), predictions_meta=dict(run["predictions"]),
                     tolerances=dict(run["tolerances"]), n_resamples=int(run["n_resamples"]),
@@ -387,7 +406,7 @@ def matched_rmsd_bounds(sample_ids: Sequence[str], scores: Sequence[Scores]
                         ) -> list[dict[str, Any]]:
     """The successes whose matched RMSD is not certified optimal: ``sample_id``, the value
     reported (that of a valid pairing, an upper bound), its certified lower bound and the
-    gap, in Å (docs/evaluation.md, "Matched RMSD")."""
+    gap, in Å (docs/explanation/metrics.md, "Matched RMSD")."""
     out = []
     for sid, s in zip(sample_ids, scores):
         if s.ok and not s.details.get("matched_rmsd_certified", True):
@@ -429,7 +448,7 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                   predictions: str | os.PathLike[str] | Mapping[str, Any], *,
                   id_index: Mapping[str, int], targets: Mapping[str, InverseTarget], split: str,
                   subset: str, subset_definition: Mapping[str, Any], model: str = "model",
-                  length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
+                  category: ModelCategory | None = None, length_tol_angstrom: float = 0.5, angle_tol_deg: float = 0.5,
                   length_rel_tol: float = 0.01, symprec_angstrom: float = 1e-3,
                   n_resamples: int = 1000, seed: int = 0, progress: bool = False,
                   workers: int = 1, executor: Executor | None = None) -> Results:
@@ -484,7 +503,8 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
             if executor is None:
                 ex.close()
     meta.update({"n_entries": resolve.n_entries, "n_ignored_outside_subset": resolve.n_ignored})
-    return assemble(task="inverse", model=model, store=store, split=split, subset=subset,
+    return assemble(task="inverse", model=model, category=category_record(category), store=store,
+                    split=split, subset=subset,
                     subset_definition=subset_definition, rows=rows,
                     scores=[s for s in scores if s is not None], info=inverse_metric_info(), predictions_meta=meta,
                     tolerances={"joint_paper": {"length_angstrom": length_tol_angstrom,
@@ -536,7 +556,16 @@ class RowInfo:
                        self.protocol, self.fingerprint, self.n_materials)
 
 
-def assemble(*, task: str, model: str, store: EvalStore | None = None, split: str, subset: str,
+def category_record(category: ModelCategory | None) -> dict[str, Any]:
+    """The ``category`` / ``priors`` entry of a results document; ``unstated`` when the
+    caller named no category (such results never rank as a learned model)."""
+    if category is None:
+        return {"category": UNSTATED, "priors": []}
+    return category.to_dict()
+
+
+def assemble(*, task: str, model: str, category: Mapping[str, Any] | None = None,
+             store: EvalStore | None = None, split: str, subset: str,
              subset_definition: Mapping[str, Any], rows: np.ndarray | None = None,
              scores: list[Scores], info: dict[str, MetricInfo], predictions_meta: dict[str, Any],
              tolerances: dict[str, Any], n_resamples: int, seed: int, extra: dict[str, Any],
@@ -575,6 +604,7 @@ def assemble(*, task: str, model: str, store: EvalStore | None = None, split: st
         "schema": RESULTS_SCHEMA,
         "task": task,
         "model": model,
+        **(dict(category) if category is not None else category_record(None)),
         "protocol": row_info.protocol,
         "split": split,
         "subset": subset,

@@ -19,11 +19,12 @@ from typing import Any
 from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded, write_text
 
-__all__ = ["RESULTS_SCHEMA", "HASH_KEY", "Results", "canonical_json", "content_sha256", "versions"]
+__all__ = ["RESULTS_SCHEMA", "HASH_KEY", "DATAFRAME_COLUMNS", "Results", "canonical_json", "content_sha256", "versions",
+           "to_dataframe"]
 
-#: Schema of the results document. Version 2 added ``content_sha256``; everything else is
-#: as in version 1 (docs/evaluation.md).
-RESULTS_SCHEMA = "c2np.results/2"
+#: Schema of the results document. Version 2 added ``content_sha256``; version 3 the model's
+#: ``category`` and ``priors`` (:mod:`c2np.categories`; docs/reference/formats.md).
+RESULTS_SCHEMA = "c2np.results/3"
 HASH_KEY = "content_sha256"
 
 
@@ -58,7 +59,7 @@ class Results:
     """Evaluation results of one (model, task, protocol, split).
 
     Attributes:
-        data: the JSON document (schema :data:`RESULTS_SCHEMA`, see docs/evaluation.md);
+        data: the JSON document (schema :data:`RESULTS_SCHEMA`, see docs/reference/formats.md);
             ``data["content_sha256"]`` is set when the record is built.
     """
 
@@ -133,4 +134,86 @@ class Results:
             raise C2NPInputError(f"{p}: content does not match its {HASH_KEY} (recorded "
                                  f"{recorded[:12]}…, content {actual[:12]}…): the file was edited "
                                  "or corrupted after it was written")
+        _check_category(data, p)
         return cls(data)
+
+
+def _check_category(data: dict[str, Any], path: Path) -> None:
+    """The document's ``category`` / ``priors`` are a valid pair, or ``unstated`` with none."""
+    from c2np.categories import UNSTATED, check_category
+
+    if data.get("category") == UNSTATED and not data.get("priors"):
+        return
+    check_category(data.get("category"), data.get("priors", ()), where=f"{path}: results")
+
+
+#: columns of :func:`to_dataframe` (``level="overall"``), in order
+DATAFRAME_COLUMNS: tuple[str, ...] = (
+    "model", "category", "priors", "task", "protocol", "split", "subset", "fingerprint", "n_samples",
+    "n_failed", "metric", "unit", "better", "mean", "ci95_low", "ci95_high", "mean_successes", "path")
+
+
+def _results_files(paths: Any) -> list[Path | Results]:
+    if isinstance(paths, (str, os.PathLike, Results)):
+        paths = [paths]
+    out: list[Path | Results] = []
+    for item in paths:
+        if isinstance(item, Results):
+            out.append(item)
+            continue
+        p = Path(item)
+        if p.is_dir():
+            found = sorted(p.rglob("*.json"))
+            out.extend(f for f in found if _is_results_file(f))
+        else:
+            out.append(p)
+    return out
+
+
+def _is_results_file(path: Path) -> bool:
+    """A JSON file under a folder is read when it declares the results schema (a folder may
+    hold other JSON, e.g. a leaderboard summary)."""
+    try:
+        head = read_text_bounded(path)
+        return f'"schema": "{RESULTS_SCHEMA}"' in head or f'"schema":"{RESULTS_SCHEMA}"' in head
+    except (OSError, UnicodeDecodeError, C2NPInputError):
+        return False
+
+
+def to_dataframe(paths: Any, *, level: str = "overall") -> Any:
+    """Results as one ``pandas.DataFrame``: ``paths`` is a results file, a folder (its
+    results files, recursively), :class:`Results` records, or a list of any of them. Every
+    file is read with :meth:`Results.read` (an edited or foreign file is refused).
+
+    ``level="overall"``: one row per (results, metric), columns :data:`DATAFRAME_COLUMNS`
+    (``priors`` joined by ``+``; ``ci95_low`` / ``ci95_high`` the 95 % bootstrap interval).
+    ``level="samples"``: one row per (results, sample): model, category, task, split,
+    sample_id, ok and one column per metric (failed samples hold the failure penalty)."""
+    import pandas as pd
+
+    if level not in ("overall", "samples"):
+        raise C2NPInputError(f"level must be 'overall' or 'samples', got {level!r}")
+    rows: list[dict[str, Any]] = []
+    frames = []
+    for item in _results_files(paths):
+        res, where = (item, None) if isinstance(item, Results) else (Results.read(item), str(item))
+        d = res.data
+        head = {"model": d.get("model"), "category": d.get("category"), "priors": "+".join(d.get("priors") or []),
+                "task": d.get("task"), "protocol": d.get("protocol"), "split": d.get("split"),
+                "subset": d.get("subset"), "fingerprint": (d.get("dataset") or {}).get("fingerprint")}
+        if level == "samples":
+            frame = pd.DataFrame(d["samples"])
+            for k, v in reversed(list(head.items())):
+                frame.insert(0, k, v)
+            frames.append(frame)
+            continue
+        info = d.get("metric_info", {})
+        for metric, summ in res.overall.items():
+            ci = summ.get("ci95") or [None, None]
+            rows.append({**head, "n_samples": res.n_samples, "n_failed": res.n_failed, "metric": metric,
+                         "unit": info.get(metric, {}).get("unit"), "better": info.get(metric, {}).get("better"),
+                         "mean": summ.get("mean"), "ci95_low": ci[0], "ci95_high": ci[1],
+                         "mean_successes": summ.get("mean_successes"), "path": where})
+    if level == "samples":
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return pd.DataFrame(rows, columns=list(DATAFRAME_COLUMNS))

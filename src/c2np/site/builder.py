@@ -31,7 +31,15 @@ from typing import Any
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_write
 from c2np.metrics import HEADLINE, PRIMARY
-from c2np.report import METRIC_LABELS, RADIUS_PLOTS, REFERENCE_BASELINES, LeaderboardRow, normalise, row_from_results
+from c2np.report import (
+    METRIC_LABELS,
+    RADIUS_PLOTS,
+    REFERENCE_BASELINES,
+    LeaderboardRow,
+    normalise,
+    row_from_results,
+    split_rank,
+)
 from c2np.site import plots
 from c2np.site.pages import SITE_SCHEMA, esc, json_script, page, plot_slot
 from c2np.site.sources import BASELINE_KINDS, SiteModel, read_forward_samples, read_predicted_spacegroups
@@ -42,7 +50,6 @@ __all__ = ["SiteSummary", "build_site", "viewer_page", "model_slug", "TASK_TITLE
 
 TASK_TITLES = {"forward": "Task 1 (forward): unit cell + R → nanoparticle",
                "inverse": "Task 2 (inverse): nanoparticle → lattice + space group"}
-_SPLIT_ORDER = ("id", "ood", "test", "heldout", "val", "train")
 _ASSETS = ("site.js", "viewer.js", "site.css")
 
 
@@ -79,7 +86,7 @@ def model_slug(model_id: str) -> str:
 
 
 def _split_key(split: str) -> tuple[int, str]:
-    return (_SPLIT_ORDER.index(split) if split in _SPLIT_ORDER else len(_SPLIT_ORDER), split)
+    return (split_rank(split), split)
 
 
 def _uniform(models: Sequence[SiteModel], what: str, get: Callable[[Mapping[str, Any]], Any]) -> Any:
@@ -436,7 +443,7 @@ def _task_page(s: _Site, task: str) -> str:
 
 def _model_page(s: _Site, m: SiteModel) -> str:
     slug = model_slug(m.model_id)
-    parts = [_meta_rows([("model id", m.model_id), ("kind", m.kind),
+    parts = [_meta_rows([("model id", m.model_id), ("category", m.kind),
                          ("tasks", ", ".join(m.tasks) or "none")])]
     if m.model_id in s.viewers:
         parts.append(f'<p><a href="../viewer/{esc(slug)}.html">particle viewer</a></p>')

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from c2np.categories import UNSTATED
 from c2np.errors import C2NPInputError
 from c2np.fileio import read_text_bounded
 from c2np.report import REFERENCE_BASELINES
@@ -26,15 +27,14 @@ __all__ = ["SiteModel", "load_results", "find_results_files", "models_from_resul
 SUBMISSION_MODEL_FILE = "model.yml"
 SUBMISSION_LOG_FILE = "training_log.csv"  # <submission>/<task>/training_log.csv
 
-# How the built-in baselines are labelled (a model that calls the carver is a
-# "carve-based baseline", SPEC §12).
+# The role of each built-in baseline, shown beside its category.
 BASELINE_KINDS: dict[str, str] = {
-    "analytic-carve": "carve-based baseline (ceiling)",
-    "memorisation": "carve-based baseline",
-    "random-ball": "baseline (floor)",
-    "solver": "baseline",
-    "composition-lookup": "baseline",
-    "majority-class": "baseline (floor)",
+    "analytic-carve": "analytic · ceiling",
+    "memorisation": "analytic · memorisation",
+    "random-ball": "analytic · floor",
+    "solver": "analytic · solver",
+    "composition-lookup": "analytic · memorisation",
+    "majority-class": "analytic · floor",
 }
 
 
@@ -69,8 +69,8 @@ class SiteModel:
 
     @property
     def kind(self) -> str:
-        """How the model is labelled in tables (see :func:`model_kind`)."""
-        return model_kind(self.model_id, self.metadata)
+        """How the model is labelled in tables: its category (see :func:`model_kind`)."""
+        return model_kind(self.model_id, self.metadata, self.results)
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -79,14 +79,18 @@ class SiteModel:
         return tuple(t for t in REFERENCE_BASELINES if t in have)
 
 
-def model_kind(model_id: str, metadata: Mapping[str, Any] | None = None) -> str:
-    """The label of a model: its ``model.yml`` ``kind`` when given, the built-in label of a
-    baseline, else ``"model"``."""
+def model_kind(model_id: str, metadata: Mapping[str, Any] | None = None,
+               results: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The label of a model in tables: a built-in baseline's role; else the category (with
+    its priors) of its ``model.yml``, else of its results; else ``"unstated"``."""
+    if model_id in BASELINE_KINDS:
+        return BASELINE_KINDS[model_id]
     meta = metadata or {}
-    kind = meta.get("model", {}).get("kind") if isinstance(meta.get("model"), Mapping) else None
-    if kind:
-        return str(kind)
-    return BASELINE_KINDS.get(model_id, "model")
+    block = meta.get("model") if isinstance(meta.get("model"), Mapping) else None
+    source = block if block is not None and "category" in block else (results[0] if results else {})
+    category = str(source.get("category", UNSTATED))
+    priors = [str(p) for p in source.get("priors", ()) or ()]
+    return f"{category} ({', '.join(priors)})" if priors else category
 
 
 def find_results_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

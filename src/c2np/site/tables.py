@@ -144,7 +144,7 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], task: str, split: str,
         if b not in present:
             records.append({"model": b, "kind": f"{kinds.get(b, 'baseline')}: {MISSING_NOTE}",
                             "split": split, "n": None, "n_failed": None})
-    cols = (Column("model", "model", link=True), Column("kind", "kind"), Column("split", "split"),
+    cols = (Column("model", "model", link=True), Column("kind", "category"), Column("split", "split"),
             Column("n", "n", "int"), Column("n_failed", "failed", "int"),
             *_metric_columns(metrics, info, normalised=True))
     return Table(table_id, title, tuple(cols), tuple(records),
@@ -181,7 +181,7 @@ def summary_table(rows: Sequence[LeaderboardRow], task: str, splits: Sequence[st
     m_info = info.get(metric, {})
     unit = "" if m_info.get("unit") in (None, "1") else f" ({m_info.get('unit')})"
     better = str(m_info.get("better") or "")
-    cols: list[Column] = [Column("model", "model", link=True), Column("kind", "kind")]
+    cols: list[Column] = [Column("model", "model", link=True), Column("kind", "category")]
     for s in splits:
         cols += [Column(f"{s}:{metric}", f"{s.upper()} {metric}{unit}", "metric", better=better),
                  Column(f"{s}:{metric}_normalised", f"{s.upper()} normalised", "number", better=better),
@@ -205,7 +205,7 @@ def all_metrics_table(rows: Sequence[LeaderboardRow], task: str, split: str, *,
         for n in names:
             rec[n] = {"mean": r.metrics.get(n), "ci95": r.ci95.get(n)}
         records.append(rec)
-    cols = (Column("model", "model", link=True), Column("kind", "kind"), Column("n", "n", "int"),
+    cols = (Column("model", "model", link=True), Column("kind", "category"), Column("n", "n", "int"),
             Column("n_failed", "failed", "int"), *_metric_columns(names, info, normalised=False))
     return Table(table_id, title, tuple(cols), tuple(records),
                  note="failure-penalised mean [95 % bootstrap interval]",

@@ -1,4 +1,4 @@
-"""The crystallographic inverse solver (task 2 reference, SPEC §7 and §9).
+"""The crystallographic inverse solver (task 2 reference, contract §7 and §9).
 
 Given a finite particle (species and Cartesian positions in any frame and any order),
 recover the bulk crystal it was cut from: lattice parameters of the standardized
@@ -6,7 +6,7 @@ conventional cell, space group, and the reconstructed unit cell.
 
 :func:`solve` runs named steps, each a function of the previous steps' frozen records, with
 every tolerance in one frozen :class:`SolverSettings` (details and limits in
-``docs/solver.md``):
+``docs/explanation/solver.md``):
 
 1. *Frame* (:mod:`~c2np.solver.frame`, :class:`ParticleFrame`). Positions about the
    centroid, their distance order and an element-keyed neighbour tree. The in-particle

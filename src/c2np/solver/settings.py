@@ -17,7 +17,7 @@ DEFAULT_SYMPREC_SWEEP_ANGSTROM: tuple[float, ...] = (
 @dataclass(frozen=True, kw_only=True)
 class SolverSettings:
     """Tolerances and budgets of :func:`c2np.solver.solve` (keyword-only; defaults are the
-    measured ones of ``docs/solver.md``).
+    measured ones of ``docs/explanation/solver.md``).
 
     Input and frame:
         min_atoms: fewer atoms than this is an error.
