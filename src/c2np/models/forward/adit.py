@@ -1,5 +1,4 @@
-"""ADiT for task 1: a per-atom VAE, then a latent flow-matching diffusion transformer.
-"""
+"""ADiT for task 1: a per-atom VAE, then a latent flow-matching diffusion transformer."""
 
 from __future__ import annotations
 

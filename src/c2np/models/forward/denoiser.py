@@ -36,7 +36,6 @@ S = MAX_SPECIES_SLOTS
 DATA_STD_UNIT = math.sqrt(0.2)  # per-coordinate standard deviation of a uniform unit ball
 
 
-
 class Denoiser(nn.Module):
     """EGNN denoiser of every diffusion / flow family.
 
@@ -216,7 +215,6 @@ def mix_target(out: DenoiserOut, u: Tensor, R: Tensor, a: Tensor, b: Tensor) -> 
     chosen sites and the free prediction; returns (target_hat, x0_hat in Å)."""
     target = (1 - out.p_none) * a * u + b * out.site_mix / R + out.p_none * out.free
     return target, (target - a * u) / b * R
-
 
 
 def vp_denoise(denoiser: Denoiser, u: Tensor, type_feat: Tensor, type_ll: Tensor | None, t: Tensor,

@@ -1,5 +1,4 @@
-"""Shared parts of the families with a masked (absorbing-state) process over types.
-"""
+"""Shared parts of the families with a masked (absorbing-state) process over types."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Noise draws, time schedules and sampler steps shared by the task-1 families.
-"""
+"""Noise draws, time schedules and sampler steps shared by the task-1 families."""
 
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ def ddpm_posterior_step(x_t: Tensor, eps_hat: Tensor, ab_t: Tensor, ab_s: Tensor
     return mean + torch.sqrt(var) * randn(tuple(x_t.shape), g), x0
 
 
-
 def sample_times(n: int, g: torch.Generator, *, power: float = 1.0, eps_t: float = 0.0) -> Tensor:
     """(n + 1,) decreasing times of an n-step sampler, on ``g``'s device: t_i = eps_t + (1 -
     eps_t) (1 - i / n)^power for i < n, and t_n = 0 (the last step returns the clean-position
@@ -61,7 +59,6 @@ def sample_times(n: int, g: torch.Generator, *, power: float = 1.0, eps_t: float
     ts = eps_t + (1.0 - eps_t) * torch.linspace(1.0, 0.0, int(n) + 1, device=g.device) ** power
     ts[-1] = 0.0
     return ts
-
 
 
 def langevin_correct(x: Tensor, eps_hat: Tensor, var: Tensor, g: torch.Generator, *, step: float) -> Tensor:

@@ -26,14 +26,16 @@ def inverse_softplus(y: float) -> float:
     return float(y + math.log(-math.expm1(-y)))
 
 
-
 class SiteAssignment(nn.Module):
     """Soft assignment of atoms to candidate lattice sites with exclusion.
 
     Each atom scores its k nearest sites of every species slot, plus a "no site" option:
     logit = -|d|^2 / (2 sigma^2) (the Gaussian likelihood of the noise at level sigma, Å)
-    + the species log-likelihood of the atom's noisy type (when the family has one) + a learned
-    term from the atom's features and the site's distance and position relative to the sphere.
+    - softplus(w) (|site| - R)_+ (the sphere penalty: w learned from an init of
+    ``outside_per_angstrom`` per Å) + the species log-likelihood of the atom's noisy type (when
+    the family has one) + a learned term from the atom's features and the site's distance and
+    position relative to the sphere. ``ablation`` (:class:`~c2np.models.forward.ablation.Ablation`,
+    set for one sampling run by ``ablated``) can drop the sphere penalty or the learned term.
     A few Sinkhorn-style rounds then lower the logits of every site whose total mass over the
     atoms exceeds one, so two atoms cannot share a site. Returns (N, S, k) site probabilities
     and the (N, 1) "no site" probability (together they sum to 1 per atom).

@@ -1,5 +1,4 @@
-"""The task-1 site scorer: carved candidate sites, each scored inside / outside the particle.
-"""
+"""The task-1 site scorer: carved candidate sites, each scored inside / outside the particle."""
 
 from __future__ import annotations
 
