@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from c2np.metrics import forward_metrics
     from c2np.models.data import condition_for_row
-    from c2np.models.generators import _collate, _masked_logits, _to_particles
+    from c2np.models.forward.base import collate as _collate
+    from c2np.models.forward.base import masked_logits as _masked_logits
+    from c2np.models.forward.base import to_particles as _to_particles
     from c2np.models.training import generator, load_run
     from c2np.store import DatasetStore
 

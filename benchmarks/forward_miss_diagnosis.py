@@ -280,7 +280,7 @@ def sample_oracle_count(args: argparse.Namespace) -> int:
 
 
 def apply_keep_sited(args: argparse.Namespace) -> int:
-    """Apply the sampler's final ``keep_sited`` rule (``c2np.models.generators``, tolerance
+    """Apply the sampler's final ``keep_sited`` rule (``c2np.models.forward.sites``, tolerance
     ``args.keep_sited`` Å) to an existing predictions file: the same particles a sampler with
     ``sample_site_tol_angstrom`` would have returned from the same draws (the rule runs after
     the last step and draws no random numbers)."""
@@ -288,7 +288,7 @@ def apply_keep_sited(args: argparse.Namespace) -> int:
 
     from c2np.models.backbone import collate_conditions
     from c2np.models.data import condition_from_query, species_slots
-    from c2np.models.generators import keep_sited
+    from c2np.models.forward.sites import keep_sited
     from c2np.particle import Particle
     from c2np.predictions import iter_forward_predictions, write_forward_predictions
     from c2np.store import DatasetStore

@@ -17,7 +17,7 @@ from c2np.carving import carve  # noqa: E402
 from c2np.catalog import get_cell  # noqa: E402
 from c2np.models.backbone import collate_conditions  # noqa: E402
 from c2np.models.data import species_slots  # noqa: E402
-from c2np.models.generators import keep_sited  # noqa: E402
+from c2np.models.forward.sites import keep_sited  # noqa: E402
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 

@@ -18,7 +18,9 @@ import torch.nn.functional as F  # noqa: E402
 
 from c2np.catalog import get_cell  # noqa: E402
 from c2np.models.config import get_config  # noqa: E402
-from c2np.models.generators import MatterGen, SiteAssignment, vp_denoise  # noqa: E402
+from c2np.models.forward.denoiser import vp_denoise  # noqa: E402
+from c2np.models.forward.mattergen import MatterGen  # noqa: E402
+from c2np.models.forward.sites import SiteAssignment  # noqa: E402
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 
@@ -70,7 +72,8 @@ def test_guided_pass_equals_its_own_denoiser_calls():
     model = _model(cfg_weight=1.0)
     conds = _conditions()
     from c2np.models.backbone import collate_conditions
-    from c2np.models.generators import revealed_type_ll, vp_denoise_each
+    from c2np.models.forward.denoiser import vp_denoise_each
+    from c2np.models.forward.species import revealed_type_ll
 
     g = torch.Generator().manual_seed(3)
     c = collate_conditions(conds)

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from c2np.catalog import get_cell  # noqa: E402
-from c2np.models.generators import sample_times  # noqa: E402
+from c2np.models.forward.noise import sample_times  # noqa: E402
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 

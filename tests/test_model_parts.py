@@ -14,11 +14,8 @@ from c2np.carving import carve  # noqa: E402
 from c2np.catalog import get_cell  # noqa: E402
 from c2np.models.backbone import collate_conditions, collate_particles, lattice_site_vectors  # noqa: E402
 from c2np.models.data import species_slots  # noqa: E402
-from c2np.models.generators import (  # noqa: E402
-    composition_budget,
-    confine_to_ball,
-    reveal_confident,
-)
+from c2np.models.forward.cdvae import confine_to_ball  # noqa: E402
+from c2np.models.forward.species import composition_budget, reveal_confident  # noqa: E402
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 
@@ -98,7 +95,7 @@ def test_adit_latent_corrector_runs_only_in_its_window():
     from dataclasses import replace
 
     from c2np.models.config import get_config
-    from c2np.models.generators import ADiT
+    from c2np.models.forward import ADiT
 
     cond, _ = gate_condition(get_cell("KMgH3"), 4.5)
     cfg = replace(get_config("tiny"), corrector_steps=1, corrector_step=0.4, cfg_weight=1.0, self_cond=True)

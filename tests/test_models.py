@@ -69,10 +69,10 @@ def test_import_c2np_does_not_import_torch():
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_generator_trains_and_samples_valid_particle(name, ds, train_rows):
-    from c2np.models.generators import GENERATORS
+    from c2np.models.forward import FORWARD_FAMILIES
 
     torch.manual_seed(0)
-    model = GENERATORS[name](TINY)
+    model = FORWARD_FAMILIES[name](TINY)
     g = torch.Generator().manual_seed(0)
     rng = np.random.default_rng(0)
 
@@ -138,10 +138,10 @@ class _NoTargetStore:
 
 def test_task1_inputs_never_contain_targets(ds, train_rows):
     from c2np.models.backbone import collate_conditions
-    from c2np.models.generators import GENERATORS
+    from c2np.models.forward import FORWARD_FAMILIES
 
     assert {f.name for f in fields(Condition)} == {"cell", "radius_angstrom", "quaternion", "centre_frac"}
-    for cls in GENERATORS.values():
+    for cls in FORWARD_FAMILIES.values():
         params = list(inspect.signature(cls.sample).parameters)
         assert params[:4] == ["self", "conds", "g", "steps"] and not any("particle" in p or "target" in p
                                                                            for p in params)
@@ -162,7 +162,7 @@ def test_task1_inputs_never_contain_targets(ds, train_rows):
     n_target = ds.particle(row).n_atoms
     assert all(v.numel() != n_target * 3 for v in before.values())
     # every generator samples with a store that refuses to reveal targets
-    for cls in GENERATORS.values():
+    for cls in FORWARD_FAMILIES.values():
         out = cls(TINY).eval().sample([condition_for_row(blind, row)], torch.Generator().manual_seed(0), steps=2)
         assert out[0].n_atoms > 0
 

@@ -27,7 +27,7 @@ from c2np.models.backbone import (  # noqa: E402
     to_padded,
 )
 from c2np.models.config import get_config  # noqa: E402
-from c2np.models.generators import CDVAE, DiffCSP, FlowMM, MatterGen  # noqa: E402
+from c2np.models.forward import CDVAE, DiffCSP, FlowMM, MatterGen  # noqa: E402
 from c2np.models.overfit import gate_condition  # noqa: E402
 
 

@@ -231,10 +231,10 @@ def test_device_placement_on_cpu(ds, tmp_path, strict_cells):
     model, meta = load_run(tmp_path / "run", device="cpu")
     assert meta["device"] == "cpu"
     assert all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
-    from c2np.models.generators import GENERATORS
+    from c2np.models.forward import FORWARD_FAMILIES
 
     # the generators create every tensor on their weights' / generator's device (issue 12)
-    moved = place(GENERATORS["diffcsp"](TINY), torch.device("meta"))
+    moved = place(FORWARD_FAMILIES["diffcsp"](TINY), torch.device("meta"))
     assert all(t.device.type == "meta" for t in [*moved.parameters(), *moved.buffers()])
 
 

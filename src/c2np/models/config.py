@@ -35,7 +35,7 @@ class ModelConfig:
     each typed by its site's species (0 = off; docs/model_results.md, "Which atoms MatterGen
     misses"); ``sample_time_power`` p and ``sample_eps_t`` set the sampler's time grid t_i =
     eps_t + (1 - eps_t) (1 - i / n)^p, i < n, then 0 (p 1, eps_t 0: the uniform grid;
-    :func:`c2np.models.generators.sample_times`).
+    :func:`c2np.models.forward.noise.sample_times`).
     Data rows never include the held-out materials of the protocol (``strict``), and the
     radius limit applies to the training and the validation rows alike (no rows under it is
     an error, never a silent fallback).

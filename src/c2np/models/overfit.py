@@ -106,13 +106,13 @@ def overfit(model_name: str, cfg: ModelConfig, cond: Condition, target: Particle
     when the config has an EMA) with :func:`c2np.metrics.forward_metrics`."""
     import torch
 
-    from c2np.models.generators import GENERATORS
+    from c2np.models.forward import FORWARD_FAMILIES
     from c2np.models.optim import build_optimizer, optimizer_step
 
     cfg = replace(cfg, epochs=1, steps_per_epoch=int(steps))
     bs = int(batch_size or cfg.batch_size)
     torch.manual_seed(seed)
-    model = GENERATORS[model_name](cfg)
+    model = FORWARD_FAMILIES[model_name](cfg)
     opt, sched, ema = build_optimizer(model, cfg)
     g = torch.Generator().manual_seed(seed)
     conds, parts = [cond] * bs, [target] * bs

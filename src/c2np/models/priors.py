@@ -19,13 +19,27 @@ __all__ = ["forward_priors", "inverse_priors", "category_of_priors"]
 
 def forward_priors(model: str, config: Mapping[str, Any]) -> tuple[str, ...]:
     """Priors of a task-1 model ``model`` (family name) with ``config`` (a ``ModelConfig``
-    dict): ``carve`` for the site scorer; ``lattice-sites`` and ``sphere-boundary`` for a
-    site-assignment head (``site_features``: its scores carry a fixed penalty per Å outside R);
-    ``sphere-boundary`` for CDVAE's confinement (``confine_margin >= 0``); ``site-snapping``
-    for MatterGen's site filter (``sample_site_tol_angstrom > 0``)."""
+    dict), from what its code does with that config:
+
+    * ``sitescore``: ``carve`` (its candidates are the carved sites);
+    * a diffusion / flow family with ``site_features``: ``lattice-sites`` (the sites of the
+      cell as features, and with ``exclusion_iters`` > 0 as the choices of the site-assignment
+      head) and ``sphere-boundary`` (each site's position relative to R is an input, and the
+      head's scores carry a fixed penalty per Å outside R);
+    * CDVAE with ``confine_margin >= 0``: ``sphere-boundary`` (positions reflected into the ball);
+    * MatterGen with ``sample_site_tol_angstrom > 0``: ``site-snapping`` (only atoms near a
+      site are kept, one per site, re-typed by the site);
+    * ADiT with ``site_features`` and ``exclusion_iters`` > 0: ``lattice-sites``,
+      ``sphere-boundary`` and ``site-snapping`` (its decoder moves every decoded position to
+      its site choice, scored with the sphere penalty); without the head its decoder uses no
+      lattice site.
+    """
     if model == "sitescore":
         return ("carve",)
     out: list[str] = []
+    site_head = bool(config.get("site_features")) and int(config.get("exclusion_iters", 0)) > 0
+    if model == "adit":
+        return ("lattice-sites", "sphere-boundary", "site-snapping") if site_head else ()
     if config.get("site_features"):
         out += ["lattice-sites", "sphere-boundary"]
     if model == "cdvae" and float(config.get("confine_margin", -1.0)) >= 0.0 and "sphere-boundary" not in out:

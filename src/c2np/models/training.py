@@ -108,9 +108,9 @@ def build_model(model: str, task: str, cfg: ModelConfig) -> Any:
     if task not in TASKS:
         raise C2NPInputError(f"unknown task {task!r}; choose one of {list(TASKS)}")
     if task == "forward":
-        from c2np.models.generators import GENERATORS
+        from c2np.models.forward import FORWARD_FAMILIES
 
-        return GENERATORS[model](cfg)
+        return FORWARD_FAMILIES[model](cfg)
     from c2np.models.predictors import InversePredictor
 
     return InversePredictor(model, cfg)
@@ -151,10 +151,12 @@ def _chunks(items: Any, size: int) -> list[Any]:
 
 def _sample_forward(model: Any, items: list[tuple[str, Condition]], seed: int, *, steps: int | None,
                     batch: int, batches: list[int] | None = None, progress: bool = False,
-                    desc: str = "") -> dict[str, Particle]:
+                    desc: str = "", ablation: Any = None) -> dict[str, Particle]:
     """{sample id: sampled particle} for (id, task-1 input) pairs; the model sees the inputs only.
     The pairs are cut into batches of ``batch``; batch b draws its noise from
-    :func:`batch_seed` (``seed``, b). ``batches``: sample only those batch indices (a shard)."""
+    :func:`batch_seed` (``seed``, b). ``batches``: sample only those batch indices (a shard).
+    ``ablation``: a :class:`c2np.models.forward.ablation.Ablation` of the sampler's priors
+    (None: as shipped)."""
     from tqdm import tqdm
 
     chunks = _chunks(items, batch)
@@ -163,7 +165,8 @@ def _sample_forward(model: Any, items: list[tuple[str, Condition]], seed: int, *
     for b in tqdm(picked, desc=desc, disable=not progress):
         chunk = chunks[b]
         g = generator(batch_seed(seed, b), model)
-        for (sid, _), p in zip(chunk, model.sample([c for _, c in chunk], g, steps=steps), strict=True):
+        extra = {} if ablation is None else {"ablation": ablation}
+        for (sid, _), p in zip(chunk, model.sample([c for _, c in chunk], g, steps=steps, **extra), strict=True):
             out[sid] = p
     return out
 
@@ -545,7 +548,8 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
 def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, subset: str = "eval",
             seed: int = 0, progress: bool = True, steps: int | None = None,
             per_group: int | None = None, checkpoint: str = "best", device: str = "cpu",
-            allow_other_store: bool = False, shard: tuple[int, int] | None = None) -> dict[str, Any]:
+            allow_other_store: bool = False, shard: tuple[int, int] | None = None,
+            ablation: Any = None) -> dict[str, Any]:
     """Write predictions of a trained run for ``split`` (task 1: extxyz with
     ``info["sample_id"]``; task 2: CSV ``sample_id,a,b,c,alpha,beta,gamma,spacegroup``) and a
     provenance record ``{out}.json`` (the returned summary).
@@ -565,7 +569,12 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
     are exactly the one run's. The provenance record is then a partial record
     (:data:`PARTIAL_PREDICTIONS_SCHEMA`) and :func:`merge_predictions` combines the n parts into
     the one run's file.
+
+    ``ablation`` (task 1 only): a :class:`c2np.models.forward.ablation.Ablation` of the
+    sampler's analytic priors (None: as shipped); recorded in the provenance record.
     """
+    import dataclasses
+
     import torch
 
     from c2np.predictions import write_forward_predictions, write_inverse_predictions
@@ -579,6 +588,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
             f"fingerprint {check['store_fingerprint'][:16]}...; pass --allow-other-store to predict anyway")
     check["allow_other_store"] = bool(allow_other_store)
     forward = model.task == "forward"
+    if ablation is not None and not forward:
+        raise C2NPInputError(f"{run_dir}: ablations apply to task-1 runs only")
     out = Path(out)
     t0 = time.perf_counter()
     size = int(model.cfg.batch_size)
@@ -598,7 +609,7 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                 "positions": batch_shard_positions(len(items), size, shard)}
         if forward:
             preds = _sample_forward(model, items, seed, steps=steps, batch=size, batches=batches,
-                                    progress=progress, desc=f"sampling {meta['model']}")
+                                    progress=progress, desc=f"sampling {meta['model']}", ablation=ablation)
             write_forward_predictions(out, preds)
             n = len(preds)
         else:
@@ -613,6 +624,8 @@ def predict(run_dir: str | Path, store: Any, split: str, out: str | Path, *, sub
                "device": str(next(model.parameters()).device),
                "sample_ids": "store ids" if forward else "opaque task-2 ids (c2np.tasks.opaque_sample_id)",
                "n_samples": int(n), "seconds": dt, "samples_per_s": n / max(dt, 1e-9), "store_check": check}
+    if ablation is not None:
+        summary["ablation"] = dataclasses.asdict(ablation)
     summary.update(part_record)
     with atomic_write(out.with_name(out.name + ".json")) as fh:
         json.dump(summary, fh, indent=2)
