@@ -261,7 +261,7 @@ def test_diagnostic_reports_samples_per_point(ds, tmp_path):
 
     train(ds, "sitescore", "forward", _cfg(epochs=2, n_fidelity=3), tmp_path / "run", progress=False)
     table = loss_fidelity_table([tmp_path / "run"])
-    assert table[0]["n_fidelity"] == 3 and table[0]["model"] == "sitescore [carve-based (learned threshold)]"
+    assert table[0]["n_fidelity"] == 3 and table[0]["model"] == "sitescore+carve"
     assert table[0]["best_epoch"] in (1, 2)
     refs = {r["model"]: r for r in table[1:]}  # the baselines on the same validation rows
     assert set(refs) == {"analytic carve (ceiling) (reference, same rows)", "memorisation (reference, same rows)",

@@ -24,7 +24,7 @@ class ModelConfig:
     ``lr_schedule`` ('constant' or 'cosine' down to ``min_lr_ratio`` x lr) after
     ``warmup_steps`` of linear warmup, and an EMA of the weights with ``ema_decay`` (0 = off);
     see :mod:`c2np.models.optim`. ``max_train_seconds`` ends training after the epoch in which
-    that wall-clock budget is spent (None = no budget; benchmarks/gpu_train.sh).
+    that wall-clock budget is spent (None = no budget).
     Data: training rows with ``radius <= max_train_radius_angstrom`` (CPU scale; None = all);
     task 2 crops each particle to its ``max_atoms`` atoms nearest the centroid (None = all).
     Sampling: ``sample_steps`` network evaluations per particle (diffusion / flow / Langevin);

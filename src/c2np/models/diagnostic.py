@@ -111,7 +111,7 @@ def loss_fidelity_table(runs: Sequence[str | Path]) -> list[dict[str, object]]:
         best_epoch = int(json.loads(best_path.read_text())["epoch"]) if best_path.is_file() else None
         best_i = next((i for i, row in enumerate(rows) if int(row["epoch"]) == best_epoch), None)
         out.append({
-            "model": display_name(meta["model"], meta["task"]), "task": meta["task"],
+            "model": display_name(meta["model"], meta["task"], meta.get("config")), "task": meta["task"],
             "config": meta["config"]["name"], "epochs": int(last["epoch"]), "steps": int(last["step"]),
             "n_fidelity": int(last.get("n_fidelity", 0)),
             "train_loss": last.get("train_loss", np.nan), "val_loss": last.get("val_loss", np.nan),
@@ -158,7 +158,7 @@ def _figure(logs: list[tuple[dict, list[dict[str, float]]]], runs: Sequence[str 
             if meta["task"] != task or not rows:
                 continue
             ep = np.array([r["epoch"] for r in rows])
-            name = display_name(meta["model"], task)
+            name = display_name(meta["model"], task, meta.get("config"))
             line, = ax_l.plot(ep, [r.get("train_loss", np.nan) for r in rows], "-o", ms=3, label=name)
             ax_l.plot(ep, [r.get("val_loss", np.nan) for r in rows], "--", color=line.get_color())
             mean = np.array([r.get(key, np.nan) for r in rows])
