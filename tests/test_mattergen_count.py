@@ -1,4 +1,4 @@
-"""MatterGen's site-decided count (docs/model_results.md, "Which atoms MatterGen misses"):
+"""MatterGen's site-decided count (docs/decisions/0033-mattergen-site-decided-count.md):
 ``keep_sited`` keeps one atom per lattice site of its own species and drops the rest, and a
 sampler with ``sample_count_margin`` / ``sample_site_tol_angstrom`` returns particles whose
 atoms sit on distinct sites of their species."""
@@ -64,9 +64,9 @@ def test_sampler_with_site_decided_count_returns_distinct_sited_atoms():
     from c2np.models.training import load_run
 
     model, _ = load_run(Path(__file__).resolve().parents[1] / "pretrained" / "mattergen-forward")
-    # the shipped sampler decides the count by the site assignment (docs/model_results.md)
+    # the shipped sampler decides the count by the site assignment (docs/decisions/0033-mattergen-site-decided-count.md)
     assert model.cfg.sample_count_margin == 0.2 and model.cfg.sample_site_tol_angstrom == 0.5
-    # and samples on the power time grid (docs/model_results.md, "a time grid finer near t = 0")
+    # and samples on the power time grid (docs/decisions/0034-mattergen-power-time-grid.md)
     assert model.cfg.sample_time_power == 2.0 and model.cfg.sample_eps_t == 1e-3
     conds = [_site_particle("KMgH3", 5.0, 0)[0], _site_particle("RbSrH3", 6.0, 1)[0]]
     with torch.no_grad():

@@ -1,5 +1,5 @@
 """The sampler's time grid (``sample_times``; ``sample_time_power`` / ``sample_eps_t``,
-docs/model_results.md, "MatterGen at R = 29, 30 Å: a time grid finer near t = 0"): the
+docs/decisions/0034-mattergen-power-time-grid.md): the
 default is the uniform grid, the power grid is monotone, ends with eps_t then 0, and is finer
 near t = 0; MatterGen's sampler follows the configured grid and stays seeded."""
 

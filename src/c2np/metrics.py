@@ -1,4 +1,4 @@
-"""Per-sample metrics of both tasks (SPEC §6-7): typed pure functions on NumPy arrays.
+"""Per-sample metrics of both tasks (contract §6-7): typed pure functions on NumPy arrays.
 
 Task 1 (forward) compares a predicted particle P with the reference particle G, both as
 species ``(n,)`` int atomic numbers and positions ``(n, 3)`` in Å in the centred frame.
@@ -11,7 +11,7 @@ Task 2 (inverse) compares predicted lattice parameters and space group with the 
 
 A prediction that cannot be scored (missing, empty, non-finite, unknown species, invalid
 lattice) is a *failure*: :func:`forward_failure` / :func:`inverse_failure` give it the
-documented penalty value of every metric (never the best value); see docs/evaluation.md.
+documented penalty value of every metric (never the best value); see docs/explanation/metrics.md.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def pair_distance_counts(positions_angstrom: np.ndarray, *,
     found with two sliding pointers. The sweep is a compiled (numba) loop, built on first
     use and cached on disk; for dense clouds (about 1,000 pairs per atom or more, up to 254
     bins) it counts two pairs' bins with one increment of a table of bin pairs
-    (docs/evaluation.md, "Seventh pass").
+    (docs/decisions/0030-matched-rmsd-certified-gap.md).
 
     ``max_pairs``: when more pairs than this lie within ``r_max``, :class:`TooManyPairs` is
     raised; the sweep checks its count as it goes (every 65,536 candidates) and stops once
@@ -686,7 +686,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
                     reference: ReferenceSummary | None = None,
                     radius_angstrom: float | None = None,
                     tolerances_angstrom: Sequence[float] = F1_TOLERANCES_ANGSTROM) -> Scores:
-    """All task-1 metrics of prediction P against reference G (see docs/evaluation.md).
+    """All task-1 metrics of prediction P against reference G (see docs/explanation/metrics.md).
 
     ``reference`` is G's rotation-independent summary (computed here when None, which
     needs ``radius_angstrom``). An unusable P returns :func:`forward_failure`.
@@ -745,7 +745,7 @@ def forward_metrics(pred_numbers: np.ndarray | None, pred_positions_angstrom: np
         si, lj, dv = close_pairs(small, grid, tol_max)
         # a larger-set atom is at least its nearest distance to the other particle's atoms
         # of any element from this element's atoms: the bound of a degenerate pairing
-        # without a second search (docs/evaluation.md, "Ninth pass")
+        # without a second search (docs/decisions/0030-matched-rmsd-certified-gap.md)
         res = min_sq_assignment(small, large, large_grid=grid,
                                 column_floor=d_gp[ig] if pred_small else d_pg[ip])
         sq_sum += res.sum_sq_angstrom2

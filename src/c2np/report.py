@@ -47,7 +47,7 @@ RADIUS_PLOTS: dict[str, tuple[Metric, Metric]] = {
     "forward": (PRIMARY["forward"], Metric.CHAMFER),
     "inverse": (PRIMARY["inverse"], Metric.SPACEGROUP_ACCURACY),
 }
-# The baselines every table that ranks models shows on its rows (SPEC §9, §12).
+# The baselines every table that ranks models shows on its rows (contract §9, §12).
 REFERENCE_BASELINES: dict[str, tuple[str, ...]] = {
     "forward": ("analytic-carve", "memorisation", "random-ball"),
     "inverse": ("solver", "composition-lookup", "majority-class"),

@@ -32,8 +32,8 @@ class ModelConfig:
     training's ``exclusion_iters``). MatterGen only: ``sample_count_margin`` samples
     ``ceil((1 + margin) n)`` atoms for the count head's n, and ``sample_site_tol_angstrom``
     (> 0) keeps at the end only atoms within that distance of a lattice site, one per site,
-    each typed by its site's species (0 = off; docs/model_results.md, "Which atoms MatterGen
-    misses"); ``sample_time_power`` p and ``sample_eps_t`` set the sampler's time grid t_i =
+    each typed by its site's species (0 = off; docs/decisions/0033-mattergen-site-decided-count.md);
+    ``sample_time_power`` p and ``sample_eps_t`` set the sampler's time grid t_i =
     eps_t + (1 - eps_t) (1 - i / n)^p, i < n, then 0 (p 1, eps_t 0: the uniform grid;
     :func:`c2np.models.forward.noise.sample_times`).
     Data rows never include the held-out materials of the protocol (``strict``), and the

@@ -47,7 +47,7 @@ class InMemoryDataset:
     """A dataset built in memory: recipes from ``build_recipes``, particles carved on demand.
 
     Base (unrotated) particles are cached per (material, R) and rotated per row, exactly as
-    the binary store does. :attr:`fingerprint` is the store's fingerprint (SPEC §5) of the
+    the binary store does. :attr:`fingerprint` is the store's fingerprint (contract §5) of the
     same cells and recipes, computed on first use (it carves every base particle), so a run
     trained on an in-memory dataset and the HDF5 store built from the same cells match.
     """

@@ -56,7 +56,7 @@ class PageState:
 
 
 class Browser:
-    """A headless Chromium session (context manager)."""
+    """A headless Chromium browser driven by WebDriver (context manager)."""
 
     def __init__(self, *, width: int = 1400, height: int = 1000) -> None:
         from selenium import webdriver

@@ -3,7 +3,7 @@
 training log (for loss vs fidelity).
 
 Every results document enters through :func:`load_results` (one reader), as a plain dict
-of the ``c2np.results/1`` schema (docs/evaluation.md).
+of the ``c2np.results/1`` schema (docs/reference/formats.md).
 """
 
 from __future__ import annotations
