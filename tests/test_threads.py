@@ -70,3 +70,17 @@ def test_cli_threads_flag(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     assert r.exit_code == 0 and os.environ["OMP_NUM_THREADS"] == "1" and os.environ[threads.ENV_VAR] == "1"
     r = CliRunner().invoke(build_app(), ["--version"])
     assert r.exit_code == 0 and r.output.startswith("c2np ")
+
+
+def test_kernel_cache_check_follows_numba_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The one-line notice of a first compile is printed only when numba's cache lacks the
+    scoring kernels."""
+    from c2np.evaluation.harness import kernel_cache_is_warm
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert not kernel_cache_is_warm()
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "_assignment_kernels._jit-1.py311.nbi").write_bytes(b"")
+    assert not kernel_cache_is_warm()  # both kernel modules are needed
+    (tmp_path / "x" / "_pair_kernels.count_bins-16.py311.nbi").write_bytes(b"")
+    assert kernel_cache_is_warm()
