@@ -58,8 +58,7 @@ class CellSampler(nn.Module):
                  desc_mean: np.ndarray, desc_std: np.ndarray, lat_mean: np.ndarray, lat_std: float,
                  limit_density: float = 1.0, lattice_stats: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         super().__init__()
-        self.cfg = cfg
-        self.process = process_for(cfg)
+        self.cfg = cfg                      # also sets self.process
         self.n_desc = int(n_desc)
         self.compositions = [tuple(int(x) for x in c) for c in compositions]
         self.templates: list[CellTemplate] = []     # space-group templates (z_candidates="templates")
@@ -77,6 +76,17 @@ class CellSampler(nn.Module):
         self.register_buffer("alpha_bar", ab)
         self.register_buffer("sigma", sig)
         self.process.build(self, limit_density=limit_density, lattice_stats=lattice_stats)
+
+    @property
+    def cfg(self) -> GenConfig:
+        """The configuration; setting it (e.g. a sampler or ranking override of a loaded
+        generator) also sets the generative process (:attr:`process`) to that of the new one."""
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, cfg: GenConfig) -> None:
+        self._cfg = cfg
+        self.process = process_for(cfg)
 
     # --- features ----------------------------------------------------------------------
     @staticmethod
