@@ -55,7 +55,8 @@ def test_shipped_generators_are_named_with_their_priors() -> None:
             names[folder.name] = name_with_priors(cfg["process"], inverse_priors(cfg))
             assert category_of_priors(inverse_priors(cfg)).category == "learned+prior"
     assert names["diffcsp-inverse"] == "diffcsp+templates+rank+refine+crop"
-    assert names["flowmm-inverse"] == "flowmm+templates+rank+refine"
+    for family in ("flowmm", "mattergen", "cdvae", "adit"):
+        assert names[f"{family}-inverse"] == f"{family}+templates+rank+refine"
     # the pool's DiffCSP member is the one shipped before central crops
     assert names["diffcsp-flowmm-pool-inverse"] == "diffcsp-flowmm+templates+rank+refine+pool"
 

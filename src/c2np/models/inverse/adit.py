@@ -23,7 +23,7 @@ generator's cells (species given, as in DiffCSP's crystal-structure prediction):
 Not used: ADiT's self-conditioning, its Cartesian-position head and its joint training on
 molecules. Training cells keep spglib's standard origin: ADiT translates them at random, which
 here left the one-particle gate at 0 of 16 cells after 2,000 steps (the latent then has to
-carry an arbitrary shift; docs/inverse_results.md, session 21). The posterior's log-variance
+carry an arbitrary shift; docs/inverse_results.md). The posterior's log-variance
 starts at :data:`LOGVAR_INIT`: from 0 the decoder learned to ignore the latent.
 """
 

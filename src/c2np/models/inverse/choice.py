@@ -57,7 +57,7 @@ def choose_candidate(cands: Sequence[Candidate], *, rule: str = "vote", min_pair
     the candidates within it of the smallest, the one whose template has the most symmetry
     operations (ties: the smaller mismatch) — of two cells that explain the particle equally
     well, the more symmetric. The noise part widens the margin where noise lets the less
-    symmetric cells fit better (docs/inverse_results.md, session 15b). None for no candidates."""
+    symmetric cells fit better (docs/inverse_results.md). None for no candidates."""
     if rule not in RANK_RULES:
         raise C2NPInputError(f"rank must be one of {list(RANK_RULES)}, got {rule!r}")
     valid = [c for c in cands if c.min_pair_angstrom >= min_pair_angstrom] or list(cands)

@@ -176,7 +176,7 @@ class CrystalGenerator(CellSampler):
         with that many profiles (a screen), and the ``refine_top`` of smallest *screened*
         mismatch are then refined from their screened cells with ``refine_evals`` more; the
         other candidates keep their screened cells (a generated cell that starts far from the
-        particle's crystal can still be the one that fits it, docs/inverse_results.md, session 17)."""
+        particle's crystal can still be the one that fits it, docs/inverse_results.md)."""
         order = sorted((k for k, (c, t) in enumerate(row) if t is not None and c.cell is not None
                         and c.min_pair_angstrom >= self.cfg.min_pair_angstrom), key=lambda k: row[k][0].mismatch)
         out = [c for c, _ in row]
