@@ -139,3 +139,25 @@ def test_ablating_a_pool_ablates_every_member(setup) -> None:
     assert [g.cfg.crop_radii_angstrom for _, g in out.members] == [(), ()]
     assert [g.cfg.crop_radii_angstrom for _, g in pool.members] == [(6.0,), (6.0,)]
     assert ablate(pool, "shipped") is pool
+
+
+def test_config_choice_and_ablation_modules_are_torch_free() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; import c2np.models.inverse, c2np.models.inverse.config, c2np.models.inverse.ablation, "
+            "c2np.models.inverse.choice, c2np.models.inverse.readout, c2np.models.priors; "
+            "assert 'torch' not in sys.modules")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": src})
+
+
+def test_every_process_name_has_its_class() -> None:
+    from c2np.models.inverse.config import PROCESSES
+    from c2np.models.inverse.registry import PROCESS_CLASSES, process_for
+
+    assert tuple(PROCESS_CLASSES) == PROCESSES
+    for name in PROCESSES:
+        proc = process_for(GenConfig(process=name))
+        assert type(proc).name == name and proc.cfg.process == name
+    assert [n for n in PROCESSES if PROCESS_CLASSES[n].typed] == ["mattergen"]
