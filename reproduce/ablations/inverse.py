@@ -61,8 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--arms", nargs="+", default=None, help="arms to run (default: all)")
     ap.add_argument("--radii", type=int, nargs="+", default=[6, 9, 12],
                     help="radii (Å), <= 12 (default 6 9 12; the shipped 8 Å crop acts on particles of R >= 10 Å)")
-    ap.add_argument("--n-train", type=int, default=4, help="training-material rows (default 4)")
-    ap.add_argument("--n-dev", type=int, default=6, help="held-out development rows (default 6)")
+    ap.add_argument("--n-train", type=int, default=6, help="training-material rows (default 6)")
+    ap.add_argument("--n-dev", type=int, default=8, help="held-out development rows (default 8)")
     ap.add_argument("--seed", type=int, default=0, help="row choice and sampling seed (default 0)")
     ap.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples")
     ap.add_argument("--work", default="c2np_out/ablations_inverse", help="folder for the store")
