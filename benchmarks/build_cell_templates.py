@@ -1,5 +1,5 @@
 """Write the space-group templates of a store's training cells into a generator folder
-(``templates.json``; c2np.models.cell_templates, docs/models.md "Space-group templates").
+(``templates.json``; c2np.models.inverse.templates, docs/models.md "Space-group templates").
 
     PYTHONPATH=src python benchmarks/build_cell_templates.py out/strict.h5 pretrained/diffcsp-inverse
 
@@ -14,8 +14,8 @@ import argparse
 import sys
 
 from c2np.errors import C2NPInputError
-from c2np.models.cell_templates import save_templates
-from c2np.models.crystal_gen import build_templates
+from c2np.models.inverse.examples import build_templates
+from c2np.models.inverse.templates import save_templates
 from c2np.tasks import ForwardTask
 
 

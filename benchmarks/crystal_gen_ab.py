@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from c2np.models.crystal_gen import CrystalGenerator, GenConfig  # noqa: E402
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.training import fit_generator
 from train_crystal_gen import load_examples  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def main() -> int:
     cfg = GenConfig(hidden=64, layers=3, train_steps=steps, batch=32, lattice_param="x0", pair_readout=pair,
                     sampler="pc", lr=2e-3)
     t = time.time()
-    model = CrystalGenerator.fit(ex, cfg)
+    model = fit_generator(ex, cfg)
     print(f"trained {steps} steps in {time.time() - t:.0f} s", flush=True)
     feats = torch.as_tensor(model.features([e.descriptor for e in ex[:40:2]]))
     cells = model.sample(feats, [(3, 1, 1)] * len(feats), torch.Generator().manual_seed(0))

@@ -26,12 +26,9 @@ from scipy.optimize import linear_sum_assignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c2np.cells import standardize  # noqa: E402
-from c2np.models.crystal_gen import (  # noqa: E402
-    _composition_key,
-    _wrapped_score,
-    min_pair_distance_angstrom,
-    read_cell_to_prediction,
-)
+from c2np.models.inverse.diffcsp import wrapped_score
+from c2np.models.inverse.examples import composition_key
+from c2np.models.inverse.readout import min_pair_distance_angstrom, read_cell_to_prediction
 from crystal_gen_train_repro import load_from_argv, repro_pairs  # noqa: E402
 
 
@@ -63,7 +60,7 @@ def loss_table(model, ex) -> None:
     g = torch.Generator().manual_seed(1)
     by: dict = {}
     for e in ex:
-        by.setdefault(_composition_key(e.slots), []).append(e)
+        by.setdefault(composition_key(e.slots), []).append(e)
     T = model.cfg.steps
     times = sorted({1, *range(T // 10, T + 1, T // 10)})
     for comp, es in sorted(by.items()):
@@ -76,15 +73,15 @@ def loss_table(model, ex) -> None:
         xl0 = torch.as_tensor((lat_n - model.lat_mean.numpy()) / float(model.lat_std), dtype=torch.float32)
         cells = []
         with torch.no_grad():
-            cond = model._cond(feats)
+            cond = model.condition(feats)
             for t in times:
                 tt = torch.full((len(es),), t)
                 ab = model.alpha_bar[tt][:, None, None]
                 xlt = ab.sqrt() * xl0 + (1 - ab).sqrt() * torch.randn(xl0.shape, generator=g)
                 sig = model.sigma[tt][:, None, None].expand_as(f0)
                 noise = torch.randn(f0.shape, generator=g) * sig
-                target = _wrapped_score(noise, sig)
-                _, out_f, _ = model.net(xlt, (f0 + noise) % 1.0, slot, mask, model._temb(tt), cond)
+                target = wrapped_score(noise, sig)
+                _, out_f, _ = model.net(xlt, (f0 + noise) % 1.0, slot, mask, model.time_embedding(tt), cond)
                 cells.append(f"t{t}(sigma {float(model.sigma[t]):.3f}) {float(((out_f - target) ** 2).mean()):.3f}"
                              f"/{float((target ** 2).mean()):.2f}")
         print(f"composition {comp} ({len(by[comp])} pairs):", "  ".join(cells))
@@ -103,7 +100,7 @@ def main() -> int:
         tgt = standardize((e.lattice_angstrom, e.frac, e.descriptor.slot_numbers[e.slots]), symprec_angstrom=1e-3)
         ((xl, fr, sl),) = model.sample(feats[b:b + 1], [comps[b]], g)
         lat, frac, numbers = model.cell_of(xl, fr, sl, e.descriptor)
-        comp_ok = _composition_key(sl) == _composition_key(e.slots)
+        comp_ok = composition_key(sl) == composition_key(e.slots)
         res = read_cell_to_prediction(lat, frac, numbers, rule="longest")
         match = matched_fraction(fr, sl, e.frac, e.slots, e.lattice_angstrom) if comp_ok else None
         print(f"target {tgt.spacegroup:3d}: composition {'right' if comp_ok else 'WRONG'}, "

@@ -30,7 +30,9 @@ import torch
 
 from c2np.cells import UnitCell
 from c2np.metrics import inverse_metrics
-from c2np.models.crystal_gen import CrystalGenerator, GenConfig, cell_example
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import cell_example
+from c2np.models.inverse.training import fit_generator
 from c2np.particle import Particle
 from c2np.particle_descriptor import describe
 from c2np.tasks import ForwardTask, inverse_target
@@ -73,7 +75,7 @@ def gate_one(process: str, particle: Particle, cell: UnitCell, *, steps: int, ba
     rows: list[dict] = []
     t0 = time.process_time()
     torch.manual_seed(seed)
-    model = CrystalGenerator.fit([ex], cfg, log=rows.append)
+    model = fit_generator([ex], cfg, log=rows.append)
     fit_s = time.process_time() - t0
     cands = model.candidates([ex.descriptor], seed=seed)[0]
     right = [bool(inverse_metrics(c.params, c.spacegroup, target).values["joint_accuracy_paper"]) for c in cands]

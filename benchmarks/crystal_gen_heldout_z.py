@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 import torch
 
-from c2np.models.crystal_gen import load_generator
+from c2np.models.inverse.io import load_generator
 from c2np.particle_descriptor import describe
 from c2np.tasks import InverseTask
 

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from c2np.models.cell_ranking import particle_pair_profile, refine_to_profile  # noqa: E402
-from c2np.models.cell_templates import CellTemplate, load_templates  # noqa: E402
-from c2np.models.crystal_gen import Candidate, choose_candidate, load_generator  # noqa: E402
+from c2np.models.inverse.choice import Candidate, choose_candidate
+from c2np.models.inverse.io import load_generator
+from c2np.models.inverse.ranking import particle_pair_profile, refine_to_profile
+from c2np.models.inverse.templates import CellTemplate, load_templates
 from c2np.particle_descriptor import describe, position_noise_angstrom  # noqa: E402
 from inverse_heldout import VARIANTS, open_rows  # noqa: E402
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from c2np.models.crystal_gen import Candidate, choose_candidate
+from c2np.models.inverse.choice import Candidate, choose_candidate
 from c2np.tasks import InverseTask
 
 
@@ -85,8 +85,8 @@ def true_cell_check(task: InverseTask, ids: list[str], rows: dict, variant: str,
     """Diagnostic of the criterion itself: per target group, on how many rows the target's own
     standardized primitive cell (the material's true crystal) has a smaller pair-profile
     mismatch than every wrong candidate, i.e. would be chosen had it been generated."""
-    from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
-    from c2np.models.crystal_gen import cell_example
+    from c2np.models.inverse.examples import cell_example
+    from c2np.models.inverse.ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
     from c2np.particle_descriptor import describe
     from inverse_heldout import VARIANTS
 

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from c2np.metrics import inverse_metrics
-from c2np.models.cell_ranking import best_scale_mismatch, particle_pair_profile
-from c2np.models.crystal_gen import SYMPREC_TEMPLATE_LADDER_ANGSTROM, read_cell_to_prediction
+from c2np.models.inverse.ranking import best_scale_mismatch, particle_pair_profile
+from c2np.models.inverse.readout import SYMPREC_TEMPLATE_LADDER_ANGSTROM, read_cell_to_prediction
 from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
 from c2np.tasks import InverseTask
@@ -155,8 +155,8 @@ def rechoose(task: InverseTask, dump: dict, margins: list[tuple[float, float, fl
     margin per Å of noise) from the dump (``noise``: sample id -> the particle's
     ``position_noise_angstrom``); with ``write``, each triple's results JSON goes to
     ``write/margin{m}[_rel{r}][_noise{k}]/`` (no suffix for 0: the earlier sessions' folders)."""
-    from c2np.models.cell_templates import load_templates
-    from c2np.models.crystal_gen import Candidate, choose_candidate
+    from c2np.models.inverse.choice import Candidate, choose_candidate
+    from c2np.models.inverse.templates import load_templates
 
     n_ops = {t.spacegroup: len(t.rotations) for t in load_templates("pretrained/diffcsp-inverse") or []}
     for m, rel, per_a in margins:

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from c2np.cells import standardize  # noqa: E402
-from c2np.models.crystal_gen import load_generator  # noqa: E402
+from c2np.models.inverse.io import load_generator
 from train_crystal_gen import load_examples  # noqa: E402
 
 CONVERT = {"n_samples": int, "sampler": str, "step_lr": float, "read_rule": str, "min_pair_angstrom": float,

@@ -37,9 +37,9 @@ import torch
 
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, MajorityClass, crystallographic_solver
 from c2np.errors import C2NPInputError
-from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import RANK_RULES, READ_RULES, Z_CANDIDATES
-from c2np.models.generator_pool import GeneratorPool, load_inverse_generator
+from c2np.models.inverse.config import RANK_RULES, READ_RULES, Z_CANDIDATES
+from c2np.models.inverse.pool import GeneratorPool, load_inverse_generator
+from c2np.models.inverse.ranking import particle_pair_profile
 from c2np.particle_descriptor import describe, position_noise_angstrom
 from c2np.predictions import InversePrediction, inverse_values
 from c2np.sealed import require_development_split

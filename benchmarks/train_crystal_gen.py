@@ -26,20 +26,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from c2np.models.crystal_gen import (
-    CellExample,
-    CrystalGenerator,
-    GenConfig,
-    load_generator,
-    save_generator,
-    training_pairs,
-)
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import CellExample, training_pairs
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.io import load_generator, save_generator
+from c2np.models.inverse.training import fit_generator
 from c2np.particle_descriptor import ParticleDescriptor
 from c2np.tasks import ForwardTask
 
 
 def examples(store: str, seed: int, noisy_copies: int = 0) -> list:
-    """The training pairs (c2np.models.crystal_gen.training_pairs) of a store's train split."""
+    """The training pairs (c2np.models.inverse.examples.training_pairs) of a store's train split."""
     return training_pairs(ForwardTask.open(store, split="train", subset="full"), seed=seed,
                           noisy_copies=noisy_copies)
 
@@ -147,7 +144,7 @@ def main() -> int:
     init = load_generator(args.init).state_dict() if args.init else None
     if args.init:
         print(f"initialised from {args.init}", flush=True)
-    model = CrystalGenerator.fit(ex, cfg, log=log, time_budget_s=args.time_budget, checkpoint=checkpoint,
+    model = fit_generator(ex, cfg, log=log, time_budget_s=args.time_budget, checkpoint=checkpoint,
                                  checkpoint_every=args.checkpoint_every, init_state=init)
     save_generator(model, args.out, rows)
     print(f"saved {args.out} ({time.time() - t0:.0f} s)", flush=True)

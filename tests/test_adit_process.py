@@ -1,4 +1,4 @@
-"""ADiT's latent diffusion for the task-2 crystal generator (c2np.models.adit_process, issue 13)."""
+"""ADiT's latent diffusion for the task-2 crystal generator (c2np.models.inverse.adit, issue 13)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from c2np.models import adit_process as adp
+from c2np.models.inverse import adit as adp
 
 
 def test_wrapped_error_is_periodic() -> None:
@@ -71,7 +71,8 @@ def test_autoencoder_is_permutation_equivariant() -> None:
 def test_adit_generator_trains_in_two_stages() -> None:
     """The first AE_FRACTION of the run trains the autoencoder (the DiT untouched), the rest the
     latent DiT (the autoencoder frozen)."""
-    from c2np.models.crystal_gen import CrystalGenerator, GenConfig
+    from c2np.models.inverse.config import GenConfig
+    from c2np.models.inverse.generator import CrystalGenerator
 
     n_desc = 6
     cfg = GenConfig(process="adit", hidden=16, layers=2, n_freq=2, steps=4, lr=1e-2)

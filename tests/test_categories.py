@@ -60,7 +60,7 @@ def test_faithful_forward_config_has_no_prior() -> None:
 def test_inverse_priors_follow_the_config() -> None:
     assert inverse_priors({"z_candidates": "head", "read_rule": "plateau", "rank": "vote"}) == ()
     assert inverse_priors({"z_candidates": "templates", "rank": "refine", "crop_radii_angstrom": [8.0]}) == \
-        ("spacegroup-templates", "profile-refinement", "central-crop")
+        ("spacegroup-templates", "profile-ranking", "profile-refinement", "central-crop")
 
 
 def _row(model: str, value: float, category: str, priors: tuple[str, ...] = ()) -> LeaderboardRow:

@@ -1,4 +1,4 @@
-"""CDVAE's process for the task-2 crystal generator (c2np.models.cdvae_process, issue 13)."""
+"""CDVAE's process for the task-2 crystal generator (c2np.models.inverse.cdvae, issue 13)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from c2np.models import cdvae_process as cdp
+from c2np.models.inverse import cdvae as cdp
 
 
 def _random_lattices(n: int, seed: int) -> torch.Tensor:
@@ -93,7 +93,8 @@ def test_kl_divergence_is_zero_at_the_prior_and_positive_elsewhere() -> None:
 def test_cdvae_generator_never_sees_a_cell_at_sampling() -> None:
     """The encoder is used in training only: sampling draws z from the prior, so two seeds give
     different cells, and one seed the same cells."""
-    from c2np.models.crystal_gen import CrystalGenerator, GenConfig
+    from c2np.models.inverse.config import GenConfig
+    from c2np.models.inverse.generator import CrystalGenerator
     from c2np.particle_descriptor import N_SLOTS
 
     cfg = GenConfig(process="cdvae", hidden=16, layers=1, n_freq=2, steps=4, ld_steps_per_level=2)

@@ -1,6 +1,6 @@
 """Analysis by synthesis for the task-2 crystal generators: the pair profiles of a particle
-and of a generated cell, their mismatch, and the candidate choice (c2np.models.cell_ranking,
-crystal_gen.choose_candidate / candidates)."""
+and of a generated cell, their mismatch, and the candidate choice (c2np.models.inverse.ranking,
+choose_candidate / candidates)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ import pytest
 
 from c2np.carving import carve
 from c2np.errors import C2NPInputError
-from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
-from c2np.models.crystal_gen import (
-    Candidate,
-    CrystalGenerator,
-    GenConfig,
-    cell_example,
-    choose_candidate,
-    vote,
-)
+from c2np.models.inverse.choice import Candidate, choose_candidate, vote
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import cell_example
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.models.inverse.training import fit_generator
 from c2np.particle_descriptor import describe
 from c2np.store import DatasetStore, build_store
 from c2np.tasks import ForwardTask
@@ -116,7 +113,7 @@ def test_generator_candidates_for_every_composition(tmp_path_factory: pytest.Tem
     ex = [cell_example(describe(p), q.cell) for q, p in pairs]
     cfg = GenConfig(hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4, sampler="pc",
                     lattice_param="x0", n_samples=2, z_candidates="all", rank="profile")
-    model = CrystalGenerator.fit(ex, cfg)
+    model = fit_generator(ex, cfg)
     model.compositions = [(3, 1, 1), (6, 2, 2)]                # two compositions to generate for
     model.comp_head = type(model.comp_head)(16, 16, 2, 2)
     parts = [p for _, p in pairs[:3]]
@@ -140,7 +137,7 @@ def test_generator_candidates_for_every_composition(tmp_path_factory: pytest.Tem
 def test_stretch_finds_the_particles_scale(cubic) -> None:
     """A cell 5 % too large is stretched back to the particle's distances, and the stretched
     mismatch is that of the true cell (the stretch reads the particle only)."""
-    from c2np.models.cell_ranking import best_scale_mismatch
+    from c2np.models.inverse.ranking import best_scale_mismatch
 
     part, desc, ex = cubic
     s = desc.scale_angstrom
@@ -159,8 +156,8 @@ def test_refinement_recovers_a_pnma_cell_from_its_particle() -> None:
     template's free parameters to the particle's pair profile recovers the lattice and
     keeps the cell exactly in the template's group."""
     from c2np.cells import standardize
-    from c2np.models.cell_ranking import refine_to_profile
-    from c2np.models.cell_templates import project_frac, project_lattice, template_of
+    from c2np.models.inverse.ranking import refine_to_profile
+    from c2np.models.inverse.templates import project_frac, project_lattice, template_of
     from helpers import crystal_zoo
 
     cell = crystal_zoo()["orthorhombic"]
@@ -245,8 +242,8 @@ def test_noise_margin_follows_the_particles_own_noise_estimate() -> None:
 def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> None:
     """The multi-start's shape changes of a Pnma metric keep its volume and its symmetry and
     move it by the asked amplitude; with them the refinement returns a fit at least as good."""
-    from c2np.models.cell_ranking import _metric_basis, _shape_starts, refine_to_profile
-    from c2np.models.cell_templates import metric_average, template_of
+    from c2np.models.inverse.ranking import _metric_basis, _shape_starts, refine_to_profile
+    from c2np.models.inverse.templates import metric_average, template_of
     from helpers import crystal_zoo
 
     cell = crystal_zoo()["orthorhombic"]
@@ -273,7 +270,7 @@ def test_shape_starts_keep_volume_and_symmetry_and_the_fit_is_never_worse() -> N
 
 def test_coordinate_starts_are_deterministic_halton_shifts() -> None:
     """The coordinate starts: n points in [-1/2, 1/2)^d, the same every call, all distinct."""
-    from c2np.models.cell_ranking import _coordinate_starts
+    from c2np.models.inverse.ranking import _coordinate_starts
 
     u = _coordinate_starts(3, 32)
     assert u.shape == (32, 3)
@@ -285,8 +282,8 @@ def test_coordinate_starts_are_deterministic_halton_shifts() -> None:
 def test_coordinate_starts_recover_a_cell_whose_wyckoff_coordinate_starts_far() -> None:
     """A tetragonal cell (one free Wyckoff coordinate) shifted 0.3 along it: one local fit stays
     far off; with coordinate starts the fit returns to the crystal's own mismatch."""
-    from c2np.models.cell_ranking import _moved_orbits, _site_basis, refine_to_profile
-    from c2np.models.cell_templates import metric_average, template_of
+    from c2np.models.inverse.ranking import _moved_orbits, _site_basis, refine_to_profile
+    from c2np.models.inverse.templates import metric_average, template_of
     from helpers import crystal_zoo
 
     cell = crystal_zoo()["tetragonal"]
@@ -325,8 +322,8 @@ def test_the_screen_refines_a_candidate_that_starts_worse_but_fits() -> None:
     worse (the crystal with c squeezed to 0.7) but fits is refined and found."""
     import dataclasses
 
-    from c2np.models.cell_ranking import _moved_orbits, _site_basis, best_scale_mismatch
-    from c2np.models.cell_templates import template_of
+    from c2np.models.inverse.ranking import _moved_orbits, _site_basis, best_scale_mismatch
+    from c2np.models.inverse.templates import template_of
     from helpers import crystal_zoo
 
     cell = crystal_zoo()["tetragonal"]

@@ -1,4 +1,4 @@
-"""Space-group templates of the crystal generator (c2np.models.cell_templates): the template of
+"""Space-group templates of the crystal generator (c2np.models.inverse.templates): the template of
 a training cell, the projection onto its symmetric subspace (perturbed cells project back to
 the group; idempotent; symmetric cells are fixed points; the lattice keeps its orientation),
 JSON round trip, templates from training cells only, and sampling under a template."""
@@ -11,7 +11,10 @@ import torch
 
 from c2np.carving import carve
 from c2np.cells import standardize
-from c2np.models.cell_templates import (
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import build_templates, cell_example
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.templates import (
     CellTemplate,
     load_templates,
     project_frac,
@@ -19,7 +22,6 @@ from c2np.models.cell_templates import (
     save_templates,
     template_of,
 )
-from c2np.models.crystal_gen import CrystalGenerator, GenConfig, build_templates, cell_example
 from c2np.particle_descriptor import describe
 from c2np.splits import build_recipes
 from c2np.store import DatasetStore, build_store
@@ -174,7 +176,7 @@ def test_template_read_rule_keeps_the_template_group_of_a_barely_distorted_cell(
     """A Pnma cell whose tilts are a few thousandths of an Å reads as a higher group at the
     tight rule's 0.005 Å; the ``template`` rule reads the template's group on its ladder,
     and falls back to the tight read for a cell that has no such symmetry at any rung."""
-    from c2np.models.crystal_gen import read_cell_to_prediction
+    from c2np.models.inverse.readout import read_cell_to_prediction
 
     ideal = np.round(pnma.frac * 4) / 4                     # the cubic aristotype in the Pnma cell
     frac = ideal + 0.005 * _wrap_diff(pnma.frac, ideal)     # displacements ~0.002 Å
@@ -200,7 +202,7 @@ def test_refine_rank_never_worsens_the_stretched_candidate(pnma: CellTemplate) -
     accepts the fit's result, so its mismatch is never larger; the cell keeps the group."""
     import dataclasses
 
-    from c2np.models.cell_ranking import particle_pair_profile
+    from c2np.models.inverse.ranking import particle_pair_profile
 
     cell = crystal_zoo()["orthorhombic"]
     part = carve(cell, 9.0).particle

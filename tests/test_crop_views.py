@@ -13,10 +13,12 @@ import torch
 
 from c2np.carving import carve
 from c2np.errors import C2NPInputError
-from c2np.models.cell_ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
-from c2np.models.cell_templates import template_of
-from c2np.models.crystal_gen import CROP_MIN_GAP_ANGSTROM, CrystalGenerator, GenConfig, cell_example
-from c2np.models.generator_pool import GeneratorPool, PoolRule
+from c2np.models.inverse.config import CROP_MIN_GAP_ANGSTROM, GenConfig
+from c2np.models.inverse.examples import cell_example
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.pool import GeneratorPool, PoolRule
+from c2np.models.inverse.ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
+from c2np.models.inverse.templates import template_of
 from c2np.particle import Particle, central_crop
 from c2np.particle_descriptor import describe
 from helpers import crystal_zoo

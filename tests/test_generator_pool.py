@@ -1,4 +1,4 @@
-"""A pool of task-2 crystal generators (c2np.models.generator_pool, issue 13): its
+"""A pool of task-2 crystal generators (c2np.models.inverse.pool, issue 13): its
 candidates are exactly its members' own, the choice among them is the ranking rule over all
 of them, its folder is self-contained and checked, and the shipped pool's members are the
 shipped generators byte for byte."""
@@ -14,16 +14,11 @@ import pytest
 
 from c2np.carving import carve
 from c2np.errors import C2NPInputError
-from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import Candidate, CrystalGenerator, load_generator
-from c2np.models.generator_pool import (
-    POOL_FILE,
-    GeneratorPool,
-    PoolRule,
-    load_inverse_generator,
-    load_pool,
-    save_pool,
-)
+from c2np.models.inverse.choice import Candidate
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.io import load_generator
+from c2np.models.inverse.pool import POOL_FILE, GeneratorPool, PoolRule, load_inverse_generator, load_pool, save_pool
+from c2np.models.inverse.ranking import particle_pair_profile
 from c2np.particle_descriptor import describe
 from helpers import perovskite
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from c2np.cli import build_app
-from c2np.models.generator_pool import PoolRule, save_pool
-from c2np.models.generator_predict import is_generator_folder
+from c2np.models.inverse.pool import PoolRule, save_pool
+from c2np.models.inverse.predict import is_generator_folder
 from c2np.store import build_store
 from helpers import perovskite
 

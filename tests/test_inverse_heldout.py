@@ -15,18 +15,13 @@ import pytest
 from c2np.baselines import CompositionLookup, DescriptorNeighbour, crystallographic_solver, predict
 from c2np.carving import carve, rotate_positions
 from c2np.errors import C2NPInputError
-from c2np.models.crystal_gen import (
-    CrystalGenerator,
-    GenConfig,
-    cell_example,
-    learning_rate_factor,
-    load_generator,
-    min_pair_distance_angstrom,
-    read_cell_to_prediction,
-    save_generator,
-    training_pairs,
-    vote,
-)
+from c2np.models.inverse.choice import vote
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import cell_example, training_pairs
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.io import load_generator, save_generator
+from c2np.models.inverse.readout import min_pair_distance_angstrom, read_cell_to_prediction
+from c2np.models.inverse.training import fit_generator, learning_rate_factor
 from c2np.particle_descriptor import describe
 from c2np.store import DatasetStore, build_store
 from c2np.tasks import ForwardTask, InverseTask, inverse_target
@@ -164,7 +159,7 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
                     sampler="pc" if pair else sampler, lattice_param=lattice_param, n_samples=2,
                     pair_readout=pair)
     rows: list[dict] = []
-    model = CrystalGenerator.fit(ex, cfg, log=rows.append)
+    model = fit_generator(ex, cfg, log=rows.append)
     assert rows and np.isfinite(rows[-1]["loss"])
     assert model.compositions == [(3, 1, 1)]
     old_mask = os.umask(0o027)
@@ -197,10 +192,11 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
 def test_denoiser_is_translation_invariant_and_permutation_equivariant(pair: bool, process: str) -> None:
     import torch
 
-    from c2np.models.crystal_gen import Denoiser
+    from c2np.models.inverse.network import Denoiser
 
     torch.manual_seed(0)
-    net = Denoiser(GenConfig(process=process, hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5)
+    net = Denoiser(GenConfig(process=process, hidden=16, layers=2, n_freq=3, pair_readout=pair), n_desc=5,
+                   typed=process == "mattergen")
     x_l, f = torch.randn(1, 3, 3), torch.rand(1, 5, 3)
     slot = torch.tensor([[0, 0, 0, 1, 2]])
     mask = torch.ones(1, 5, dtype=torch.bool)
@@ -274,7 +270,7 @@ def test_validity_filter_drops_collided_cells_before_the_vote(store: DatasetStor
     ex = [cell_example(describe(p), q.cell) for q, p in fwd.training_examples(rotations_per_group=1)]
     cfg = GenConfig(hidden=16, layers=1, n_freq=2, steps=4, train_steps=3, batch=4, sampler="pc",
                     lattice_param="x0", n_samples=2, balance_classes=True, mid_t_fraction=0.5)
-    model = CrystalGenerator.fit(ex, cfg)
+    model = fit_generator(ex, cfg)
     descs = [e.descriptor for e in ex[:3]]
     base = model.predict_descriptors(descs, seed=3)
     model.cfg = dataclasses.replace(cfg, min_pair_angstrom=1e6)
@@ -310,7 +306,7 @@ def test_generator_training_stops_at_the_time_budget(store: DatasetStore) -> Non
     rows: list[dict] = []
     saved: list[int] = []
     cfg = GenConfig(hidden=8, layers=1, n_freq=2, steps=4, train_steps=1000, batch=2)
-    CrystalGenerator.fit(ex, cfg, log=rows.append, time_budget_s=0.0, checkpoint=lambda m, s: saved.append(s))
+    fit_generator(ex, cfg, log=rows.append, time_budget_s=0.0, checkpoint=lambda m, s: saved.append(s))
     assert rows[-1]["step"] == 0 and rows[-1]["stopped"] == "time budget"
     assert saved == [0]
 
@@ -347,11 +343,12 @@ def test_flowmm_vector_fields_have_no_drift_and_anneal_slope_is_checked() -> Non
     input, and a positive one changes the sampled cells (same seed)."""
     import torch
 
-    from c2np.models.crystal_gen import CrystalGenerator, _no_drift
+    from c2np.models.inverse.flowmm import no_drift
+    from c2np.models.inverse.generator import CrystalGenerator
 
     u = torch.randn(2, 5, 3)
     mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
-    v = _no_drift(u, mask)
+    v = no_drift(u, mask)
     torch.testing.assert_close(v[0].mean(0), torch.zeros(3), atol=1e-6, rtol=0)
     torch.testing.assert_close(v[1, :3].mean(0), torch.zeros(3), atol=1e-6, rtol=0)
     assert torch.all(v[1, 3:] == 0) and not torch.allclose(v[1, :3], u[1, :3])

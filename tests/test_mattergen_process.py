@@ -1,5 +1,5 @@
 """MatterGen's generative process for the task-2 crystal generator
-(c2np.models.mattergen_process, crystal_gen process "mattergen"): the lattice noise is
+(c2np.models.inverse.mattergen, process "mattergen"): the lattice noise is
 symmetric with the variance kept, the limit follows the atom count, the coordinate sigma is
 divided by n^(1/3), the type process masks and reveals within the composition, and a trained
 generator samples cells of the asked composition, with and without a template."""
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from c2np.models import mattergen_process as mgp
+from c2np.models.inverse import mattergen as mgp
 
 
 def test_symmetric_noise_keeps_every_elements_variance() -> None:
@@ -72,8 +72,10 @@ def test_types_are_masked_at_rate_t_and_revealed_within_the_composition() -> Non
 @pytest.mark.parametrize("known_fraction", [0.5, 1.0])
 def test_a_trained_generator_samples_the_asked_composition(known_fraction: float) -> None:
     from c2np.carving import carve
-    from c2np.models.cell_templates import template_of
-    from c2np.models.crystal_gen import CrystalGenerator, GenConfig, cell_example
+    from c2np.models.inverse.config import GenConfig
+    from c2np.models.inverse.examples import cell_example
+    from c2np.models.inverse.templates import template_of
+    from c2np.models.inverse.training import fit_generator
     from c2np.particle_descriptor import describe
     from helpers import perovskite
 
@@ -82,7 +84,7 @@ def test_a_trained_generator_samples_the_asked_composition(known_fraction: float
     cfg = GenConfig(process="mattergen", hidden=16, layers=1, n_freq=2, steps=5, train_steps=4, batch=4,
                     sampler="pc", lattice_param="x0", type_known_fraction=known_fraction)
     rows: list[dict] = []
-    model = CrystalGenerator.fit([ex], cfg, log=rows.append)
+    model = fit_generator([ex], cfg, log=rows.append)
     assert {"lattice", "frac", "types", "comp"} <= set(rows[-1]) and np.isfinite(rows[-1]["loss"])
     assert float(model.limit_density) > 0
     feats = torch.as_tensor(model.features([ex.descriptor] * 3))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from c2np.carving import carve
-from c2np.models.crystal_gen import load_generator
+from c2np.models.inverse.io import load_generator
 from helpers import perovskite
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from c2np.categories import name_with_priors
-from c2np.models.priors import inverse_priors
+from c2np.models.priors import inverse_priors, pool_priors
 from c2np.predictions import read_inverse_predictions
 from c2np.splits import get_protocol
 from c2np.submissions import read_model_yml, rotations_per_group
@@ -70,9 +70,8 @@ def test_committed_submission_names_its_priors(folder: Path) -> None:
     run = ROOT.parent / re.search(r"pretrained/[\w.-]+", doc["model"]["repository"]).group(0)
     if (run / "pool.json").is_file():
         members = json.loads((run / "pool.json").read_text())["members"]
-        found = {p for m in members
-                 for p in inverse_priors(json.loads((run / "members" / m / "config.json").read_text())["config"])}
-        found.add("ensemble")
+        found = set(pool_priors(json.loads((run / "members" / m / "config.json").read_text())["config"]
+                                for m in members))
         family = "-".join(m.removesuffix("-inverse") for m in members)
     else:
         found = set(inverse_priors(json.loads((run / "config.json").read_text())["config"]))

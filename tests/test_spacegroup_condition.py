@@ -11,15 +11,12 @@ import torch
 
 from c2np.carving import carve
 from c2np.errors import C2NPInputError
-from c2np.models.cell_templates import template_of
-from c2np.models.crystal_gen import (
-    CrystalGenerator,
-    GenConfig,
-    _load_init_state,
-    cell_example,
-    load_generator,
-    save_generator,
-)
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.examples import cell_example
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.io import load_generator, save_generator
+from c2np.models.inverse.templates import template_of
+from c2np.models.inverse.training import fit_generator, load_init_state
 from c2np.particle_descriptor import describe
 from helpers import crystal_zoo, perovskite
 
@@ -58,7 +55,7 @@ def test_condition_starts_as_the_unconditioned_network_and_then_steers(pnma_exam
     base_cfg = GenConfig(hidden=16, layers=1, steps=10, train_steps=0, pair_readout=True)
     base = _model(base_cfg, ex)
     cond = _model(GenConfig(**{**base_cfg.__dict__, "spacegroups": (62, 221)}), ex)
-    _load_init_state(cond, base.state_dict())                # warm start: only the embedding is new
+    load_init_state(cond, base.state_dict())                # warm start: only the embedding is new
     feats = torch.as_tensor(base.features([ex.descriptor]))
 
     def draw(m):
@@ -90,18 +87,18 @@ def test_warm_start_refuses_other_mismatches(pnma_example) -> None:
     cond = _model(GenConfig(hidden=16, layers=1, steps=10, train_steps=0, spacegroups=(62,)), ex)
     plain = _model(GenConfig(hidden=16, layers=1, steps=10, train_steps=0), ex)
     with pytest.raises(C2NPInputError, match="sg_embed"):   # a conditioned state into a plain model
-        _load_init_state(plain, cond.state_dict())
+        load_init_state(plain, cond.state_dict())
     state = dict(plain.state_dict())
     state.pop(next(k for k in state if k.startswith("comp_head")))
     with pytest.raises(C2NPInputError, match="comp_head"):
-        _load_init_state(cond, state)
+        load_init_state(cond, state)
 
 
 def test_fit_trains_the_embedding_of_the_training_group(pnma_example) -> None:
     ex = pnma_example
     cfg = GenConfig(hidden=16, layers=1, steps=10, train_steps=5, batch=4, spacegroups=(62, 221),
                     spacegroup_drop_fraction=0.0)
-    m = CrystalGenerator.fit([ex, ex], cfg)
+    m = fit_generator([ex, ex], cfg)
     w = m.sg_embed.weight.detach()
     assert torch.count_nonzero(w[1]) > 0                    # group 62 (the training cell's) moved
     assert torch.count_nonzero(w[2]) == 0 and torch.count_nonzero(w[0]) == 0   # unseen rows stay at zero

@@ -42,6 +42,8 @@ PRIORS: dict[str, str] = {
     "carve": "calls the analytic carver",
     "spacegroup-templates": "samples under the Wyckoff templates (space group, site multiplicities) of "
                             "training cells",
+    "profile-ranking": "chooses among generated cells by how well their pair-distance profile matches the "
+                       "query particle's",
     "profile-refinement": "refines candidate lattices against the query particle's pair-distance profile",
     "central-crop": "also conditions on the central crop of the particle (a view chosen by hand)",
     "ensemble": "pools the answers of several models and picks one by a rule on the query particle",
@@ -50,8 +52,8 @@ PRIORS: dict[str, str] = {
 #: the short tag of each prior in a shipped model's name, e.g. ``mattergen+sites+sphere+snap``
 PRIOR_TAGS: dict[str, str] = {
     "lattice-sites": "sites", "sphere-boundary": "sphere", "site-snapping": "snap", "carve": "carve",
-    "spacegroup-templates": "templates", "profile-refinement": "refine", "central-crop": "crop",
-    "ensemble": "pool",
+    "spacegroup-templates": "templates", "profile-ranking": "rank", "profile-refinement": "refine",
+    "central-crop": "crop", "ensemble": "pool",
 }
 
 

@@ -1,7 +1,7 @@
 """A rotation-invariant, scale-normalised descriptor of a particle (task-2 input features).
 
 Used by the nearest-descriptor memorisation baseline (:mod:`c2np.baselines`) and as the
-conditioning of the task-2 crystal generators (:mod:`c2np.models.crystal_gen`). It reads the
+conditioning of the task-2 crystal generators (:mod:`c2np.models.inverse.generator`). It reads the
 particle only (species and positions), never a cell.
 
 * **Species slots.** The most abundant species is slot 0; the other species are ranked by

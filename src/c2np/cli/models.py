@@ -124,7 +124,7 @@ def predict_cmd(
     """Write predictions of a trained model for a split (files c2np evaluate reads)."""
     check_output_path(out)
     check_seed(seed)
-    from c2np.models.generator_predict import is_generator_folder, predict_generator
+    from c2np.models.inverse.predict import is_generator_folder, predict_generator
     from c2np.models.training import predict
     from c2np.sharding import parse_shard
 

@@ -1,6 +1,6 @@
 """A pool of task-2 crystal generators: every member proposes its read-out candidate cells
 for a particle (:meth:`CrystalGenerator.candidates`, each with its own settings and seed), and
-one rule chooses among all of them (:func:`c2np.models.crystal_gen.choose_candidate`: the
+one rule chooses among all of them (:func:`c2np.models.inverse.choice.choose_candidate`: the
 smallest pair-profile mismatch, with the pool's symmetric margins).
 
 An ensemble of learned generators, never a family of its own: its rows are labelled as a
@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from c2np.errors import C2NPInputError
-from c2np.models.cell_ranking import particle_pair_profile
-from c2np.models.crystal_gen import Candidate, CrystalGenerator, choose_candidate, load_generator
+from c2np.models.inverse.choice import Candidate, choose_candidate
+from c2np.models.inverse.generator import CrystalGenerator
+from c2np.models.inverse.io import load_generator
+from c2np.models.inverse.ranking import particle_pair_profile
 from c2np.particle import Particle
 from c2np.particle_descriptor import ParticleDescriptor, describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
@@ -166,7 +168,7 @@ def load_pool(folder: str | Path) -> GeneratorPool:
 
 
 def load_inverse_generator(folder: str | Path) -> CrystalGenerator | GeneratorPool:
-    """A generator folder (:func:`~c2np.models.crystal_gen.load_generator`) or a pool folder
+    """A generator folder (:func:`~c2np.models.inverse.io.load_generator`) or a pool folder
     (:func:`load_pool`, recognised by its ``pool.json``)."""
     p = Path(folder)
     return load_pool(p) if (p / POOL_FILE).is_file() else load_generator(p)

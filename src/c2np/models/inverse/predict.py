@@ -30,7 +30,7 @@ CHUNK = 16
 def is_generator_folder(path: str | Path) -> bool:
     """Whether ``path`` is a crystal-generator folder (``config.json`` of kind
     ``c2np.crystal_gen/1``) or a generator pool folder (``pool.json``)."""
-    from c2np.models.generator_pool import POOL_FILE
+    from c2np.models.inverse.pool import POOL_FILE
 
     p = Path(path)
     if (p / POOL_FILE).is_file():
@@ -54,7 +54,7 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
     from tqdm import tqdm
 
     from c2np.fileio import atomic_write
-    from c2np.models.generator_pool import GeneratorPool, load_inverse_generator
+    from c2np.models.inverse.pool import GeneratorPool, load_inverse_generator
     from c2np.models.training import (
         PARTIAL_PREDICTIONS_SCHEMA,
         batch_seed,

@@ -1,7 +1,7 @@
 """Space-group templates for the task-2 crystal generator (DiffCSP++-style, by projection).
 
 A :class:`CellTemplate` is a training material's standardized primitive cell in the basis the
-generator is trained on (:func:`c2np.models.crystal_gen.cell_example`): the species slot of each
+generator is trained on (:func:`c2np.models.inverse.examples.cell_example`): the species slot of each
 atom, the symmetry operations ``(W, w)`` of that cell in its fractional basis (spglib; column
 convention ``x' = W x + w``) and, per operation, the atom permutation ``perm[g, i] = j`` with
 ``W x_i + w = x_j`` (mod 1). Sampling under a template projects the cell onto the template's
@@ -9,9 +9,9 @@ symmetric subspace after every reverse step (:func:`project_lattice`, :func:`pro
 so the generated cell has the template's space group by construction; the atoms' coordinates
 and the lattice within that subspace are the network's.
 
-Templates come from training cells only (:func:`c2np.models.crystal_gen.build_templates` on a ForwardTask's training
-examples; under protocol ``strict`` never a held-out material, checked) and are stored as JSON
-beside the generator's weights (:data:`TEMPLATES_FILE`).
+Templates come from training cells only (:func:`c2np.models.inverse.examples.build_templates` on a
+ForwardTask's training examples; under protocol ``strict`` never a held-out material, checked) and are
+stored as JSON beside the generator's weights (:data:`TEMPLATES_FILE`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """CDVAE's generative process for the task-2 crystal generator
-(:mod:`c2np.models.crystal_gen`, ``process="cdvae"``), as pure tensor functions.
+(``process="cdvae"``): pure tensor functions and :class:`CDVAEProcess`.
 
 Read from txie-93/cdvae (``cdvae/pl_modules/model.py``: ``CDVAE.forward``, ``coord_loss``,
 ``langevin_dynamics``; the default ``sigma_begin`` 10 Å, ``sigma_end`` 0.01 Å, 50 noise levels,
@@ -25,12 +25,25 @@ Lattices are (B, 3, 3) with rows a, b, c (Cartesian = frac @ lattice).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["SIGMA_BEGIN", "SIGMA_END", "KL_WEIGHT", "STEP_LR_REL", "noise_levels", "level_time",
-           "lattice_parameters", "lattice_from_parameters", "scaled_lattice_parameters",
+from c2np.models.backbone import MLP
+from c2np.models.inverse.network import Denoiser
+from c2np.models.inverse.process import Process
+from c2np.models.inverse.templates import CellTemplate
+
+if TYPE_CHECKING:
+    from c2np.models.inverse.sampler import CellSampler
+
+__all__ = ["CDVAEProcess", "standard_lattice_parameters", "lattice_from_standard", "register_lattice_stats",
+           "parameter_stats", "SIGMA_BEGIN", "SIGMA_END", "KL_WEIGHT", "STEP_LR_REL", "noise_levels",
+           "level_time", "lattice_parameters", "lattice_from_parameters", "scaled_lattice_parameters",
            "lattice_from_scaled_parameters", "perturb", "min_image_displacement", "reparameterize",
            "kl_divergence", "langevin_step"]
 
@@ -147,3 +160,114 @@ def langevin_step(frac: Tensor, pred: Tensor, lattice: Tensor, sigma: float, g: 
     step = STEP_LR_REL * sigma ** 2
     cart = frac @ lattice + step * pred / sigma + math.sqrt(2.0 * step) * torch.randn(frac.shape, generator=g)
     return (cart @ torch.linalg.inv(lattice)) % 1.0
+
+
+def standard_lattice_parameters(model: CellSampler, lattice: Tensor, n_atoms: Tensor) -> Tensor:
+    """(B, 6) standardised lattice parameters (lengths / ``n^(1/3)``, angles; the generator's
+    ``lp_mean``, ``lp_std``) of lattices (B,3,3) in units of s with ``n_atoms`` (B,) atoms;
+    :func:`lattice_from_standard` inverts."""
+    return (scaled_lattice_parameters(lattice, n_atoms) - model.lp_mean) / model.lp_std
+
+
+def lattice_from_standard(model: CellSampler, pred: Tensor, n_atoms: Tensor) -> Tensor:
+    """Lattices (B,3,3) in units of s from standardised parameters (B,6) of cells of
+    ``n_atoms`` (B,) atoms (lengths scaled by ``n^(1/3)``, CDVAE's ``scale_length``)."""
+    return lattice_from_scaled_parameters(pred * model.lp_std + model.lp_mean, n_atoms)
+
+
+def register_lattice_stats(model: CellSampler, lattice_stats: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """The buffers ``lp_mean``, ``lp_std`` (6,) that standardise the six lattice parameters."""
+    mean, std = lattice_stats if lattice_stats is not None else (np.zeros(6), np.ones(6))
+    model.register_buffer("lp_mean", torch.as_tensor(mean, dtype=torch.float32).reshape(6))
+    model.register_buffer("lp_std", torch.as_tensor(std, dtype=torch.float32).reshape(6))
+
+
+def parameter_stats(lattices: np.ndarray, n_atoms: np.ndarray) -> dict[str, Any]:
+    """``{"lattice_stats": (mean (6,), std (6,) + 1e-3)}`` of the training lattices' scaled
+    parameters (:func:`scaled_lattice_parameters`)."""
+    lp = scaled_lattice_parameters(torch.as_tensor(lattices), torch.as_tensor(n_atoms)).numpy()
+    return {"lattice_stats": (lp.mean(0), lp.std(0) + 1e-3)}
+
+
+class CDVAEProcess(Process):
+    """CDVAE's VAE + score decoder (see the module): a second, shallower copy of the denoiser
+    encodes the training cell into ``z`` (KL-regularised; ``z ~ N(0, I)`` at sampling); the
+    lattice's six parameters are regressed from ``z``, the particle and the cell's composition;
+    the coordinates come from annealed Langevin dynamics on a noise-conditional score
+    (``steps`` levels, ``ld_steps_per_level`` steps each), the lattice held at the regressed one.
+    The species are given by the composition, as in DiffCSP."""
+
+    name = "cdvae"
+    standardised_lattice = False
+    projects_own_start = True
+
+    def build(self, model: CellSampler, *, limit_density: float,
+              lattice_stats: tuple[np.ndarray, np.ndarray] | None) -> None:
+        h = self.cfg.hidden
+        model.encoder = Denoiser(replace(self.cfg, layers=min(self.cfg.layers, 2), pair_readout=False),
+                                 model.n_desc)
+        model.fc_mu, model.fc_logvar, model.z_proj = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        model.lattice_head = MLP(2 * h + len(model.compositions), h, 6, 2)
+        model.register_buffer("cd_sigmas", noise_levels(self.cfg.steps))
+        register_lattice_stats(model, lattice_stats)
+
+    def training_lattices(self, lattices: np.ndarray, n_atoms: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        return lattices, parameter_stats(lattices, n_atoms)
+
+    def latent(self, model: CellSampler, cond: Tensor, z: Tensor, comp: Tensor) -> tuple[Tensor, Tensor]:
+        """The decoder's condition (particle + latent, (B,H)) and the standardised lattice
+        parameters (B, 6) regressed from it and the composition index ``comp`` (B,; -1: none)."""
+        zc = cond + model.z_proj(z)
+        onehot = nn.functional.one_hot(comp.clamp(min=0), len(model.compositions)).to(zc.dtype)
+        onehot = onehot * (comp >= 0)[:, None].to(zc.dtype)
+        return zc, model.lattice_head(torch.cat([zc, z, onehot], dim=-1))
+
+    def loss(self, model: CellSampler, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor,
+             cond: Tensor, g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """CDVAE's losses of one batch (the lattice in units of s): the latent's KL divergence
+        (weight :data:`~c2np.models.inverse.cdvae.KL_WEIGHT`), the lattice parameters' squared
+        error (standardised; weight ``lattice_weight``) and the coordinate score's (the minimum
+        image displacement noisy -> clean over sigma, Cartesian); the decoder sees the true
+        lattice (CDVAE's teacher forcing, kept for the whole run)."""
+        B = x_l0.shape[0]
+        n = mask.sum(1).float()
+        _, _, _, _, pooled, _ = model.encoder.trunk(x_l0, f0, slot, mask, model.time_embedding(torch.zeros(B)), cond)
+        mu, logvar = model.fc_mu(pooled), model.fc_logvar(pooled).clamp(-10.0, 10.0)
+        z = reparameterize(mu, logvar, g)
+        zc, pred_lp = self.latent(model, cond, z, comp)
+        ll = ((pred_lp - standard_lattice_parameters(model, x_l0, n)) ** 2).mean()
+        sig = model.cd_sigmas[torch.randint(0, len(model.cd_sigmas), (B,), generator=g)]
+        ft = perturb(f0, x_l0, sig, g)
+        target = min_image_displacement(ft, f0, x_l0) / sig[:, None, None]
+        _, out_f, _ = model.net(x_l0, ft, slot, mask, model.time_embedding(level_time(sig)), zc)
+        m = mask[..., None].float()
+        lf = ((((out_f @ x_l0) - target) ** 2) * m).sum() / (3 * m.sum())
+        kl = kl_divergence(mu, logvar)
+        total = self.cfg.lattice_weight * ll + lf + KL_WEIGHT * kl
+        return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
+
+    def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               ) -> tuple[Tensor, Tensor, Tensor]:
+        """CDVAE's generation: ``z ~ N(0, I)``, the lattice from the head (projected onto the
+        template's metric symmetry), uniform coordinates, then annealed Langevin dynamics over
+        the ``steps`` noise levels (``ld_steps_per_level`` steps each; projected onto the
+        template after every step)."""
+        B, N = slot.shape
+        z = torch.randn(B, self.cfg.hidden, generator=g)
+        idx = torch.as_tensor([model.compositions.index(tuple(c)) if tuple(c) in model.compositions else -1
+                               for c in comps], dtype=torch.long)
+        zc, pred_lp = self.latent(model, cond, z, idx)
+        x_l = lattice_from_standard(model, pred_lp, mask.sum(1))
+        f = torch.rand(B, N, 3, generator=g)
+        if template is not None:
+            for _ in range(3):
+                x_l, f = model.project(x_l, f, template)
+        for sigma in model.cd_sigmas:
+            temb = model.time_embedding(level_time(sigma.expand(B)))
+            for _ in range(self.cfg.ld_steps_per_level):
+                _, out_f, _ = model.net(x_l, f, slot, mask, temb, zc)
+                f = langevin_step(f, out_f @ x_l, x_l, float(sigma), g)
+                if template is not None:
+                    x_l, f = model.project(x_l, f, template)
+        return x_l, f, slot

@@ -1,5 +1,5 @@
-"""ADiT's latent diffusion for the task-2 crystal generator (:mod:`c2np.models.crystal_gen`,
-``process="adit"``): a variational autoencoder of cells into per-atom latents, and a
+"""ADiT's latent diffusion for the task-2 crystal generator (``process="adit"``,
+:class:`ADiTProcess`): a variational autoencoder of cells into per-atom latents, and a
 diffusion transformer that generates those latents, conditioned on the particle.
 
 Read from facebookresearch/all-atom-diffusion-transformer (``src/models/vae_module.py``,
@@ -23,19 +23,39 @@ generator's cells (species given, as in DiffCSP's crystal-structure prediction):
 Not used: ADiT's self-conditioning, its Cartesian-position head and its joint training on
 molecules. Training cells keep spglib's standard origin: ADiT translates them at random, which
 here left the one-particle gate at 0 of 16 cells after 2,000 steps (the latent then has to
-carry an arbitrary shift; docs/inverse_results.md, session 21). The posterior's log-variance
+carry an arbitrary shift; docs/inverse_results.md). The posterior's log-variance
 starts at :data:`LOGVAR_INIT`: from 0 the decoder learned to ignore the latent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from c2np.models.backbone import periodic_features
+from c2np.models.inverse.cdvae import (
+    kl_divergence,
+    lattice_from_standard,
+    parameter_stats,
+    register_lattice_stats,
+    reparameterize,
+    standard_lattice_parameters,
+)
+from c2np.models.inverse.config import GenConfig
+from c2np.models.inverse.process import Process
+from c2np.models.inverse.templates import CellTemplate
+from c2np.particle_descriptor import N_SLOTS
 
-__all__ = ["LATENT_DIM", "KL_WEIGHT", "FRAC_WEIGHT", "AE_FRACTION", "LOGVAR_INIT", "LatentAutoencoder", "LatentDiT",
-           "interpolate", "latent_loss", "euler_step", "wrapped_sq_error"]
+if TYPE_CHECKING:
+    from c2np.models.inverse.sampler import CellSampler
+
+__all__ = ["ADiTProcess", "LATENT_DIM", "KL_WEIGHT", "FRAC_WEIGHT", "AE_FRACTION", "LOGVAR_INIT",
+           "LatentAutoencoder", "LatentDiT", "interpolate", "latent_loss", "euler_step", "wrapped_sq_error"]
 
 #: latent numbers per atom (ADiT's latent_dim)
 LATENT_DIM = 8
@@ -136,3 +156,75 @@ def euler_step(x_t: Tensor, pred_x1: Tensor, t: float, dt: float) -> Tensor:
     """One Euler step of the interpolant's ODE from ``t`` to ``t + dt``: velocity
     ``(x1_pred - x_t) / (1 - t)``."""
     return x_t + dt * (pred_x1 - x_t) / max(1.0 - t, 1e-6)
+
+
+class ADiTProcess(Process):
+    """ADiT's latent diffusion (see the module): the autoencoder for the first
+    :data:`AE_FRACTION` of the training steps, then the latent diffusion transformer, the
+    autoencoder frozen; generated latents decoded into coordinates and a lattice. The shared
+    denoiser only conditions (no message-passing layers)."""
+
+    name = "adit"
+    standardised_lattice = False
+    projects_own_start = True
+
+    def denoiser_config(self) -> GenConfig:
+        return replace(self.cfg, layers=0, pair_readout=False)
+
+    def build(self, model: CellSampler, *, limit_density: float,
+              lattice_stats: tuple[np.ndarray, np.ndarray] | None) -> None:
+        model.ae = LatentAutoencoder(self.cfg.hidden, max(self.cfg.layers // 2, 1), self.cfg.n_freq, N_SLOTS)
+        model.dit = LatentDiT(self.cfg.hidden, self.cfg.layers, N_SLOTS)
+        register_lattice_stats(model, lattice_stats)
+
+    def training_lattices(self, lattices: np.ndarray, n_atoms: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        return lattices, parameter_stats(lattices, n_atoms)
+
+    def stage_progress(self, progress: float) -> float:
+        """Progress within the current stage: each of the two stages gets a whole schedule."""
+        f = AE_FRACTION
+        return progress / f if progress < f else (progress - f) / (1.0 - f)
+
+    def loss(self, model: CellSampler, x_l0: Tensor, f0: Tensor, slot: Tensor, mask: Tensor, comp: Tensor,
+             cond: Tensor, g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
+        """ADiT's losses of one batch, by stage (``train_progress`` below
+        :data:`~c2np.models.inverse.adit.AE_FRACTION`: the autoencoder's reconstruction and KL;
+        after: the latent diffusion's, the autoencoder frozen). Cells keep spglib's standard origin
+        (ADiT translates them at random; see :mod:`c2np.models.inverse.adit`)."""
+        B = x_l0.shape[0]
+        n = mask.sum(1)
+        lp = standard_lattice_parameters(model, x_l0, n)
+        if model.train_progress < AE_FRACTION:
+            mu, logvar = model.ae.encode(f0, lp, slot, mask)
+            frac, lp_pred = model.ae.decode(reparameterize(mu, logvar, g), slot, mask)
+            m = mask[..., None].float()
+            lf = (wrapped_sq_error(frac, f0) * m).sum() / (3 * m.sum())
+            ll = ((lp_pred - lp) ** 2).mean()
+            kl = kl_divergence(mu, logvar, mask)
+            total = FRAC_WEIGHT * lf + self.cfg.lattice_weight * ll + KL_WEIGHT * kl
+            return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
+        with torch.no_grad():
+            x1 = reparameterize(*model.ae.encode(f0, lp, slot, mask), g)
+        t = torch.rand(B, generator=g)
+        pred = model.dit(interpolate(x1, t, g), slot, mask, model.time_embedding(t), cond)
+        lz = latent_loss(pred, x1, t, mask)
+        return lz, {"latent": lz.item()}
+
+    def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               ) -> tuple[Tensor, Tensor, Tensor]:
+        """ADiT's generation: latents from N(0, I) by ``steps`` Euler steps of the interpolant's
+        ODE, decoded; with a template the decoded cell is projected onto its symmetry."""
+        B, N = slot.shape
+        x = torch.randn(B, N, LATENT_DIM, generator=g)
+        K = self.cfg.steps
+        for k in range(K):
+            t = k / K
+            pred = model.dit(x, slot, mask, model.time_embedding(torch.full((B,), t)), cond)
+            x = euler_step(x, pred, t, 1.0 / K)
+        frac, lp = model.ae.decode(x, slot, mask)
+        x_l, f = lattice_from_standard(model, lp, mask.sum(1)), frac % 1.0
+        if template is not None:
+            for _ in range(3):
+                x_l, f = model.project(x_l, f, template)
+        return x_l, f, slot

@@ -1,5 +1,5 @@
 """Self-consistency of a generated unit cell with the particle it was generated for
-(analysis by synthesis for the task-2 crystal generators, :mod:`c2np.models.crystal_gen`).
+(analysis by synthesis for the task-2 crystal generators, :mod:`c2np.models.inverse.generator`).
 
 A **pair profile** is, per unordered species-slot pair (the slots of
 :func:`c2np.particle_descriptor.describe`), the number of atom pairs per atom at distance
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial import cKDTree
 
-from c2np.models.cell_templates import CellTemplate, metric_average, orbits
+from c2np.models.inverse.templates import CellTemplate, metric_average, orbits
 from c2np.particle import Particle
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor, slot_pairs
 
@@ -163,7 +163,7 @@ def profile_mismatch(particle_profile: np.ndarray, cell_profile: np.ndarray | No
 def _metric_basis(rotations: np.ndarray) -> np.ndarray:
     """(k, 3, 3) orthonormal basis of the symmetric metrics G with ``W^T G W = G`` for every
     rotation W (m, 3, 3) of a template (fractional basis): the range of
-    :func:`~c2np.models.cell_templates.metric_average`."""
+    :func:`~c2np.models.inverse.templates.metric_average`."""
     mats = []
     for a, b in itertools.combinations_with_replacement(range(3), 2):
         e = np.zeros((3, 3))
@@ -174,7 +174,7 @@ def _metric_basis(rotations: np.ndarray) -> np.ndarray:
 
 
 def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray, list[tuple[int, int]]]]:
-    """Per orbit of the template (:func:`~c2np.models.cell_templates.orbits`): (its first atom
+    """Per orbit of the template (:func:`~c2np.models.inverse.templates.orbits`): (its first atom
     r, (d, 3) basis of the directions that keep r on its Wyckoff set, the null space of the
     stacked ``W - I`` of r's site operations, [(member j, operation g taking r to j)])."""
     rot = np.asarray(template.rotations, dtype=np.float64)
