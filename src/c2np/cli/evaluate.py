@@ -88,8 +88,8 @@ def evaluate_cmd(
                                            "the results: learned, learned+prior (name each --prior) or "
                                            "analytic. Unstated results never rank as learned."),
     prior: list[str] = typer.Option([], "--prior", help="A prior of a learned+prior model (repeatable): "
-                                    "lattice-sites, sphere-boundary, site-snapping, carve, "
-                                    "spacegroup-templates, profile-ranking, profile-refinement, central-crop, ensemble."),
+                                    "lattice-sites, sphere-boundary, site-snapping, carve, spacegroup-templates, "
+                                    "profile-ranking, profile-refinement, central-crop, ensemble."),
     out: Path = typer.Option(..., "--out", "-o", help="Results JSON to write."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % CI."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
