@@ -1,14 +1,13 @@
-"""The overfit gate (issue 12): trained on ONE small particle, each paper family must
-reproduce it. F1@0.5 comes from the harness's per-sample metric code
-(c2np.metrics.forward_metrics, through c2np.models.overfit.overfit). The R = 8 Å version with
-timings is benchmarks/overfit_gate.py; the measured table is in docs/models.md ("The overfit
-gate").
+"""The overfit gate: trained on ONE small particle, each paper family must reproduce it.
+F1@0.5 comes from the harness's per-sample metric code (c2np.metrics.forward_metrics, through
+c2np.models.overfit.overfit). The faithful configurations' gate (no prior, category learned)
+is reproduce/faithful/gate.py.
 
 Every family runs with the lattice-site assignment head on (``site_features``,
 ``exclusion_iters``: the `small` preset), the variant that the docs label "site-assignment".
 A family that does not reach the gate inside the CI budget asserts the level it was measured
 at (CI_GATE's third column, below GATE_F1) so that a regression still fails; it is reported
-as not passing in docs/models.md, never skipped.
+as not passing, never skipped.
 """
 
 from __future__ import annotations

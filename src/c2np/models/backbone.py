@@ -8,7 +8,7 @@
   the *rotated* lattice vectors, so the layer stack is equivariant jointly in the particle and
   the crystal frame and can still place atoms in the orientation it is asked for. (A full
   denoiser is not: the :class:`Conditioner` embeds the rotation matrix and quaternion through
-  an MLP; see docs/models.md.)
+  an MLP; see docs/explanation/models.md.)
 * :class:`CellEncoder` — encoder of the periodic unit cell: lattice invariants (lengths,
   angle cosines, volume per atom) plus a periodic graph over the basis atoms with
   minimum-image distances.

@@ -36,7 +36,7 @@ GATE_STEPS: dict[str, int] = {"cdvae": 3000, "diffcsp": 3000, "flowmm": 3000, "m
 
 # per-family sampler settings of the gate: CDVAE's annealed Langevin needs >= 30 steps per noise
 # level (the reference runs 100 per level); ADiT's DiT gets 6 blocks; MatterGen samples in 100
-# steps with 30 Sinkhorn rounds of the site assignment (10 in training; docs/models.md)
+# steps with 30 Sinkhorn rounds of the site assignment (10 in training)
 GATE_FAMILY_OVERRIDES: dict[str, dict[str, object]] = {"cdvae": {"sample_steps": 600},
                                                       "mattergen": {"sample_steps": 100,
                                                                     "sample_exclusion_iters": 30},

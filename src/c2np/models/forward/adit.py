@@ -42,7 +42,7 @@ class ADiT(GeneratorBase):
 
     kl_weight = 1e-3
     # times t of the flow at which the latent Langevin corrector runs (cfg.corrector_steps per
-    # Euler step, step cfg.corrector_step): where tokens choose their clean latents (docs/models.md)
+    # Euler step, step cfg.corrector_step): where tokens choose their clean latents
     corrector_window = (0.2, 0.9)
     # buffers registered in __init__ (declared for the type checker; nn.Module.__getattr__ is untyped)
     steps_done: Tensor

@@ -45,8 +45,7 @@ class MatterGen(MaskedTypeGenerator):
     # the absorbing schedule: a type is masked with probability min(1, t / type_mask_until)
     type_mask_until = 0.2
     # init sharpness of the sphere prior (1/Å, still learned): a site 1 mÅ outside R loses 3 nats
-    # (docs/models.md, "The overfit gate": the default 10/Å cannot resolve the gate particle's
-    # 3.3 mÅ boundary margin)
+    # (the default 10/Å cannot resolve the gate particle's 3.3 mÅ boundary margin)
     sphere_prior_per_angstrom = 3000.0
 
     def __init__(self, cfg: ModelConfig) -> None:
