@@ -87,7 +87,7 @@ def test_reveal_confident_respects_budget_count_and_confidence():
 
 
 def test_adit_latent_corrector_runs_only_in_its_window():
-    """ADiT's latent Langevin corrector 
+    """ADiT's latent Langevin corrector
     evaluates the DiT once more (twice with guidance) after every Euler step that lands at a
     time in ``ADiT.corrector_window``, and changes the sample; without corrector steps the
     sampler is the plain ODE."""
