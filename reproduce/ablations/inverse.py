@@ -9,8 +9,7 @@ rotation per (material, R) (the harness's ``eval`` subset with ``per_group=1``),
 * ``training-materials``: ``--n-train`` rows of the training materials
   (:func:`c2np.tasks.training_material_rows`; never the rotation the generators fitted);
 * ``heldout-dev``: ``--n-dev`` rows of the held-out *development* materials (split
-  ``heldout-dev``; a store without it: split ``heldout``, whose materials are all development
-  materials). Sealed test rows (``heldout-test``) are never used.
+  ``heldout-dev``). Sealed test rows (``heldout-test``) are never used.
 
 Arms (:data:`c2np.models.inverse.ablation.ABLATIONS`): ``shipped``; ``templates-off`` (the
 count head's composition and the generic read-out); ``refinement-off`` (candidates ranked by
@@ -102,7 +101,7 @@ def _subset(rows: np.ndarray, radii: np.ndarray, keep: list[int], n: int, seed: 
 def tasks(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     """The task of each row set, its evaluated rows set to the fixed subset."""
     from c2np import InverseTask
-    from c2np.errors import C2NPInputError
+    from c2np.sealed import require_development_split
     from c2np.tasks import training_material_rows
 
     radii = store.recipes.radius_angstrom
@@ -110,10 +109,7 @@ def tasks(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     train._rows = _subset(training_material_rows(store.recipes, per_group=1), radii, args.radii,
                           args.n_train, args.seed, 1)
     train.split = "training-materials"
-    try:
-        dev = InverseTask(store, "heldout-dev", per_group=1)
-    except C2NPInputError:          # a store without the development / test split of held-out materials
-        dev = InverseTask(store, "heldout", per_group=1)
+    dev = InverseTask(store, require_development_split("heldout-dev", purpose="an ablation"), per_group=1)
     dev._rows = _subset(dev._rows, radii, args.radii, args.n_dev, args.seed, 2)
     return {"training-materials": train, "heldout-dev": dev}
 
