@@ -173,9 +173,11 @@ def render(data: dict[str, Any]) -> str:
                            f"{r['count_error_mean']:+.3f} | | | |")
                 continue
             smp = r["sampler"]
+            corr = smp["corrector_steps"] if REMEDIES["no-corrector"].applies(r["family"]) else "-"
             same = f" (= {r['same_as']})" if r.get("same_as") else ""
-            out.append(f"| {r['family']} | {r['remedy']}{same} | learned | {r['steps']} | {r['hidden']} x {r['layers']} | "
-                       f"{smp['sample_steps']} / {smp['corrector_steps']} | {ci} | {r['f1_0p1_mean']:.3f} | "
+            out.append(f"| {r['family']} | {r['remedy']}{same} | learned | {r['steps']} | "
+                       f"{r['hidden']} x {r['layers']} | "
+                       f"{smp['sample_steps']} / {corr} | {ci} | {r['f1_0p1_mean']:.3f} | "
                        f"{r['count_error_mean']:+.3f} | {'pass' if r['passes'] else 'FAIL'} | "
                        f"{r['train_seconds']:.0f} | {r['sample_seconds']:.0f} |")
         out += ["", "What moved (F1@0.5 of each remedy minus the family's `faithful` row; a change inside "

@@ -137,7 +137,7 @@ def baseline_gate_rows(cond: Condition, target: Particle, *, sample_id: str, n_s
     from c2np.tasks import ForwardQuery
 
     q = ForwardQuery(sample_id=sample_id, cell=cond.cell, radius_angstrom=cond.radius_angstrom,
-                     quaternion=cond.quaternion, centre_frac=tuple(cond.centre_frac))
+                     quaternion=cond.quaternion, centre_frac=cond.centre_frac)
     qi = np.asarray(cond.quaternion, dtype=np.float64)
     unrot = rotate_positions(target.positions_angstrom, np.array([-qi[0], -qi[1], -qi[2], qi[3]]))
     memo = Memorisation({cond.cell.material_id: {int(round(cond.radius_angstrom)): Particle(target.numbers, unrot)}})
