@@ -197,6 +197,9 @@ def render(data: dict[str, Any]) -> str:
             out.append(f"- {fam}: faithful {f0['f1_0p5_mean']:.3f}; " + ("; ".join(parts) or "no remedy measured")
                        + f"; {verdict}.")
         out.append("")
+    cmds = meta.get("commands") or ([meta["command"]] if "command" in meta else [])
+    if cmds:
+        out += ["Produced by:", "", *[f"    {c}" for c in cmds], ""]
     missing = meta.get("not_measured")
     if missing:
         out += ["## Not measured", "", missing, ""]
@@ -246,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     rows = _load(jpath) if args.resume else []
     old_meta = json.loads(jpath.read_text())["meta"] if args.resume and jpath.exists() else {}
+    command = "python reproduce/faithful/gate.py " + " ".join(argv if argv is not None else sys.argv[1:])
     meta = {**old_meta, "material": args.material, "samples": args.samples, "seed": args.seed, "gate_f1": GATE_F1,
-            "smoke": args.smoke, "threads": 1, "command": "python reproduce/faithful/gate.py "
-            + " ".join(argv if argv is not None else sys.argv[1:])}
+            "smoke": args.smoke, "threads": 1, "commands": [*old_meta.get("commands", []), command]}
     if args.not_measured:
         meta["not_measured"] = args.not_measured
 
