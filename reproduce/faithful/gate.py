@@ -157,7 +157,9 @@ def render(data: dict[str, Any]) -> str:
            f"particle ({meta.get('material', 'KMgH3')}, a seeded paper-protocol rotation) and "
            f"{meta.get('samples', 8)} samples of that condition are scored with the harness's per-sample metric code. "
            "F1@0.5: mean and 95 % bootstrap interval over the samples; the gate is F1@0.5 >= 0.9. Sampler rows "
-           "reuse the faithful row's trained weights; training rows train afresh. Single-threaded CPU times.", "",
+           "reuse the faithful row's trained weights; training rows train afresh. Times are wall-clock seconds of "
+           "one thread on a shared, loaded two-core machine (inflated by the load; compare them within a row only).",
+           "",
            "Remedies: " + "; ".join(f"`{r.name}` ({r.kind}): {r.description}" for r in REMEDIES.values()) + ".", ""]
     for size in [s for s in SIZES if any(r["size"] == s for r in rows)]:
         srows = [r for r in rows if r["size"] == size]
@@ -193,7 +195,9 @@ def render(data: dict[str, Any]) -> str:
                     continue
                 overlap = r["f1_0p5_lo"] <= f0["f1_0p5_hi"] and f0["f1_0p5_lo"] <= r["f1_0p5_hi"]
                 parts.append(f"{name} {r['f1_0p5_mean'] - f0['f1_0p5_mean']:+.3f}{' (overlaps)' if overlap else ''}")
-            verdict = "passes" if any(r["passes"] for r in frows.values()) else "fails the gate in every row"
+            passing = [name for name, r in frows.items() if r["passes"]]
+            verdict = (f"passes with {', '.join(passing)} (mean; see the interval)" if passing
+                       else "fails the gate in every row")
             out.append(f"- {fam}: faithful {f0['f1_0p5_mean']:.3f}; " + ("; ".join(parts) or "no remedy measured")
                        + f"; {verdict}.")
         out.append("")
