@@ -162,7 +162,10 @@ def render(data: dict[str, Any]) -> str:
            "",
            "Remedies: " + "; ".join(f"`{r.name}` ({r.kind}): {r.description}" for r in REMEDIES.values()) + ".", ""]
     for size in [s for s in SIZES if any(r["size"] == s for r in rows)]:
-        srows = [r for r in rows if r["size"] == size]
+        order = {name: i for i, name in enumerate(["analytic-carve", "memorisation", "random-ball", *FAMILIES])}
+        rank = {name: i for i, name in enumerate(["baseline", *REMEDIES])}
+        srows = sorted((r for r in rows if r["size"] == size),
+                       key=lambda r: (order.get(r["family"], 99), rank.get(r["remedy"], 99)))
         radius, n_atoms = srows[0]["radius_angstrom"], srows[0]["n_atoms"]
         out += [f"## R = {radius:g} Å ({n_atoms} atoms)", "",
                 "| model | remedy | category | steps | hidden x layers | sampler steps / corrector | F1@0.5 [95 % CI] "
