@@ -1,4 +1,5 @@
-"""The import graph of ``src/c2np``: no cycles, counting imports inside functions too."""
+"""The import graph of ``src/c2np``: no cycles, counting imports inside functions too (imports
+under ``if TYPE_CHECKING:`` never run, so they are not edges)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,25 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of ``tree`` except the bodies of ``if TYPE_CHECKING:`` blocks."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the c2np modules it imports anywhere in its body (module- or function-level).
     ``from a.b import c`` counts as importing ``a.b.c`` when that is a module, else ``a.b``."""
@@ -28,7 +48,7 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -85,6 +105,13 @@ def test_the_checker_sees_function_level_cycles() -> None:
 def test_graph_counts_function_level_imports() -> None:
     graph = import_graph()
     assert "c2np.solver" in graph["c2np.cli.identify"]  # imported inside the command function
+
+
+def test_annotation_only_imports_are_not_edges() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nelse:\n    import b\n"
+                     "def f():\n    import c\n")
+    names = {a.name for n in _runtime_nodes(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert names == {"b", "c"}
 
 
 def test_no_import_cycle_in_c2np() -> None:

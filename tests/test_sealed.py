@@ -4,6 +4,7 @@ materials; selection scripts refuse the sealed rows."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +78,7 @@ def test_arm_and_diagnosis_scripts_refuse_the_sealed_split(script: str, extra: l
                                                            catalog_strict: DatasetStore) -> None:
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), str(catalog_strict.path), *extra,
                         "--split", "heldout-test"], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT / "benchmarks")
+                       cwd=ROOT / "benchmarks", env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode == 2 and "sealed test" in r.stderr and "Traceback" not in r.stderr
 
 
