@@ -119,7 +119,7 @@ class ModelConfig:
         return cls(**data)
 
 
-# the pieces the overfit gate needs (issue 12), shared by `small` and `paper`: lattice-site
+# the pieces the overfit gate needs, shared by `small` and `paper`: lattice-site
 # assignment with exclusion, self-conditioning, a global token, predictor-corrector (DiffCSP,
 # MatterGen), anti-annealing (FlowMM), sphere confinement (CDVAE), warmup + cosine + EMA
 _GATE_PIECES: dict[str, Any] = dict(site_features=True, site_k=4, exclusion_iters=10, self_cond=True,

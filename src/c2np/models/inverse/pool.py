@@ -6,7 +6,7 @@ smallest pair-profile mismatch, with the pool's symmetric margins).
 An ensemble of learned generators, never a family of its own: its rows are labelled as a
 pool of its members. Where members fail on different materials (one family's cells refine
 into the right structure where another's do not), the pair profile, which reads the
-particle only, chooses between them (docs/inverse_results.md, "Session 22").
+particle only, chooses between them.
 
 A pool folder (:func:`save_pool`, :func:`load_pool`) holds ``pool.json`` and one generator
 folder per member under ``members/`` (self-contained: the weights that were evaluated).
