@@ -348,7 +348,7 @@ def test_cli_build_info_verify_and_refusals(tmp_path: Path, built: dict) -> None
     res = runner.invoke(app, ["build", "--cifs", str(cifs), "--radii", "6,10", "--shards", "3",
                               "-o", str(tmp_path / "st"), "--json"])
     assert res.exit_code == 0, res.output
-    info = json.loads(res.output)
+    info = json.loads(res.stdout)
     assert info["n_shards"] == 3 and (tmp_path / "st" / "store.json").is_file()
     assert info["fingerprint"] == DatasetStore.open(built[3]).fingerprint
     res = runner.invoke(app, ["verify", str(tmp_path / "st"), "--json"])

@@ -139,7 +139,8 @@ def build_cmd(
         print_json({**info, "radii": radii_line, **({"warning": warning} if warning else {})})
     else:
         _print_info(info)
-        console().print(esc(radii_line), highlight=False)
+        for line in radii_line.splitlines():  # one terminal line each, never wrapped
+            console().print(esc(line), highlight=False, soft_wrap=True)
     if warning:
         err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False, soft_wrap=True)
 

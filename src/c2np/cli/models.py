@@ -78,7 +78,8 @@ def train_cmd(
     if not json_out and getattr(ds, "recipes", None) is not None:
         from c2np.cli.dataset import radii_report
 
-        console().print(escape(radii_report(ds.recipes)[0]), highlight=False)
+        for line in radii_report(ds.recipes)[0].splitlines():  # one terminal line each, never wrapped
+            console().print(escape(line), highlight=False, soft_wrap=True)
     res = train(ds, model, task, cfg, out, seed=seed, resume=resume, epochs=epochs, device=device,
                 progress=not json_out)
     last = res.log[-1] if res.log else {}
