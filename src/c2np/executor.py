@@ -26,6 +26,7 @@ import queue
 import re
 import signal
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -89,8 +90,17 @@ _FORK_STATE: Any = None
 
 def _ignore_interrupts() -> None:
     """In a worker: Ctrl-C is the parent's to handle (it ends the pool); a worker that raised
-    KeyboardInterrupt too would print its traceback and be replaced by the pool."""
+    KeyboardInterrupt too would print its traceback and be replaced by the pool. On Linux the
+    worker is also killed when the process (or pool thread) that started it ends, so that no
+    worker, not even one the pool started as a replacement, outlives an interrupted command."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass  # no prctl: the parent's close() still terminates and kills its workers
 
 
 def _fork_init(state: Any, threads: int = 1) -> None:

@@ -76,6 +76,19 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     raise typer.Exit(code)
 
 
+def interrupted() -> None:
+    """Ctrl-C: one line, then end the process at once with exit code 130. Outputs were already
+    left as they were (temporary files are removed as the interrupt unwinds); exit handlers are
+    skipped so that none can wait on a worker pool."""
+    err_console().print("[bold red]error:[/] interrupted", highlight=False, soft_wrap=True)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(EXIT_INTERRUPTED)
+
+
 def os_error_message(exc: OSError) -> str:
     """One line for an operating-system error: the file(s) and what went wrong, with a hint
     for the environment problems a user can fix (full disk, read-only folder)."""
@@ -138,7 +151,7 @@ def handle_errors(func: F) -> F:
         except MemoryError:
             fail("out of memory; lower the sizes (c2np --limit ..., see docs/reference/limits.md)", EXIT_BAD_INPUT)
         except KeyboardInterrupt:
-            fail("interrupted", EXIT_INTERRUPTED)
+            interrupted()
         except ModuleNotFoundError as exc:   # an optional dependency this command needs
             fail(missing_module_message(exc), EXIT_BAD_INPUT)
         except Exception as exc:  # a bug: still one line, never a traceback
