@@ -39,8 +39,12 @@ main()
 def _interrupt(module: str, func: str, argv: list[str]) -> tuple[int, str, float]:
     script = textwrap.dedent(_RUN).format(src=str(SRC), module=module, func=func, argv=argv)
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    # Ctrl-C as a terminal delivers it: the command starts with SIGINT at its default (a test
+    # runner started in the background of a non-interactive shell has SIGINT ignored, and an
+    # ignored signal stays ignored across exec)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True)
+                            text=True, env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
