@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -106,24 +106,10 @@ def overfit(model_name: str, cfg: ModelConfig, cond: Condition, target: Particle
     when the config has an EMA) with :func:`c2np.metrics.forward_metrics`."""
     import torch
 
-    from c2np.models.forward import FORWARD_FAMILIES
-    from c2np.models.optim import build_optimizer, optimizer_step
+    from c2np.models.faithful_gate import train_gate_model
 
-    cfg = replace(cfg, epochs=1, steps_per_epoch=int(steps))
-    bs = int(batch_size or cfg.batch_size)
-    torch.manual_seed(seed)
-    model = FORWARD_FAMILIES[model_name](cfg)
-    opt, sched, ema = build_optimizer(model, cfg)
-    g = torch.Generator().manual_seed(seed)
-    conds, parts = [cond] * bs, [target] * bs
-    losses: list[float] = []
-    model.train()
-    t0 = time.perf_counter()
-    for _ in range(int(steps)):
-        loss, _ = model.loss(conds, parts, g)
-        optimizer_step(model, loss, opt, sched, ema, grad_clip=cfg.grad_clip)
-        losses.append(float(loss.detach()))
-    train_s = time.perf_counter() - t0
+    trained = train_gate_model(model_name, cfg, cond, target, steps=steps, seed=seed, batch_size=batch_size)
+    model, ema, losses, train_s = trained.model, trained.ema, trained.losses, trained.train_seconds
     model.eval()
     f1, f1_01, ce = [], [], []
     t0 = time.perf_counter()
