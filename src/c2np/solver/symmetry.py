@@ -14,6 +14,9 @@ from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit
 from c2np.solver.symmetry_finder import SymmetryDataset, find_symmetry, lattice_rotation_count
 
+#: The symmetry tolerance is at least this many times the spread of the local lattices.
+LATTICE_SPREAD_FACTOR = 1.5
+
 __all__ = [
     "SweepStep",
     "SymmetryChoice",
@@ -192,7 +195,9 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     sweep = settings.symprec_sweep_angstrom
     sigma_pos = sites.rms_angstrom / np.sqrt(3.0) if np.isfinite(sites.rms_angstrom) else sites.sigma_angstrom
     sigma_site = sigma_pos / np.sqrt(max(float(np.min(counts_used)), 1.0))
-    floor = max(sweep[0], 6.0 * sigma_site)
+    # a real particle's lattice is strained (thermal motion, surface relaxation): no tolerance
+    # tighter than the spread of its local lattices can tell a symmetry from a strain
+    floor = max(sweep[0], 6.0 * sigma_site, LATTICE_SPREAD_FACTOR * sites.lattice_spread_angstrom)
     tried = [s for s in sweep if s >= floor] or [floor, 1.5 * floor, 2.25 * floor]
     ceiling = 0.5 * nearest_distinct_site_angstrom(lattice, prim_frac, prim_z)
     capped = [s for s in tried if s < ceiling]
