@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from c2np.errors import C2NPNoAnswerError
 from c2np.cells import UnitCell, crystal_system, lattice_parameters
 from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
@@ -16,10 +17,12 @@ from c2np.solver.consolidation import ConsolidatedLattice, consolidate_lattice
 from c2np.solver.frame import ParticleFrame, particle_frame
 from c2np.solver.neighbours import neighbour_scale
 from c2np.solver.result import SolverResult
-from c2np.solver.search import LatticeSearch, find_lattice
+from c2np.solver.reach import LatticePass, search_with_reach
+from c2np.solver.search import LatticeSearch
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit, fit_sites
 from c2np.solver.symmetry import SymmetryChoice, choose_symmetry
+from c2np.solver.verification import Verification, verify_cell
 
 __all__ = ["solve", "solve_particle"]
 
@@ -45,7 +48,9 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     frame = particle_frame(numbers, positions_angstrom, settings)
     scale = neighbour_scale(frame, settings)
     cands = candidate_translations(frame, scale, settings)
-    found = find_lattice(frame, scale, cands, settings)
+    lattice_pass = search_with_reach(frame, scale, cands, settings)
+    found, cands, scale, settings = (lattice_pass.found, lattice_pass.cands, lattice_pass.scale,
+                                     lattice_pass.settings)
     lattice = consolidate_lattice(found, frame, scale, settings)
     sites = fit_sites(frame.rel, frame.numbers, frame.by_centre, cands.elements,
                       frame.rel[cands.origins[0]], lattice.lattice_angstrom,
@@ -53,12 +58,28 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
                       d_same_min_angstrom=scale.d_same_min_angstrom)
     symmetry = choose_symmetry(sites, settings)
     conf = confidence(found, lattice, sites, symmetry, stable_plateau=settings.stable_plateau)
-    return _result(frame, cands, found, lattice, sites, symmetry, conf, t_start=t_start)
+    check = _verify(frame, sites, symmetry)
+    if check.refusal is not None:
+        raise C2NPNoAnswerError(f"solver input: the answer ({symmetry.spacegroup}) does not reproduce the "
+                                f"particle: {check.refusal}")
+    return _result(frame, cands, found, lattice, sites, symmetry, conf, lattice_pass=lattice_pass,
+                   check=check, t_start=t_start)
+
+
+def _verify(frame: ParticleFrame, sites: SiteFit, symmetry: SymmetryChoice) -> Verification:
+    """The checks of step 9 on the chosen answer."""
+    ds = symmetry.dataset
+    assert symmetry.cell_frac is not None and symmetry.cell_numbers is not None
+    return verify_cell(frame.numbers, sites.lattice_angstrom, symmetry.cell_frac, symmetry.cell_numbers,
+                       np.asarray(ds.std_lattice_angstrom), np.asarray(ds.std_positions),
+                       np.asarray(ds.std_numbers), symmetry.spacegroup,
+                       symprec_angstrom=symmetry.symprec_angstrom, matched_fraction=sites.explained_fraction,
+                       atoms_per_slot=sites.atoms_per_slot)
 
 
 def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSearch,
             lattice: ConsolidatedLattice, sites: SiteFit, symmetry: SymmetryChoice, conf: Confidence,
-            *, t_start: float) -> SolverResult:
+            *, lattice_pass: LatticePass, check: Verification, t_start: float) -> SolverResult:
     """The result record: moyopy's standardized cell at the chosen tolerance, with the
     diagnostics of every step (``t_start``: ``time.perf_counter()`` at the start)."""
     import moyopy
@@ -87,6 +108,9 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
         "n_stray_clusters": sites.n_stray_clusters,
         "n_sites_restored": symmetry.n_restored,
         "low_support_lattice": bool(found.low_support),
+        "lattice_pass": lattice_pass.kind,
+        "longest_translation_tried_angstrom": lattice_pass.longest_tried_angstrom,
+        "max_translation_angstrom": float(lattice_pass.settings.max_translation_angstrom),
         "site_counts": sites.counts.tolist(),
         "explained_fraction": conf.explained,
         "symprec_floor_angstrom": symmetry.floor_angstrom,
@@ -101,13 +125,21 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
         "site_fit": conf.fit,
         "symmetry_library": "moyopy",
         "symmetry_library_version": str(moyopy.__version__),
+        "verification": {"composition_deviation": check.composition_deviation,
+                         "density_ratio": check.density_ratio, "atoms_per_slot": check.atoms_per_slot,
+                         "matched_fraction": check.matched_fraction,
+                         "spglib_spacegroup": check.spglib_spacegroup, "confidence_factor": check.factor},
+        "degree_of_order": sites.degree_of_order,
+        "n_antisite_atoms": sites.n_antisite_atoms,
+        "lattice_spread_angstrom": sites.lattice_spread_angstrom,
         "elapsed_s": time.perf_counter() - t_start,
     }
     return SolverResult(
         lattice=LatticeParameters(*lattice_parameters(std_lat)), spacegroup=int(number),
-        international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value,
+        international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value * check.factor,
         cell=cell, primitive_lattice_angstrom=np.array(sites.lattice_angstrom),
-        symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics)
+        symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics,
+        lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order))
 
 
 def solve_particle(particle: Particle, *, settings: SolverSettings = _DEFAULT_SETTINGS) -> SolverResult:

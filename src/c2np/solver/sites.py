@@ -34,6 +34,8 @@ class SiteFit:
         sigma_angstrom: per-component position noise from the translations (Å).
         n_stray_clusters: clusters dropped as stray atoms.
         n_antisite_atoms: atoms of the minority species of a mixed site (antisites).
+        atoms_per_slot: atoms on sites per distinct (site, cell) they occupy (1 when every
+            atom has a place of its own; more when the cell is too small for the particle).
         lattice_spread_angstrom: rms difference of the octants' own lattices from the
             lattice (Å per vector; :func:`local_lattice_spread`).
         degree_of_order: long-range order in [0, 1], ``1 - f / (1 - sum_z x_z^2)`` with ``f``
@@ -53,6 +55,7 @@ class SiteFit:
     n_antisite_atoms: int = 0
     degree_of_order: float = 1.0
     lattice_spread_angstrom: float = 0.0
+    atoms_per_slot: float = 1.0
 
     @property
     def n_sites(self) -> int:
@@ -237,9 +240,11 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     counts_used = np.bincount(s_idx[on_site], minlength=len(site_pos))[used]
     prim_frac = site_pos[used] - np.floor(site_pos[used])
     prim_z = site_z_a[used]
+    slots = np.column_stack([s_idx[on_site], np.rint(cell_n[on_site]).astype(np.int64)])
+    per_slot = float(len(slots) / max(1, len(np.unique(slots, axis=0))))
     n_anti = int(site_count[minority].sum())
     _, comp = np.unique(nums, return_counts=True)
     random_share = 1.0 - float(np.sum((comp / n) ** 2))
     order = 1.0 if random_share <= 0 else float(np.clip(1.0 - n_anti / n / random_share, 0.0, 1.0))
     return SiteFit(lattice, prim_frac, prim_z, counts_used, explained, float(rms), r_cluster,
-                   float(sigma), int(np.sum(~keep_site & ~minority)), n_anti, order, spread[0])
+                   float(sigma), int(np.sum(~keep_site & ~minority)), n_anti, order, spread[0], per_slot)

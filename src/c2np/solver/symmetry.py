@@ -67,6 +67,8 @@ class SymmetryChoice:
     n_restored: int
     n_sites_seen: int
     ceiling_angstrom: float = float("inf")
+    cell_frac: np.ndarray | None = None
+    cell_numbers: np.ndarray | None = None
 
     @property
     def symprec_angstrom(self) -> float:
@@ -211,6 +213,7 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     sp, ds = result.chosen.symprec_angstrom, result.chosen.dataset
     assert result.chosen.spacegroup is not None and ds is not None
     n_restored = 0
+    cell_frac, cell_z = prim_frac, prim_z
     restore_tol = max(float(sp), settings.min_restore_tol_angstrom)
     if (float(np.min(counts_used)) <= 2 and len(prim_z) <= settings.restore_max_sites
             and ds.n_operations < lattice_rotation_count(lattice, symprec_angstrom=restore_tol)):
@@ -225,4 +228,5 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
             if again.chosen.dataset is not None and again.chosen.dataset.n_operations > ds.n_operations:
                 n_restored = len(c_z) - len(prim_z)
                 result = again
-    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z), float(ceiling))
+                cell_frac, cell_z = c_frac, c_z
+    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z), float(ceiling), cell_frac, cell_z)
