@@ -16,6 +16,7 @@ from c2np.solver.confidence import Confidence, confidence
 from c2np.solver.consolidation import ConsolidatedLattice, consolidate_lattice
 from c2np.solver.frame import ParticleFrame, particle_frame
 from c2np.solver.neighbours import neighbour_scale
+from c2np.solver.noncrystal import classify_noncrystal
 from c2np.solver.result import SolverResult
 from c2np.solver.reach import LatticePass, search_with_reach
 from c2np.solver.search import LatticeSearch
@@ -27,6 +28,9 @@ from c2np.solver.verification import Verification, verify_cell
 __all__ = ["solve", "solve_particle"]
 
 _DEFAULT_SETTINGS = SolverSettings()
+
+#: An answer below this confidence is checked for five-fold twinning (never a space group).
+NONCRYSTAL_CHECK_CONFIDENCE = 0.5
 
 
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
@@ -46,6 +50,24 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     """
     t_start = time.perf_counter()
     frame = particle_frame(numbers, positions_angstrom, settings)
+    try:
+        result = _solve_frame(frame, settings, t_start=t_start)
+    except C2NPNoAnswerError as exc:
+        seen = classify_noncrystal(frame.rel, lattice_found=False)
+        if seen is None:
+            raise
+        raise C2NPNoAnswerError(f"solver input: not a crystal: {seen.description}; no space group "
+                                f"({exc})") from exc
+    if result.confidence < NONCRYSTAL_CHECK_CONFIDENCE:
+        seen = classify_noncrystal(frame.rel, lattice_found=True)
+        if seen is not None:
+            raise C2NPNoAnswerError(f"solver input: not a crystal: {seen.description}; no space group "
+                                    f"(the best lattice explains it with confidence {result.confidence:.2f})")
+    return result
+
+
+def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, t_start: float) -> SolverResult:
+    """Steps 2-9 of :func:`solve` on the particle's frame."""
     scale = neighbour_scale(frame, settings)
     cands = candidate_translations(frame, scale, settings)
     lattice_pass = search_with_reach(frame, scale, cands, settings)
