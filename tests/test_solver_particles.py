@@ -184,3 +184,53 @@ def test_classifier_leaves_crystals_alone() -> None:
     for name in ("Cu", "Cu3Au", "CuAu"):
         _, positions = _particle(name, 12.0, 6)
         assert classify_noncrystal(positions, lattice_found=False) is None
+
+
+def test_ranked_answers_library_and_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from typer.testing import CliRunner
+
+    from c2np.cli import build_app
+    from c2np.particle import Particle
+    from c2np.particle_io import write_extxyz
+
+    numbers, positions = _particle("Cu3Au", 8.0, 7)
+    noisy = positions + np.random.default_rng(7).normal(scale=0.1, size=positions.shape)
+    result = solve(numbers, noisy, top_k=5)
+    assert 1 <= len(result.candidates) <= 5
+    first = result.candidates[0]
+    assert first.spacegroup == result.spacegroup == 221 and first.probability == result.confidence
+    assert len({c.spacegroup for c in result.candidates}) == len(result.candidates)
+    assert sum(c.probability for c in result.candidates) <= 1.0 + 1e-9
+    assert all(0.0 <= c.probability <= 1.0 for c in result.candidates)
+    assert len(solve(numbers, noisy).candidates) == 1
+    with pytest.raises(ValueError, match="top_k"):
+        solve(numbers, noisy, top_k=0)
+    path = tmp_path / "p.xyz"
+    write_extxyz(path, [(Particle(numbers, noisy), {})])
+    runner, app = CliRunner(), build_app()
+    out = runner.invoke(app, ["identify", str(path), "--json", "--top", "3"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["candidates"][0]["spacegroup"] == 221 and 1 <= len(data["candidates"]) <= 3
+    assert {"probability", "a", "alpha", "international"} <= set(data["candidates"][0])
+    assert "degree_of_order" in data and "lattice_spread_angstrom" in data
+    text = runner.invoke(app, ["identify", str(path), "--top", "3"])
+    assert text.exit_code == 0 and "ranked answers" in text.output
+
+
+def test_cli_says_what_a_noncrystal_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ase.cluster import Icosahedron
+    from typer.testing import CliRunner
+
+    from c2np.cli import build_app
+    from c2np.particle import Particle
+    from c2np.particle_io import write_extxyz
+
+    atoms = Icosahedron("Cu", 4)
+    path = tmp_path / "ico.xyz"
+    write_extxyz(path, [(Particle(atoms.numbers, atoms.get_positions()), {})])
+    out = CliRunner().invoke(build_app(), ["identify", str(path)])
+    assert out.exit_code == 1
+    assert "five-fold twinned, icosahedral" in out.output and "Traceback" not in out.output

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from c2np.errors import C2NPNoAnswerError
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.cells import UnitCell, crystal_system, lattice_parameters
 from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
@@ -18,6 +18,7 @@ from c2np.solver.frame import ParticleFrame, particle_frame
 from c2np.solver.neighbours import neighbour_scale
 from c2np.solver.noncrystal import classify_noncrystal
 from c2np.solver.result import SolverResult
+from c2np.solver.ranking import RankedCandidate, rank_candidates
 from c2np.solver.reach import LatticePass, search_with_reach
 from c2np.solver.search import LatticeSearch
 from c2np.solver.settings import SolverSettings
@@ -34,13 +35,15 @@ NONCRYSTAL_CHECK_CONFIDENCE = 0.5
 
 
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
-          settings: SolverSettings = _DEFAULT_SETTINGS) -> SolverResult:
+          settings: SolverSettings = _DEFAULT_SETTINGS, top_k: int = 1) -> SolverResult:
     """Recover the bulk crystal of a finite particle.
 
     Args:
         numbers: (n,) atomic numbers.
         positions_angstrom: (n, 3) Cartesian positions in Å (any frame, any order).
         settings: tolerances and budgets (:class:`SolverSettings`).
+        top_k: ranked answers to return in ``result.candidates`` (space group, lattice,
+            probability; :mod:`c2np.solver.ranking`), at least 1.
 
     Returns:
         A :class:`SolverResult`.
@@ -49,9 +52,11 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
         C2NPInputError: malformed input, or no lattice could be found.
     """
     t_start = time.perf_counter()
+    if int(top_k) < 1:
+        raise C2NPInputError(f"top_k must be at least 1, got {top_k}")
     frame = particle_frame(numbers, positions_angstrom, settings)
     try:
-        result = _solve_frame(frame, settings, t_start=t_start)
+        result = _solve_frame(frame, settings, top_k=int(top_k), t_start=t_start)
     except C2NPNoAnswerError as exc:
         seen = classify_noncrystal(frame.rel, lattice_found=False)
         if seen is None:
@@ -66,7 +71,7 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
     return result
 
 
-def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, t_start: float) -> SolverResult:
+def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, top_k: int, t_start: float) -> SolverResult:
     """Steps 2-9 of :func:`solve` on the particle's frame."""
     scale = neighbour_scale(frame, settings)
     cands = candidate_translations(frame, scale, settings)
@@ -84,8 +89,10 @@ def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, t_start: flo
     if check.refusal is not None:
         raise C2NPNoAnswerError(f"solver input: the answer ({symmetry.spacegroup}) does not reproduce the "
                                 f"particle: {check.refusal}")
+    ranked = rank_candidates(sites.lattice_angstrom, symmetry, conf.value * check.factor, k=top_k,
+                             tolerances=settings.symprec_sweep_angstrom)
     return _result(frame, cands, found, lattice, sites, symmetry, conf, lattice_pass=lattice_pass,
-                   check=check, t_start=t_start)
+                   check=check, ranked=ranked, t_start=t_start)
 
 
 def _verify(frame: ParticleFrame, sites: SiteFit, symmetry: SymmetryChoice) -> Verification:
@@ -101,7 +108,8 @@ def _verify(frame: ParticleFrame, sites: SiteFit, symmetry: SymmetryChoice) -> V
 
 def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSearch,
             lattice: ConsolidatedLattice, sites: SiteFit, symmetry: SymmetryChoice, conf: Confidence,
-            *, lattice_pass: LatticePass, check: Verification, t_start: float) -> SolverResult:
+            *, lattice_pass: LatticePass, check: Verification, ranked: tuple[RankedCandidate, ...],
+            t_start: float) -> SolverResult:
     """The result record: moyopy's standardized cell at the chosen tolerance, with the
     diagnostics of every step (``t_start``: ``time.perf_counter()`` at the start)."""
     import moyopy
@@ -161,9 +169,10 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
         international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value * check.factor,
         cell=cell, primitive_lattice_angstrom=np.array(sites.lattice_angstrom),
         symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics,
-        lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order))
+        lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order), candidates=ranked)
 
 
-def solve_particle(particle: Particle, *, settings: SolverSettings = _DEFAULT_SETTINGS) -> SolverResult:
+def solve_particle(particle: Particle, *, settings: SolverSettings = _DEFAULT_SETTINGS,
+                   top_k: int = 1) -> SolverResult:
     """:func:`solve` on a :class:`c2np.particle.Particle`."""
-    return solve(particle.numbers, particle.positions_angstrom, settings=settings)
+    return solve(particle.numbers, particle.positions_angstrom, settings=settings, top_k=top_k)
