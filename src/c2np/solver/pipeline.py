@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.cells import UnitCell, crystal_system, lattice_parameters
+from c2np.errors import C2NPInputError, C2NPNoAnswerError
 from c2np.lattice import LatticeParameters
 from c2np.particle import Particle
 from c2np.solver.candidates import CandidateTranslations, candidate_translations
@@ -17,9 +17,9 @@ from c2np.solver.consolidation import ConsolidatedLattice, consolidate_lattice
 from c2np.solver.frame import ParticleFrame, particle_frame
 from c2np.solver.neighbours import neighbour_scale
 from c2np.solver.noncrystal import classify_noncrystal
-from c2np.solver.result import SolverResult
 from c2np.solver.ranking import RankedCandidate, rank_candidates
 from c2np.solver.reach import LatticePass, search_with_reach
+from c2np.solver.result import SolverResult
 from c2np.solver.search import LatticeSearch
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit, fit_sites
@@ -169,7 +169,8 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
         international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value * check.factor,
         cell=cell, primitive_lattice_angstrom=np.array(sites.lattice_angstrom),
         symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics,
-        lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order), candidates=ranked)
+        lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order),
+        candidates=ranked)
 
 
 def solve_particle(particle: Particle, *, settings: SolverSettings = _DEFAULT_SETTINGS,

@@ -47,7 +47,8 @@ def rank_candidates(lattice_angstrom: np.ndarray, symmetry: SymmetryChoice, conf
                     k: int, tolerances: tuple[float, ...]) -> tuple[RankedCandidate, ...]:
     """Up to ``k`` answers, best first: the chosen group with probability ``confidence``, then
     the other groups found on the reconstructed cell ((3, 3) ``lattice_angstrom``; sites of
-    ``symmetry``) over every tolerance of ``tolerances`` below the ceiling, ranked by how many tolerances found them (ties: the tighter first)."""
+    ``symmetry``) over every tolerance of ``tolerances`` below the ceiling, ranked by how
+    many tolerances found them (ties: the tighter first)."""
     import moyopy
 
     def candidate(number: int, ds: Any, sp: float, p: float) -> RankedCandidate:
