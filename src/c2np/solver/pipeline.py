@@ -18,9 +18,9 @@ from c2np.solver.frame import ParticleFrame, particle_frame
 from c2np.solver.neighbours import neighbour_scale
 from c2np.solver.noncrystal import classify_noncrystal
 from c2np.solver.ranking import RankedCandidate, rank_candidates
-from c2np.solver.reach import LatticePass, search_with_reach
+from c2np.solver.reach import LatticePass, longest_candidate_angstrom, reach_refusal, search_passes
 from c2np.solver.result import SolverResult
-from c2np.solver.search import LatticeSearch
+from c2np.solver.search import LatticeSearch, find_lattice
 from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit, fit_sites
 from c2np.solver.symmetry import SymmetryChoice, choose_symmetry
@@ -72,10 +72,37 @@ def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
 
 
 def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, top_k: int, t_start: float) -> SolverResult:
-    """Steps 2-9 of :func:`solve` on the particle's frame."""
-    scale = neighbour_scale(frame, settings)
-    cands = candidate_translations(frame, scale, settings)
-    lattice_pass = search_with_reach(frame, scale, cands, settings)
+    """Steps 2-11 of :func:`solve` on the particle's frame, pass after pass of the lattice
+    search (:func:`~c2np.solver.reach.search_passes`) until one answers with confidence
+    ``NONCRYSTAL_CHECK_CONFIDENCE`` or more; the most confident answer of the passes run, or
+    the refusal of the first pass with the longest translation tried."""
+    best: SolverResult | None = None
+    first_error: C2NPNoAnswerError | None = None
+    longest = 0.0
+    for search_pass in search_passes(frame, settings):
+        run = search_pass.settings
+        try:
+            scale = neighbour_scale(frame, run)
+            cands = candidate_translations(frame, scale, run)
+            longest = max(longest, longest_candidate_angstrom(cands))
+            found = find_lattice(frame, scale, cands, run)
+            lattice_pass = LatticePass(found, cands, scale, run, search_pass.kind, longest)
+            result = _answer(frame, lattice_pass, top_k=top_k, t_start=t_start)
+        except C2NPNoAnswerError as exc:
+            first_error = first_error if first_error is not None else exc
+            continue
+        if best is None or result.confidence > best.confidence:
+            best = result
+        if best.confidence >= NONCRYSTAL_CHECK_CONFIDENCE:
+            break
+    if best is not None:
+        return best
+    assert first_error is not None
+    raise C2NPNoAnswerError(reach_refusal(first_error, frame, settings, longest)) from first_error
+
+
+def _answer(frame: ParticleFrame, lattice_pass: LatticePass, *, top_k: int, t_start: float) -> SolverResult:
+    """Steps 5-11 on the lattice of one search pass."""
     found, cands, scale, settings = (lattice_pass.found, lattice_pass.cands, lattice_pass.scale,
                                      lattice_pass.settings)
     lattice = consolidate_lattice(found, frame, scale, settings)

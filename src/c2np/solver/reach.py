@@ -1,5 +1,7 @@
-"""How long a lattice translation a particle can show, and the search passes beyond the
-first (longer translations, defective particles)."""
+"""How long a lattice translation a particle can show, and the search passes of the solver:
+the first one (translations up to ``max_translation_angstrom``), then, where it gives no
+answer or a doubtful one, a pass for defective particles, and passes up to the particle's
+supported reach."""
 
 from __future__ import annotations
 
@@ -8,14 +10,27 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import brentq
 
-from c2np.errors import C2NPNoAnswerError
-from c2np.solver.candidates import CandidateTranslations, candidate_translations
+from c2np.solver.candidates import CandidateTranslations
 from c2np.solver.frame import ParticleFrame
-from c2np.solver.neighbours import NeighbourScale, neighbour_scale
-from c2np.solver.search import LatticeSearch, find_lattice
+from c2np.solver.neighbours import NeighbourScale
+from c2np.solver.search import LatticeSearch
 from c2np.solver.settings import SolverSettings
 
-__all__ = ["LatticePass", "overlap_fraction", "reach_fraction", "search_with_reach", "supported_reach_angstrom"]
+__all__ = [
+    "LONG_PASS_PROBE_FACTOR",
+    "LatticePass",
+    "SearchPass",
+    "longest_candidate_angstrom",
+    "overlap_fraction",
+    "reach_fraction",
+    "reach_refusal",
+    "search_passes",
+    "supported_reach_angstrom",
+]
+
+#: The passes up to the supported reach score candidates on this many times the usual probes
+#: (long translations are seen only by atoms away from the centre).
+LONG_PASS_PROBE_FACTOR = 4
 
 
 def overlap_fraction(u: float) -> float:
@@ -38,6 +53,14 @@ def supported_reach_angstrom(frame: ParticleFrame, settings: SolverSettings) -> 
     return reach_fraction(settings.reach_overlap_fraction) * 2.0 * frame.bounds.r_out
 
 
+@dataclass(frozen=True)
+class SearchPass:
+    """One pass of the lattice search: its name and the settings it runs with."""
+
+    kind: str
+    settings: SolverSettings
+
+
 @dataclass(frozen=True, eq=False)
 class LatticePass:
     """The search pass that found the lattice and what it used.
@@ -47,8 +70,9 @@ class LatticePass:
         cands: its candidate translations.
         scale: its neighbour scale (probe atoms).
         settings: the settings it ran with (the next steps use them too).
-        kind: "standard", "long translations" or "defective particle".
-        longest_tried_angstrom: longest candidate translation of the passes run (Å).
+        kind: "standard", "defective particle", "long translations" or "long translations,
+            defective particle".
+        longest_tried_angstrom: longest candidate translation of the passes run so far (Å).
     """
 
     found: LatticeSearch
@@ -59,48 +83,37 @@ class LatticePass:
     longest_tried_angstrom: float
 
 
-def _longest(cands: CandidateTranslations) -> float:
+def longest_candidate_angstrom(cands: CandidateTranslations) -> float:
+    """Length of the longest candidate translation (Å; 0 without any)."""
     return float(np.max(np.linalg.norm(cands.vectors, axis=1))) if len(cands.vectors) else 0.0
 
 
-def search_with_reach(frame: ParticleFrame, scale: NeighbourScale, cands: CandidateTranslations,
-                      settings: SolverSettings) -> LatticePass:
-    """The lattice search up to ``max_translation_angstrom``; where it finds none, again up to
-    the particle's supported reach with every atom a probe (long translations are seen only
-    by atoms far from the centre), then once more with the match fractions of a defective
-    particle (vacancies: a true translation lands on an atom for only ~1 - vacancy share of
-    the images). A particle with no lattice raises :class:`C2NPNoAnswerError` stating the
-    longest translation tried and the particle size a longer one needs."""
-    longest = _longest(cands)
-    try:
-        return LatticePass(find_lattice(frame, scale, cands, settings), cands, scale, settings,
-                           "standard", longest)
-    except C2NPNoAnswerError as exc:
-        first_error = exc
+def search_passes(frame: ParticleFrame, settings: SolverSettings) -> list[SearchPass]:
+    """The passes, in order: as configured; with the match fractions of a defective particle
+    (vacancies: a true translation lands on an atom for only ~1 - vacancy share of the
+    images, and a few long pseudo-translations may pass the strict rule instead); and, where
+    the particle supports translations longer than ``max_translation_angstrom``, both again
+    up to that reach with more probe atoms."""
+    defect = dict(match_fraction=settings.defect_match_fraction,
+                  prescreen_match_fraction=min(settings.prescreen_match_fraction,
+                                               settings.defect_match_fraction - 0.15))
+    passes = [SearchPass("standard", settings), SearchPass("defective particle", replace(settings, **defect))]
     reach = supported_reach_angstrom(frame, settings)
-    passes: list[tuple[str, SolverSettings]] = []
     if reach > settings.max_translation_angstrom:
-        passes.append(("long translations", replace(
-            settings, max_translation_angstrom=reach, max_probe_atoms=max(settings.max_probe_atoms, frame.n_atoms),
-            max_ref_probes=max(settings.max_ref_probes, frame.n_atoms))))
-    passes.append(("defective particle", replace(
-        settings, max_translation_angstrom=max(reach, settings.max_translation_angstrom),
-        match_fraction=settings.defect_match_fraction,
-        prescreen_match_fraction=min(settings.prescreen_match_fraction, settings.defect_match_fraction - 0.15))))
-    for kind, alt in passes:
-        try:
-            alt_scale = neighbour_scale(frame, alt)
-            alt_cands = candidate_translations(frame, alt_scale, alt)
-        except C2NPNoAnswerError:
-            continue
-        longest = max(longest, _longest(alt_cands))
-        try:
-            return LatticePass(find_lattice(frame, alt_scale, alt_cands, alt), alt_cands, alt_scale, alt,
-                               kind, longest)
-        except C2NPNoAnswerError:
-            continue
+        probes = LONG_PASS_PROBE_FACTOR * settings.max_probe_atoms
+        long_settings = replace(settings, max_translation_angstrom=reach,
+                                max_probe_atoms=max(settings.max_probe_atoms, probes),
+                                max_ref_probes=max(settings.max_ref_probes, probes))
+        passes.append(SearchPass("long translations", long_settings))
+        passes.append(SearchPass("long translations, defective particle", replace(long_settings, **defect)))
+    return passes
+
+
+def reach_refusal(first_error: Exception, frame: ParticleFrame, settings: SolverSettings,
+                  longest_tried_angstrom: float) -> str:
+    """The refusal of a particle with no lattice: the first pass's reason, the longest
+    translation tried, and the particle size a longer one needs."""
     frac = reach_fraction(settings.reach_overlap_fraction)
-    raise C2NPNoAnswerError(
-        f"{first_error}; translations up to {longest:.1f} Å were tried (the particle, {2 * frame.bounds.r_out:.1f} Å "
-        f"across, supports {frac:.2f} x its diameter); a lattice translation of T Å needs a particle at "
-        f"least T / {frac:.2f} Å across")
+    return (f"{first_error}; translations up to {longest_tried_angstrom:.1f} Å were tried (the particle, "
+            f"{2 * frame.bounds.r_out:.1f} Å across, supports {frac:.2f} x its diameter); a lattice translation "
+            f"of T Å needs a particle at least T / {frac:.2f} Å across")

@@ -34,6 +34,8 @@ class SiteFit:
         sigma_angstrom: per-component position noise from the translations (Å).
         n_stray_clusters: clusters dropped as stray atoms.
         n_antisite_atoms: atoms of the minority species of a mixed site (antisites).
+        robust_rms_angstrom: rms of the joint fit estimated from the median residual (Å;
+            a relaxed surface shell, a minority of the atoms, does not raise it).
         atoms_per_slot: atoms on sites per distinct (site, cell) they occupy (1 when every
             atom has a place of its own; more when the cell is too small for the particle).
         lattice_spread_angstrom: rms difference of the octants' own lattices from the
@@ -56,6 +58,7 @@ class SiteFit:
     degree_of_order: float = 1.0
     lattice_spread_angstrom: float = 0.0
     atoms_per_slot: float = 1.0
+    robust_rms_angstrom: float = 0.0
 
     @property
     def n_sites(self) -> int:
@@ -63,6 +66,8 @@ class SiteFit:
         return len(self.numbers)
 
 
+#: rms / median of the residual distance of a 3-D Gaussian (sqrt(3) / 1.5382).
+ROBUST_RMS_PER_MEDIAN = 1.1260
 #: Atoms a region needs for its own lattice in :func:`local_lattice_spread`.
 MIN_REGION_ATOMS = 12
 
@@ -206,9 +211,11 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
         resid = target - offs[k] - nn @ lat_new
         rms_ = float(np.sqrt(np.mean(np.einsum("ij,ij->i", resid, resid))))
         spread[0] = local_lattice_spread(rel[ok], target - offs[k], nn, lat_new)
+        # median residual of a 3-D Gaussian is 1.538 sigma, its rms 1.732 sigma
+        spread[1] = ROBUST_RMS_PER_MEDIAN * float(np.median(np.sqrt(np.einsum("ij,ij->i", resid, resid))))
         return lat_new, offs, rms_
 
-    spread = [0.0]
+    spread = [0.0, 0.0]
 
     # first pass: the clustering's own assignment
     diff = frac - site_frac_a[labels]
@@ -247,4 +254,4 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     random_share = 1.0 - float(np.sum((comp / n) ** 2))
     order = 1.0 if random_share <= 0 else float(np.clip(1.0 - n_anti / n / random_share, 0.0, 1.0))
     return SiteFit(lattice, prim_frac, prim_z, counts_used, explained, float(rms), r_cluster,
-                   float(sigma), int(np.sum(~keep_site & ~minority)), n_anti, order, spread[0], per_slot)
+                   float(sigma), int(np.sum(~keep_site & ~minority)), n_anti, order, spread[0], per_slot, spread[1])
