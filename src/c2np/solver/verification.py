@@ -4,6 +4,7 @@ group must be what a second symmetry library (spglib) finds on it at the reporte
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,10 +65,18 @@ def spglib_number(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
     except ImportError:
         return None
     cell = (np.asarray(lattice, dtype=float), np.asarray(frac, dtype=float), np.asarray(numbers, dtype=int))
+    # spglib's C library prints warnings on stderr unless SPGLIB_WARNING=OFF (read per call)
+    before = os.environ.get("SPGLIB_WARNING")
+    os.environ["SPGLIB_WARNING"] = "OFF"
     try:
         ds = spglib.get_symmetry_dataset(cell, symprec=float(symprec_angstrom))
     except Exception:  # spglib raises its own error types for a degenerate cell: no group
         return None
+    finally:
+        if before is None:
+            os.environ.pop("SPGLIB_WARNING", None)
+        else:
+            os.environ["SPGLIB_WARNING"] = before
     return None if ds is None else int(ds.number)
 
 
