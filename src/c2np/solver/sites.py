@@ -84,15 +84,18 @@ def local_lattice_spread(rel: np.ndarray, lattice_part: np.ndarray, cells: np.nd
     than two octants can be fitted). Thermal motion and surface relaxation strain a real
     particle's lattice by this much; the symmetry tolerance must not be tighter."""
     octant = ((rel @ np.linalg.inv(lattice)) > 0) @ np.array([1, 2, 4])
+    design = np.column_stack([np.ones(len(rel)), cells])
     dev: list[float] = []
     for j in range(8):
         sel = octant == j
         if int(sel.sum()) < MIN_REGION_ATOMS:
             continue
-        design = np.column_stack([np.ones(int(sel.sum())), cells[sel]])
-        if np.linalg.matrix_rank(design) < 4:
+        d = design[sel]
+        gram = d.T @ d
+        # cells spanning fewer than three directions fix no lattice (well-conditioned only)
+        if np.linalg.cond(gram) > 1e8:
             continue
-        sol, *_ = np.linalg.lstsq(design, lattice_part[sel], rcond=None)
+        sol = np.linalg.solve(gram, d.T @ lattice_part[sel])
         dev.append(float(np.mean(np.sum((sol[1:] - lattice) ** 2, axis=1))))
     return float(np.sqrt(np.mean(dev))) if len(dev) >= 2 else 0.0
 
@@ -186,7 +189,7 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     col = np.full(len(site_frac_a), -1, dtype=np.int64)
     col[used] = np.arange(len(used))
 
-    def refine(s_idx: np.ndarray, cell_n: np.ndarray, ok: np.ndarray
+    def refine(s_idx: np.ndarray, cell_n: np.ndarray, ok: np.ndarray, *, final: bool = False
                ) -> tuple[np.ndarray, np.ndarray, float]:
         """Joint linear least squares x_i - origin = c_site + n_i . L over atoms ``ok``."""
         m = int(ok.sum())
@@ -210,6 +213,8 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
         offs = (s_x - s_n @ lat_new) / cnt[:, None]
         resid = target - offs[k] - nn @ lat_new
         rms_ = float(np.sqrt(np.mean(np.einsum("ij,ij->i", resid, resid))))
+        if not final:
+            return lat_new, offs, rms_
         spread[0] = local_lattice_spread(rel[ok], target - offs[k], nn, lat_new)
         # median residual of a 3-D Gaussian is 1.538 sigma, its rms 1.732 sigma
         spread[1] = ROBUST_RMS_PER_MEDIAN * float(np.median(np.sqrt(np.einsum("ij,ij->i", resid, resid))))
@@ -239,7 +244,7 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
         s_idx, cell_n, dist = assign(lattice, site_pos)
     # an atom on a dropped cluster (stray, or the minority species of a mixed site) is on no site
     on_site = (s_idx >= 0) & keep_site[np.maximum(s_idx, 0)] & (dist <= r_cluster)
-    new_lat, offsets, rms = refine(s_idx, cell_n, on_site)
+    new_lat, offsets, rms = refine(s_idx, cell_n, on_site, final=True)
     if abs(np.linalg.det(new_lat)) > 1e-3:
         lattice = new_lat
         site_pos[used] = offsets @ np.linalg.inv(lattice)
@@ -247,8 +252,12 @@ def fit_sites(rel: np.ndarray, nums: np.ndarray, by_centre: np.ndarray, elements
     counts_used = np.bincount(s_idx[on_site], minlength=len(site_pos))[used]
     prim_frac = site_pos[used] - np.floor(site_pos[used])
     prim_z = site_z_a[used]
-    slots = np.column_stack([s_idx[on_site], np.rint(cell_n[on_site]).astype(np.int64)])
-    per_slot = float(len(slots) / max(1, len(np.unique(slots, axis=0))))
+    # one integer key per (site, cell) place: 13 bits per cell index (a particle spans far
+    # fewer than 4096 cells), the site index above them
+    cells_on = np.clip(np.rint(cell_n[on_site]).astype(np.int64) + 4096, 0, 8191)
+    keys = ((s_idx[on_site].astype(np.int64) << 39) | (cells_on[:, 0] << 26) | (cells_on[:, 1] << 13)
+            | cells_on[:, 2])
+    per_slot = float(len(keys) / max(1, len(np.unique(keys))))
     n_anti = int(site_count[minority].sum())
     _, comp = np.unique(nums, return_counts=True)
     random_share = 1.0 - float(np.sum((comp / n) ** 2))
