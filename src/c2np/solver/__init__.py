@@ -62,8 +62,8 @@ every tolerance in one frozen :class:`SolverSettings` (details and limits in
 11. *Ranked answers* (:mod:`~c2np.solver.ranking`, ``solve(..., top_k=K)``).
 
 Where the first search (translations up to 16 Å) finds no lattice, :mod:`~c2np.solver.reach`
-searches up to 0.56 x the particle's diameter, then with the match rule of a defective
-particle. The site fit reports the particle's mean lattice, its spread across the particle
+searches with the rules of a strained or defective particle, then up to 0.56 x the
+particle's diameter. The site fit reports the particle's mean lattice, its spread across the particle
 (which sets the lowest symmetry tolerance) and the degree of chemical order.
 
 Independent of the particle's position, orientation and atom order (up to floating-point

@@ -1,7 +1,7 @@
 """How long a lattice translation a particle can show, and the search passes of the solver:
 the first one (translations up to ``max_translation_angstrom``), then, where it gives no
-answer or a doubtful one, a pass for defective particles, and passes up to the particle's
-supported reach."""
+answer or a doubtful one, a pass for strained or defective particles, and passes up to the
+particle's supported reach."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ class LatticePass:
         cands: its candidate translations.
         scale: its neighbour scale (probe atoms).
         settings: the settings it ran with (the next steps use them too).
-        kind: "standard", "defective particle", "long translations" or "long translations,
-            defective particle".
+        kind: "standard", "strained or defective particle", "long translations" or "long
+            translations, strained or defective particle".
         longest_tried_angstrom: longest candidate translation of the passes run so far (Å).
     """
 
@@ -89,15 +89,16 @@ def longest_candidate_angstrom(cands: CandidateTranslations) -> float:
 
 
 def search_passes(frame: ParticleFrame, settings: SolverSettings) -> list[SearchPass]:
-    """The passes, in order: as configured; with the match fractions of a defective particle
-    (vacancies: a true translation lands on an atom for only ~1 - vacancy share of the
-    images, and a few long pseudo-translations may pass the strict rule instead); and, where
+    """The passes, in order: as configured; for a strained or defective particle (the match
+    fractions of vacancies: a true translation lands on an atom for only ~1 - vacancy share
+    of the images, and a few long pseudo-translations may pass the strict rule instead; and a
+    residual that may grow with the translation's length by the strain allowance); and, where
     the particle supports translations longer than ``max_translation_angstrom``, both again
     up to that reach with more probe atoms."""
-    defect = dict(match_fraction=settings.defect_match_fraction,
+    defect = dict(match_fraction=settings.defect_match_fraction, strain_allowance=settings.defect_strain_allowance,
                   prescreen_match_fraction=min(settings.prescreen_match_fraction,
                                                settings.defect_match_fraction - 0.15))
-    passes = [SearchPass("standard", settings), SearchPass("defective particle", replace(settings, **defect))]
+    passes = [SearchPass("standard", settings), SearchPass("strained or defective particle", replace(settings, **defect))]
     reach = supported_reach_angstrom(frame, settings)
     if reach > settings.max_translation_angstrom:
         probes = LONG_PASS_PROBE_FACTOR * settings.max_probe_atoms
@@ -105,7 +106,7 @@ def search_passes(frame: ParticleFrame, settings: SolverSettings) -> list[Search
                                 max_probe_atoms=max(settings.max_probe_atoms, probes),
                                 max_ref_probes=max(settings.max_ref_probes, probes))
         passes.append(SearchPass("long translations", long_settings))
-        passes.append(SearchPass("long translations, defective particle", replace(long_settings, **defect)))
+        passes.append(SearchPass("long translations, strained or defective particle", replace(long_settings, **defect)))
     return passes
 
 

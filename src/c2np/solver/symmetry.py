@@ -15,7 +15,7 @@ from c2np.solver.sites import SiteFit
 from c2np.solver.symmetry_finder import SymmetryDataset, find_symmetry, lattice_rotation_count
 
 #: The symmetry tolerance is at least this many times the spread of the local lattices.
-LATTICE_SPREAD_FACTOR = 1.5
+LATTICE_SPREAD_FACTOR = 3.0
 
 __all__ = [
     "SweepStep",
