@@ -234,3 +234,16 @@ def test_cli_says_what_a_noncrystal_is(tmp_path) -> None:  # type: ignore[no-unt
     out = CliRunner().invoke(build_app(), ["identify", str(path)])
     assert out.exit_code == 1
     assert "five-fold twinned, icosahedral" in out.output and "Traceback" not in out.output
+
+
+def test_strain_gradient_is_found_by_the_strained_pass() -> None:
+    """A relaxed particle's lattice varies smoothly (here a radial contraction growing as r^2):
+    a true translation's residual grows with its length, which the first pass reads as a
+    pseudo-translation; the pass for strained particles allows it."""
+    numbers, positions = _particle("CuAu", 12.0, 2)
+    rel = positions - positions.mean(axis=0)
+    r = np.linalg.norm(rel, axis=1)[:, None]
+    result = solve(numbers, rel * (1.0 - 0.02 * (r / 12.0) ** 2))
+    assert result.spacegroup == 123
+    assert result.diagnostics["lattice_pass"] == "strained or defective particle"
+    assert result.confidence >= 0.5
