@@ -95,10 +95,11 @@ def search_passes(frame: ParticleFrame, settings: SolverSettings) -> list[Search
     residual that may grow with the translation's length by the strain allowance); and, where
     the particle supports translations longer than ``max_translation_angstrom``, both again
     up to that reach with more probe atoms."""
-    defect = dict(match_fraction=settings.defect_match_fraction, strain_allowance=settings.defect_strain_allowance,
-                  prescreen_match_fraction=min(settings.prescreen_match_fraction,
-                                               settings.defect_match_fraction - 0.15))
-    passes = [SearchPass("standard", settings), SearchPass("strained or defective particle", replace(settings, **defect))]
+    def strained(base: SolverSettings) -> SolverSettings:
+        return replace(base, match_fraction=base.defect_match_fraction, strain_allowance=base.defect_strain_allowance,
+                       prescreen_match_fraction=min(base.prescreen_match_fraction, base.defect_match_fraction - 0.15))
+
+    passes = [SearchPass("standard", settings), SearchPass("strained or defective particle", strained(settings))]
     reach = supported_reach_angstrom(frame, settings)
     if reach > settings.max_translation_angstrom:
         probes = LONG_PASS_PROBE_FACTOR * settings.max_probe_atoms
@@ -106,7 +107,7 @@ def search_passes(frame: ParticleFrame, settings: SolverSettings) -> list[Search
                                 max_probe_atoms=max(settings.max_probe_atoms, probes),
                                 max_ref_probes=max(settings.max_ref_probes, probes))
         passes.append(SearchPass("long translations", long_settings))
-        passes.append(SearchPass("long translations, strained or defective particle", replace(long_settings, **defect)))
+        passes.append(SearchPass("long translations, strained or defective particle", strained(long_settings)))
     return passes
 
 

@@ -69,7 +69,7 @@ def spglib_number(lattice: np.ndarray, frac: np.ndarray, numbers: np.ndarray, *,
     before = os.environ.get("SPGLIB_WARNING")
     os.environ["SPGLIB_WARNING"] = "OFF"
     try:
-        ds = spglib.get_symmetry_dataset(cell, symprec=float(symprec_angstrom))
+        ds = spglib.get_symmetry_dataset(cell, symprec=float(symprec_angstrom))  # type: ignore[arg-type]
     except Exception:  # spglib raises its own error types for a degenerate cell: no group
         return None
     finally:
