@@ -30,8 +30,15 @@ __all__ = ["solve", "solve_particle"]
 
 _DEFAULT_SETTINGS = SolverSettings()
 
-#: An answer below this confidence is checked for five-fold twinning (never a space group).
+#: An answer below this confidence is checked for five-fold twinning (never a space group),
+#: and the next search pass is tried.
 NONCRYSTAL_CHECK_CONFIDENCE = 0.5
+#: The first pass's lattice is exact when its translations leave at most this many times the
+#: residual floor ``min_translation_tol_angstrom``.
+CLEAN_TRANSLATION_FACTOR = 10.0
+#: Confidence factor of an answer of a pass with a strain allowance: the allowance hides a
+#: distortion below it, so the group may be a pseudo-symmetric supergroup.
+STRAINED_PASS_FACTOR = 0.85
 
 
 def solve(numbers: np.ndarray, positions_angstrom: np.ndarray, *,
@@ -93,7 +100,11 @@ def _solve_frame(frame: ParticleFrame, settings: SolverSettings, *, top_k: int, 
             continue
         if best is None or result.confidence > best.confidence:
             best = result
-        if best.confidence >= NONCRYSTAL_CHECK_CONFIDENCE:
+        # an exact lattice (translations clean to the first pass's floor: an ideal carving) is
+        # the answer whatever its confidence: the later passes' looser rules could only take a
+        # pseudo-translation for a lattice vector
+        clean = found.accepted.rms_angstrom <= CLEAN_TRANSLATION_FACTOR * run.min_translation_tol_angstrom
+        if best.confidence >= NONCRYSTAL_CHECK_CONFIDENCE or (search_pass.kind == "standard" and clean):
             break
     if best is not None:
         return best
@@ -116,10 +127,16 @@ def _answer(frame: ParticleFrame, lattice_pass: LatticePass, *, top_k: int, t_st
     if check.refusal is not None:
         raise C2NPNoAnswerError(f"solver input: the answer ({symmetry.spacegroup}) does not reproduce the "
                                 f"particle: {check.refusal}")
-    ranked = rank_candidates(sites.lattice_angstrom, symmetry, conf.value * check.factor, k=top_k,
-                             tolerances=settings.symprec_sweep_angstrom)
+    ranked = rank_candidates(sites.lattice_angstrom, symmetry, _confidence_value(conf, check, settings),
+                             k=top_k, tolerances=settings.symprec_sweep_angstrom)
     return _result(frame, cands, found, lattice, sites, symmetry, conf, lattice_pass=lattice_pass,
                    check=check, ranked=ranked, t_start=t_start)
+
+
+def _confidence_value(conf: Confidence, check: Verification, settings: SolverSettings) -> float:
+    """The reported confidence: the product of the factors, the checks' factor, and
+    ``STRAINED_PASS_FACTOR`` for a lattice found with a strain allowance."""
+    return conf.value * check.factor * (STRAINED_PASS_FACTOR if settings.strain_allowance > 0 else 1.0)
 
 
 def _verify(frame: ParticleFrame, sites: SiteFit, symmetry: SymmetryChoice) -> Verification:
@@ -193,7 +210,8 @@ def _result(frame: ParticleFrame, cands: CandidateTranslations, found: LatticeSe
     }
     return SolverResult(
         lattice=LatticeParameters(*lattice_parameters(std_lat)), spacegroup=int(number),
-        international=symbol, crystal_system=crystal_system(int(number)), confidence=conf.value * check.factor,
+        international=symbol, crystal_system=crystal_system(int(number)),
+        confidence=_confidence_value(conf, check, lattice_pass.settings),
         cell=cell, primitive_lattice_angstrom=np.array(sites.lattice_angstrom),
         symprec_angstrom=symmetry.symprec_angstrom, n_atoms=frame.n_atoms, diagnostics=diagnostics,
         lattice_spread_angstrom=float(sites.lattice_spread_angstrom), degree_of_order=float(sites.degree_of_order),
