@@ -218,6 +218,9 @@ def test_ranked_answers_library_and_cli(tmp_path) -> None:  # type: ignore[no-un
     assert "degree_of_order" in data and "lattice_spread_angstrom" in data
     text = runner.invoke(app, ["identify", str(path), "--top", "3"])
     assert text.exit_code == 0 and "ranked answers" in text.output
+    many = runner.invoke(app, ["identify", str(path), str(path), "--json", "--top", "2"])
+    assert many.exit_code == 0, many.output
+    assert all(1 <= len(item["candidates"]) <= 2 for item in json.loads(many.stdout))
 
 
 def test_cli_says_what_a_noncrystal_is(tmp_path) -> None:  # type: ignore[no-untyped-def]
