@@ -147,28 +147,41 @@ def load_pool(folder: str | Path) -> GeneratorPool:
     """A pool written by :func:`save_pool`; a malformed ``pool.json`` or member folder is one
     :class:`~c2np.errors.C2NPInputError` naming the file and the problem."""
     p = Path(folder)
-    path = p / POOL_FILE
-    try:
-        doc: Any = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise C2NPInputError(f"{path}: not a generator pool ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("kind") != POOL_KIND:
-        raise C2NPInputError(f"{path}: not a generator pool (kind must be {POOL_KIND!r})")
-    names, rule = doc.get("members"), doc.get("rule")
-    if not (isinstance(names, list) and all(isinstance(n, str) and n and "/" not in n and not n.startswith(".")
-                                            for n in names)):
-        raise C2NPInputError(f"{path}: 'members' must be a list of member folder names")
-    if not isinstance(rule, dict):
-        raise C2NPInputError(f"{path}: 'rule' must be an object")
-    try:
-        pool_rule = PoolRule(**rule)
-    except TypeError as exc:
-        raise C2NPInputError(f"{path}: 'rule' is not a pool rule of this version ({exc})") from exc
-    return GeneratorPool([(n, load_generator(p / MEMBERS_DIR / n)) for n in names], pool_rule)
+    doc = read_pool_doc(p)
+    return GeneratorPool([(n, load_generator(p / MEMBERS_DIR / n)) for n in doc["members"]],
+                         PoolRule(**doc["rule"]))
+
+
+#: Most members of one pool.
+MAX_MEMBERS = 64
+
+#: The schema (:mod:`c2np.structured`) of ``pool.json``.
+POOL_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["kind", "members", "rule"], "additionalProperties": False,
+    "properties": {
+        "kind": {"const": POOL_KIND},
+        "members": {"type": "array", "minItems": 2, "maxItems": MAX_MEMBERS, "uniqueItems": True,
+                    "items": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[^./][^/]*$"}},
+        "rule": {"type": "object", "additionalProperties": False, "properties": {
+            f.name: {"type": "number", "minimum": 0} for f in dataclasses.fields(PoolRule)}},
+    },
+}
+
+
+def read_pool_doc(folder: str | Path) -> dict[str, Any]:
+    """A pool folder's ``pool.json``: a regular file inside the folder, read by the guarded
+    reader (:mod:`c2np.structured`) and checked against :data:`POOL_SCHEMA` (every problem
+    names the file and the field)."""
+    from c2np.models.runfiles import read_json
+
+    p = Path(folder)
+    return read_json(p / POOL_FILE, what="generator pool", folder=p, schema=POOL_SCHEMA)
 
 
 def load_inverse_generator(folder: str | Path) -> CrystalGenerator | GeneratorPool:
     """A generator folder (:func:`~c2np.models.inverse.io.load_generator`) or a pool folder
     (:func:`load_pool`, recognised by its ``pool.json``)."""
+    import os
+
     p = Path(folder)
-    return load_pool(p) if (p / POOL_FILE).is_file() else load_generator(p)
+    return load_pool(p) if os.path.lexists(p / POOL_FILE) else load_generator(p)
