@@ -113,18 +113,18 @@ def test_pool_folder_round_trip_and_malformed_folders(tmp_path: Path) -> None:
     assert isinstance(load_inverse_generator(PRETRAINED / "diffcsp-inverse"), CrystalGenerator)
 
     doc = json.loads((out / POOL_FILE).read_text())
-    cases = [({**doc, "kind": "something else"}, "not a generator pool"),
-             ({**doc, "members": ["d", "../f"]}, "member folder names"),
-             ({**doc, "members": "d"}, "member folder names"),
-             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, "not a pool rule"),
-             ({**doc, "rule": {"symmetric_margin": -1}}, "symmetric_margin"),
+    cases = [({**doc, "kind": "something else"}, "pool.json: kind: 'something else' must be"),
+             ({**doc, "members": ["d", "../f"]}, r"pool.json: members\[1\]: '../f' does not match"),
+             ({**doc, "members": "d"}, "pool.json: members: 'd' is not a list"),
+             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, r"pool.json: rule: unexpected key\(s\) 'extra'"),
+             ({**doc, "rule": {"symmetric_margin": -1}}, "pool.json: rule.symmetric_margin: -1 is below the minimum 0"),
              ({**doc, "members": ["d", "missing"]}, "not a crystal generator folder")]
     for bad, msg in cases:
         (out / POOL_FILE).write_text(json.dumps(bad))
         with pytest.raises(C2NPInputError, match=msg):
             load_pool(out)
     (out / POOL_FILE).write_text("{not json")
-    with pytest.raises(C2NPInputError, match="pool.json: not a generator pool"):
+    with pytest.raises(C2NPInputError, match="pool.json: the generator pool is not valid JSON"):
         load_pool(out)
     with pytest.raises(C2NPInputError, match="member name"):
         save_pool(tmp_path / "p2", [("../x", PRETRAINED / "diffcsp-inverse"), ("f", PRETRAINED / "flowmm-inverse")],

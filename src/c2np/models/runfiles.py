@@ -139,7 +139,7 @@ def read_weights(path: Path, *, device: str = "cpu", folder: str | os.PathLike[s
         return load_file(str(p), device=device)
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise C2NPInputError(f"{printable(p)}: damaged or foreign weights file ({type(exc).__name__}: "
-                             f"{shortened(str(exc).splitlines()[0] if str(exc) else '', 200)})") from None
+                             f"{clipped(str(exc).splitlines()[0] if str(exc) else '', 200)})") from None
 
 
 def check_model_size(build: Callable[[], Any], *, source: str) -> None:
@@ -156,7 +156,7 @@ def check_model_size(build: Callable[[], Any], *, source: str) -> None:
         raise C2NPInputError(f"{source}: {exc}") from None
     except (AssertionError, ArithmeticError, ValueError, RuntimeError, TypeError, IndexError) as exc:
         raise C2NPInputError(f"{source}: no network can be built from this config ({type(exc).__name__}: "
-                             f"{shortened(str(exc).splitlines()[0] if str(exc) else '', 200)})") from None
+                             f"{clipped(str(exc).splitlines()[0] if str(exc) else '', 200)})") from None
     tensors = [*net.parameters(), *net.buffers()]
     total = sum(t.numel() * t.element_size() for t in tensors)
     check_limit("weights_bytes", total, what=f"{source}: the network it declares")
@@ -171,7 +171,7 @@ def load_weights_into(model: Any, tensors: dict[str, Any], *, source: Path) -> N
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         detail = "; ".join(lines[1:4]) if len(lines) > 1 else (lines[0] if lines else "")
         raise C2NPInputError(f"{printable(source)}: the weights do not fit the model built from config.json "
-                             f"({shortened(detail, 400)})") from exc
+                             f"({clipped(detail, 400)})") from exc
 
 
 def read_torch(path: Path, *, what: str, folder: str | os.PathLike[str] | None = None) -> Any:
@@ -190,7 +190,7 @@ def read_torch(path: Path, *, what: str, folder: str | os.PathLike[str] | None =
             TypeError, KeyError, IndexError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise C2NPInputError(f"{printable(p)}: not a loadable {what} (only plain tensors are read; "
-                             f"{shortened(first, 200)})") from None
+                             f"{clipped(first, 200)})") from None
 
 
 def read_log(path: Path, *, columns: tuple[str, ...] | None,
@@ -238,5 +238,5 @@ def read_log(path: Path, *, columns: tuple[str, ...] | None,
                                          "whole number >= 0")
             rows.append(values)
     except csv.Error as exc:
-        raise C2NPInputError(f"{printable(p)}: cannot read the training log ({shortened(str(exc), 200)})") from None
+        raise C2NPInputError(f"{printable(p)}: cannot read the training log ({clipped(str(exc), 200)})") from None
     return rows

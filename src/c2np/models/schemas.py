@@ -141,7 +141,7 @@ RUN_META_SCHEMA: dict[str, Any] = {
 #: ``checkpoint/state.json`` (numbers may be NaN: a metric that failed is logged as NaN).
 STATE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["epoch", "step"],
-    "properties": {"epoch": _COUNT, "step": {"type": "integer", "minimum": 0, "maximum": 2**62},
+    "properties": {"epoch": {"type": "integer", **_COUNT}, "step": {"type": "integer", "minimum": 0, "maximum": 2**62},
                    "ema_updates": {"type": "integer", "minimum": 0, "maximum": 2**62},
                    "numpy_rng": {"type": "object", "required": ["bit_generator", "state"],
                                  "properties": {"bit_generator": {"const": "PCG64"},
@@ -156,7 +156,7 @@ STATE_SCHEMA: dict[str, Any] = {
 #: ``best/state.json``: the epoch kept as the best.
 BEST_STATE_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["epoch", "step"],
-    "properties": {"epoch": _COUNT, "step": {"type": "integer", "minimum": 0, "maximum": 2**62},
+    "properties": {"epoch": {"type": "integer", **_COUNT}, "step": {"type": "integer", "minimum": 0, "maximum": 2**62},
                    "key": {"type": "array", "maxItems": 100, "items": {"type": "number"}},
                    "selection": {"type": "array", "maxItems": 100, "items": _NAME}},
 }

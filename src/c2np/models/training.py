@@ -42,7 +42,7 @@ from c2np.models.runfiles import check_model_size, load_weights_into, read_json,
 from c2np.models.schemas import BEST_STATE_SCHEMA, PARTIAL_PREDICTIONS_RECORD_SCHEMA, STATE_SCHEMA
 from c2np.particle import Particle
 from c2np.sharding import check_shard_set, ids_sha256, shard_positions
-from c2np.terminal import printable, shortened
+from c2np.terminal import clipped, printable
 
 __all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
@@ -505,7 +505,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
             raise
         except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
             raise C2NPInputError(f"{printable(ck)}: optimizer, random or training state does not fit this run "
-                                 f"({type(exc).__name__}: {shortened(str(exc), 200)})") from None
+                                 f"({type(exc).__name__}: {clipped(str(exc), 200)})") from None
         best = dict(st.get("best") or {})
         log = [r for r in _read_log(run / "log.csv") if r["epoch"] <= epoch]
     else:

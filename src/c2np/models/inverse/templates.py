@@ -226,7 +226,7 @@ def load_templates(folder: str | Path) -> list[CellTemplate] | None:
     from c2np.models.runfiles import member
     from c2np.models.schemas import TEMPLATES_SCHEMA
     from c2np.structured import read_json
-    from c2np.terminal import printable, shortened
+    from c2np.terminal import clipped, printable
 
     path = Path(folder) / TEMPLATES_FILE
     if not os.path.lexists(path):
@@ -235,4 +235,4 @@ def load_templates(folder: str | Path) -> list[CellTemplate] | None:
     try:
         return [CellTemplate.from_dict(d) for d in doc]
     except (ValueError, KeyError, TypeError, IndexError) as exc:
-        raise C2NPInputError(f"{printable(path)}: not a templates file ({shortened(str(exc), 200)})") from None
+        raise C2NPInputError(f"{printable(path)}: not a templates file ({clipped(str(exc), 200)})") from None
