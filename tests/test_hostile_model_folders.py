@@ -454,3 +454,81 @@ def test_any_value_in_a_run_config_loads_or_is_one_input_error(run_folder: Path,
         read_run_meta(run_folder)
     except C2NPInputError as exc:
         assert str(exc).startswith(str(path)) and "\n" not in str(exc) and len(str(exc)) < 700
+
+
+# --- resuming a run (train --resume) ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, object]:
+    from c2np.models.config import get_config
+    from c2np.models.data import InMemoryDataset, demo_cells
+    from c2np.models.training import train
+
+    torch.set_num_threads(1)
+    ds = InMemoryDataset([demo_cells()[0]], "paper", radii_angstrom=[6, 8])
+    tiny = get_config("tiny")
+    cfg = tiny.__class__(**{**tiny.to_dict(), "steps_per_epoch": 2, "n_val": 2, "epochs": 1})
+    folder = tmp_path_factory.mktemp("trained") / "r"
+    train(ds, "sitescore", "inverse", cfg, folder, seed=0, progress=False)
+    return folder, ds, cfg
+
+
+def _state(edit: Edit) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        path = run / "checkpoint" / "state.json"
+        _write_json(path, json.loads(path.read_text()), edit)
+    return damage
+
+
+def _fifo(name: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        (run / name).unlink()
+        os.mkfifo(run / name)
+    return damage
+
+
+@pytest.mark.parametrize("damage, words", [
+    (_fifo("log.csv"), "log.csv: training log is not a regular file"),
+    (_fifo("checkpoint/optim.pt"), "optim.pt: optimizer state is not a regular file"),
+    (_fifo("checkpoint/state.json"), "state.json: training state is not a regular file"),
+    (_state(_set("numpy_rng.bit_generator", "MT19937")),
+     r"state.json: numpy_rng.bit_generator: 'MT19937' must be 'PCG64'"),
+    (_state(_set("numpy_rng.state.state", -1)), r"state.json: numpy_rng.state.state: -1 is below the minimum 0"),
+    (_state(_set("ema_updates", "many")), r"state.json: ema_updates: 'many' is not an integer"),
+    (_state(_set("epoch", 10**30)), r"state.json: epoch: 1000000000000000000000000000000 is above the maximum"),
+])
+def test_hostile_files_when_resuming(trained: tuple, tmp_path: Path, damage: Callable[[Path], None],
+                                     words: str) -> None:
+    from c2np.models.training import train
+
+    folder = tmp_path / "copy"
+    shutil.copytree(trained[0], folder)
+    damage(folder)
+    t0 = time.monotonic()
+    with pytest.raises(C2NPInputError, match=words):
+        train(trained[1], "sitescore", "inverse", trained[2], folder, progress=False, resume=True, epochs=2)
+    assert time.monotonic() - t0 < 20
+
+
+def test_an_optimizer_file_beyond_the_weights_limit(trained: tuple, tmp_path: Path) -> None:
+    from c2np.models.runfiles import check_weights_header
+    from c2np.models.training import train
+
+    folder = tmp_path / "copy"
+    shutil.copytree(trained[0], folder)
+    weights = check_weights_header(folder / "checkpoint" / "model.safetensors")
+    assert (folder / "checkpoint" / "optim.pt").stat().st_size > 2 * weights  # Adam: two moments per weight
+    with limits.override(weights_bytes=weights + 100), \
+            pytest.raises(C2NPLimitError, match="optim.pt: .* exceeds the limit weights_bytes"):
+        train(trained[1], "sitescore", "inverse", trained[2], folder, progress=False, resume=True, epochs=2)
+
+
+# --- other JSON read by c2np: catalog documents, store manifests, verification stamps -------------------
+def test_deep_nesting_in_other_json_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
+    from c2np.catalog.records import parse_catalog_document
+    from c2np.store_manifest import _schema_of
+
+    with pytest.raises(C2NPInputError, match="cat.json: catalog file is not valid JSON: nested deeper"):
+        parse_catalog_document("[" * 100_000, source="cat.json")
+    deep = tmp_path / "store.json"
+    deep.write_text("[" * 100_000)
+    assert _schema_of(deep) is None
