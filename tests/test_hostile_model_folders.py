@@ -369,6 +369,15 @@ def test_predict_on_a_hostile_folder_is_one_line_exit_2(run_folder: Path, gen_fo
     assert not (tmp_path / "p.csv").exists()
 
 
+def test_the_weights_limit_is_a_root_flag(run_folder: Path, cells: Path, tmp_path: Path) -> None:
+    res = runner.invoke(build_app(), ["--limit", "weights_bytes=1000", "predict", "--run", str(run_folder),
+                                      "--cells", str(cells), "--radii", "6", "--split", "ood", "-o",
+                                      str(tmp_path / "p.csv")])
+    assert res.exit_code == 2, res.output
+    assert re.search(r"config.json: config: the network it declares: .* bytes exceeds the limit weights_bytes = 1,000;"
+                     r" raise it with `c2np --limit weights_bytes=N", _one_line(res.output)), res.output
+
+
 def test_predict_on_a_fifo_config_ends_at_once(run_folder: Path, cells: Path, tmp_path: Path) -> None:
     (run_folder / "config.json").unlink()
     os.mkfifo(run_folder / "config.json")
