@@ -186,13 +186,17 @@ def _safetensors(path: Path, header: dict, data_bytes: int) -> None:
 ])
 def test_hostile_safetensors_header_is_refused_before_reading(run_folder: Path, header: dict, data_bytes: int,
                                                               words: str) -> None:
+    import resource
+
     from c2np.models.training import load_run
 
     _safetensors(run_folder / "best" / "model.safetensors", header, data_bytes)
     t0 = time.monotonic()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     with pytest.raises(C2NPInputError, match=words):
         load_run(run_folder)
     assert time.monotonic() - t0 < 10
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 500_000  # no 10 GB read
 
 
 def test_a_header_longer_than_the_file_is_refused(tmp_path: Path) -> None:
@@ -369,7 +373,9 @@ def test_predict_on_a_hostile_folder_is_one_line_exit_2(run_folder: Path, gen_fo
     assert not (tmp_path / "p.csv").exists()
 
 
-def test_the_weights_limit_is_a_root_flag(run_folder: Path, cells: Path, tmp_path: Path) -> None:
+def test_the_weights_limit_is_a_root_flag(run_folder: Path, cells: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(limits.ENV_VAR, "")  # restored after the test: --limit writes it
     res = runner.invoke(build_app(), ["--limit", "weights_bytes=1000", "predict", "--run", str(run_folder),
                                       "--cells", str(cells), "--radii", "6", "--split", "ood", "-o",
                                       str(tmp_path / "p.csv")])
