@@ -9,10 +9,14 @@ Commands (each takes ``--help``):
 * ``compare``: two task-1 results files of the same predictions (the previous and this version
   of the scorer): every per-sample value must be identical except the matched RMSD where a
   file reports it as uncertified (then both must respect both certified bounds); prints the
-  largest change and exits 1 when anything else differs.
+  largest change and exits 1 when anything else differs;
+* ``score``: ``c2np evaluate`` of one predictions file with this version and with the ``src``
+  of an earlier checkout (the reference), in turns: wall and CPU seconds side by side as
+  ratios, and the two results compared as ``compare`` does.
 
     PYTHONPATH=src python benchmarks/evaluation_speed.py predictions STORE OUT_DIR [--models ball,carve]
     PYTHONPATH=src python benchmarks/evaluation_speed.py compare OLD.json NEW.json
+    PYTHONPATH=src python benchmarks/evaluation_speed.py score STORE PRED.h5 --split id --against /tmp/prev/src
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import statistics
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +141,66 @@ def compare_main(argv: list[str] | None = None) -> int:
     return int(bool(out["other_metrics_differing"]) or out["matched_rmsd_inconsistent"] > 0)
 
 
+# --- score: c2np evaluate, this version against an earlier one -----------------------------------
+def _evaluate_once(src: Path, args: argparse.Namespace, out: Path) -> tuple[float, float]:
+    """Wall and CPU seconds (the child's, workers included) of one ``c2np evaluate`` run with
+    ``c2np`` imported from ``src``, results written to ``out``."""
+    import resource
+    import subprocess
+
+    cmd = [sys.executable, "-m", "c2np", "evaluate", "--store", args.store, "--task", "forward",
+           "--predictions", args.predictions, "--split", args.split, "--per-group", str(args.per_group),
+           "--workers", str(args.workers), "--no-progress", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        raise SystemExit(f"c2np evaluate with {src} failed ({r.returncode}): {r.stderr.strip()[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def score_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Time c2np evaluate of one task-1 predictions file with this "
+                                 "version and with the src folder of an earlier checkout (the reference), "
+                                 "in turns, and compare their results sample by sample.")
+    ap.add_argument("store")
+    ap.add_argument("predictions")
+    ap.add_argument("--against", required=True, metavar="DIR", help="src folder of an earlier checkout")
+    ap.add_argument("--split", default="id")
+    ap.add_argument("--per-group", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    versions = {"earlier": Path(args.against).resolve(), "this": Path(__file__).resolve().parents[1] / "src"}
+    times: dict[str, list[tuple[float, float]]] = {k: [] for k in versions}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.repeats):
+            order = list(versions) if rep % 2 == 0 else list(reversed(versions))
+            for name in order:
+                times[name].append(_evaluate_once(versions[name], args, Path(tmp) / f"{name}.json"))
+        docs = {k: json.loads((Path(tmp) / f"{k}.json").read_text()) for k in versions}
+    diff = compare(docs["earlier"], docs["this"])
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in times.items()}
+    print(f"c2np evaluate, {diff['samples']} samples, median of {args.repeats} (turns), {args.workers} worker(s)\n")
+    print("| version | wall s | CPU s | wall ratio | CPU ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for k in versions:
+        print(f"| {k} | {med[k][0]:.2f} | {med[k][1]:.2f} | {med[k][0] / med['earlier'][0]:.3f} "
+              f"| {med[k][1] / med['earlier'][1]:.3f} |")
+    print(f"\nmetrics differing (other than uncertified matched RMSD): {diff['other_metrics_differing'] or 'none'}; "
+          f"matched RMSD changed on {diff['matched_rmsd_changed']}, inconsistent on "
+          f"{diff['matched_rmsd_inconsistent']}")
+    return int(bool(diff["other_metrics_differing"]) or diff["matched_rmsd_inconsistent"] > 0)
+
 
 COMMANDS = {
     "predictions": (predictions_main, "baseline predictions files to score"),
     "compare": (compare_main, "two results files of the same predictions"),
+    "score": (score_main, "c2np evaluate, this version against an earlier one"),
 }
 
 
