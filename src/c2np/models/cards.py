@@ -24,7 +24,7 @@ from c2np.categories import CATEGORIES, PRIORS, ModelCategory, check_category, n
 from c2np.errors import C2NPInputError
 
 __all__ = ["CARD_FILE", "CARD_SCHEMA", "CARD_KIND", "TrainingRecord", "ModelCard", "read_card", "load_registry",
-           "default_pretrained_root", "configured_priors", "verify_card"]
+           "default_pretrained_root", "configured_priors", "file_digests", "verify_card", "card_document"]
 
 CARD_FILE = "model.yml"
 CARD_KIND = "c2np.model_card/1"
@@ -210,6 +210,15 @@ def _listed_files(folder: Path) -> list[str]:
             if rel != CARD_FILE:
                 out.append(rel)
     return sorted(out)
+
+
+def file_digests(folder: str | os.PathLike[str]) -> dict[str, str]:
+    """SHA-256 of every file of a model folder but its card, by path relative to the folder
+    (POSIX separators, sorted): the ``files`` block a card of that folder must hold."""
+    from c2np.fileio import file_sha256
+
+    f = Path(folder)
+    return {rel: file_sha256(f / rel) for rel in _listed_files(f)}
 
 
 def verify_card(card: ModelCard) -> list[str]:
