@@ -50,7 +50,7 @@ def collapsed(query: ForwardQuery, *, seed: int = 0) -> Particle:
 
 def shrunk(query: ForwardQuery, *, seed: int = 0) -> Particle:
     """A prediction of the wrong size: the random ball's atoms shrunk to 0.6 of the radius
-    (the matched RMSD's aligned path, docs/evaluation.md "Ninth pass")."""
+    (the matched RMSD's aligned path)."""
     ball = random_ball(query, seed=seed)
     return Particle(ball.numbers, 0.6 * ball.positions_angstrom)
 

@@ -1,6 +1,6 @@
 """CPU seconds per training step of each task-1 family, the previous code against this code,
-interleaved, with the check that both compute the same steps (issue 12: >= 20,000 steps per
-family).
+interleaved, with the check that both compute the same steps (the shipped task-1 runs take
+20,000 steps per family).
 
 A step is what ``c2np train`` does per batch: ``batch_loss`` on ``batch_size`` rows drawn by
 the run's numpy generator, then ``optimizer_step`` (backward, clipping, AdamW, schedule, EMA),
@@ -16,7 +16,7 @@ records their losses and the weights after them; then it times ``--steps`` more 
 the ratio previous / this, and the largest absolute difference of the check losses and of
 the weights after them between the versions (0 = bit-identical).
 
-    git archive b39716c src | tar -x -C /tmp/prev     # the previous code
+    git archive REV src | tar -x -C /tmp/prev     # the previous code (with the public batch_loss)
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice -n 10 python benchmarks/train_step_speed.py \\
         --store c2np_out/fit/store_paper.h5 --previous-src /tmp/prev/src
 

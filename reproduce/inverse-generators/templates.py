@@ -1,5 +1,5 @@
 """Write the space-group templates of a store's training cells into a generator folder
-(``templates.json``; c2np.models.inverse.templates, docs/models.md "Space-group templates").
+(``templates.json``; c2np.models.inverse.templates; decision record 0036).
 
     PYTHONPATH=src python reproduce/inverse-generators/templates.py out/strict.h5 pretrained/diffcsp-inverse
 

@@ -62,7 +62,7 @@ def load_examples(path: Path) -> list:
     out = []
     sp = np.r_[0, np.cumsum(z["n_species"])]
     at = np.r_[0, np.cumsum(z["n_atoms"])]
-    sg = z.get("spacegroup", np.zeros(len(z["scale"]), dtype=np.int64))    # caches before session 25: not known
+    sg = z.get("spacegroup", np.zeros(len(z["scale"]), dtype=np.int64))    # older caches: not known
     for i in range(len(z["scale"])):
         d = ParticleDescriptor(float(z["scale"][i]), z["hist"][i].copy(), z["slot_numbers"][i].copy(),
                                z["slot_fractions"][i].copy(), z["numbers"][sp[i]:sp[i + 1]].copy(),
@@ -119,7 +119,7 @@ def main() -> int:
     if args.spacegroup_condition:
         sgs = tuple(sorted({e.spacegroup for e in ex} - {0}))
         if not sgs:
-            print(f"{cache}: its training pairs carry no space groups (a cache written before session 25); "
+            print(f"{cache}: its training pairs carry no space groups (an older cache); "
                   "delete it or name another --cache", file=sys.stderr)
             return 2
         print(f"space-group condition: {list(sgs)}", flush=True)

@@ -1,5 +1,5 @@
 """Task 2 on the held-out materials of a protocol-strict store, through the harness:
-baselines and crystal generators, clean and perturbed (docs/inverse_results.md).
+baselines and crystal generators, clean and perturbed (docs/results/ablations_inverse.md).
 
     OMP_NUM_THREADS=1 nice -n 10 python reproduce/inverse-results/heldout.py out/strict.h5 \
         --generators pretrained/diffcsp-inverse,pretrained/flowmm-inverse --out out/inverse
@@ -18,8 +18,8 @@ the harness then scores only those rows), starting at row ``--offset``.
 ``--split training-materials``: instead of the held-out materials, the eval-subset rows of
 the store's *training* materials at every radius (:func:`c2np.tasks.training_material_rows`;
 never a held-out material, never the ``rot_0`` particle the models fit) — particles the
-held-out benchmark does not score, for choosing inference settings (docs/inverse_results.md,
-session 9). The baselines are fitted on the same training examples as always, so on these
+held-out benchmark does not score, for choosing inference settings (decision records 0035,
+0071). The baselines are fitted on the same training examples as always, so on these
 rows they are memorisation numbers.
 """
 
