@@ -368,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=sorted(COMMANDS), help="; ".join(f"{k}: {v[1]}" for k, v in COMMANDS.items()))
     ap.add_argument("args", nargs=argparse.REMAINDER, help="the command's own options (COMMAND --help)")
     a = ap.parse_args(argv)
+    sys.argv[0] = f"{ap.prog} {a.command}"     # the command's own usage line names it
     return int(COMMANDS[a.command][0](a.args) or 0)
 
 
