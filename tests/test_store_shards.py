@@ -22,7 +22,7 @@ from c2np.cli import build_app
 from c2np.errors import C2NPInputError, C2NPLimitError, C2NPStoreError
 from c2np.limits import override
 from c2np.store import DatasetStore, build_store, require_intact, verify_store
-from c2np.store_manifest import partition_materials, read_manifest, shard_file_name, sharded_fingerprint
+from c2np.store.manifest import partition_materials, read_manifest, shard_file_name, sharded_fingerprint
 from c2np.tasks import ForwardTask, InverseTask
 from helpers import perovskite
 
