@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import c2np.store as st
+import c2np.store.shards as st
 from c2np import hdf5_guard
 from c2np.errors import C2NPInputError, C2NPLimitError
 from c2np.fileio import file_sha256

@@ -9,10 +9,10 @@ from pathlib import Path
 import h5py
 import pytest
 
-from c2np import store as store_mod
-from c2np.store import stamps as store_stamps
 from c2np.errors import C2NPStoreError
 from c2np.store import DatasetStore, build_store, require_intact
+from c2np.store import stamps as store_stamps
+from c2np.store import verify as store_mod
 
 
 @pytest.fixture

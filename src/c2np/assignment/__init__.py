@@ -33,10 +33,37 @@ the k-d tree are ``_auction_kernels``, ``_grid_kernels`` and ``_tree_kernels``.
 
 from __future__ import annotations
 
-from c2np.assignment.grid import PointGrid, bounding_box, close_pairs, nearest_neighbours
-from c2np.assignment.result import FAR_REL_GAP, FAR_RMSD_ANGSTROM, AssignmentResult
-from c2np.assignment.solve import min_sq_assignment
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["AssignmentResult", "min_sq_assignment", "nearest_neighbours", "close_pairs", "PointGrid",
-           "bounding_box",
-           "FAR_RMSD_ANGSTROM", "FAR_REL_GAP"]
+# name -> the module that defines it (resolved on first use, PEP 562)
+_EXPORTS: dict[str, str] = {
+    "AssignmentResult": "c2np.assignment.result",
+    "min_sq_assignment": "c2np.assignment.solve",
+    "nearest_neighbours": "c2np.assignment.grid",
+    "close_pairs": "c2np.assignment.grid",
+    "PointGrid": "c2np.assignment.grid",
+    "bounding_box": "c2np.assignment.grid",
+    "FAR_RMSD_ANGSTROM": "c2np.assignment.result",
+    "FAR_REL_GAP": "c2np.assignment.result",
+}
+
+__all__ = [*_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from c2np.assignment.grid import PointGrid, bounding_box, close_pairs, nearest_neighbours
+    from c2np.assignment.result import FAR_REL_GAP, FAR_RMSD_ANGSTROM, AssignmentResult
+    from c2np.assignment.solve import min_sq_assignment
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'c2np.assignment' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

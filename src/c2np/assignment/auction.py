@@ -14,7 +14,6 @@ import numpy as np
 
 from c2np.assignment.grid import (
     KDTREE_LEAF_SIZE,
-    KDTREE_MIN_FAR_QUERIES,
     _far,
     _Grid,
     _kernels,
@@ -34,7 +33,7 @@ from c2np.assignment.result import (
 GRAPH_DEGREE = 16.0  # mean partners per point in the radius graph
 MIN_DEGREE = 3  # points with fewer partners get their 3 nearest
 ADD_K = 8  # pairs added per undercut row (its cheapest in c + p)
-MIN_BUDGET_POINTS = 500  # ... counted as at least this many more points (small sets)
+MIN_BUDGET_POINTS = 500  # the budget (solve.BIDS_PER_POINT per point) counts at least this many more points
 EPS0_COLD = 1.0  # first ε: this times the mean nearest-neighbour cost (Å²)
 EPS_MID = 1e-3  # end of the coarse stage: this times the median edge cost ...
 MEDIAN_SAMPLE = 4096  # ... of about this many edges (every k-th)
@@ -43,6 +42,8 @@ GIVE_UP_SHARE = 0.25  # more undercut rows than this after a fine stage: stop re
 EXHAUSTIVE_CELL_VISITS = 400  # per point: budget of exhaustive searches in a bound
 FAR_EARLY_EPS = 1.0 / 64.0  # far from the nearest neighbours alone: first check at this ε / ε0
 _SCALED_COST_MAX = 2.0 ** 50  # largest integer pair cost handed to the auction
+#: far queries from which a k-d tree is built for them (below, the grid's ring search)
+KDTREE_MIN_FAR_QUERIES = 64
 
 
 def _sparse_assignment(small: np.ndarray, large: np.ndarray, d1: np.ndarray, *,

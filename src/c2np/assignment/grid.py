@@ -15,8 +15,6 @@ __all__ = ["PointGrid", "nearest_neighbours", "close_pairs", "bounding_box"]
 
 #: points per leaf of the k-d tree of the far queries (measured: 8-16 equally fast)
 KDTREE_LEAF_SIZE = 8
-#: far queries from which a k-d tree is built for them (below, the grid's ring search)
-KDTREE_MIN_FAR_QUERIES = 64
 #: a query whose cell has no point within this many cells (Chebyshev) goes to the k-d tree
 FAR_EMPTY_REACH = 1
 
