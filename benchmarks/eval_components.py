@@ -38,7 +38,8 @@ def _cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
 def sample_steps(scorer: Any, row: int, zp: np.ndarray, xp: np.ndarray) -> dict[str, float]:
     """CPU ms of each step of scoring one sample (see the module docstring)."""
     from c2np.assignment import PointGrid, close_pairs, min_sq_assignment, nearest_neighbours
-    from c2np.metrics import _matching_size, hull_volume_angstrom3, pair_distance_counts
+    from c2np.metrics import hull_volume_angstrom3, pair_distance_counts
+    from c2np.metrics.matching import _matching_size
 
     ms: dict[str, float] = collections.defaultdict(float)
     ms["summary / 8"], summary = _cpu(lambda: scorer.summary(row))

@@ -1,11 +1,11 @@
 """Ways to compute the exact pair histogram's candidate loop, ns per candidate pair
 (issue 15; docs/evaluation.md, "Seventh pass").
 
-Every variant sweeps the same column layout (``c2np.metrics._column_layout``) of the six
+Every variant sweeps the same column layout (``c2np.metrics.pair_histogram._column_layout``) of the six
 R = 30 predictions of ``metrics_speed.quality_cases`` and must return the library's counts
 (checked before timing). Variants:
 
-- ``library``: this version (``c2np._pair_kernels.pair_sweep``): two passes, the run's
+- ``library``: this version (``c2np.metrics._pair_kernels.pair_sweep``): two passes, the run's
   coordinates as slices, two bins per increment of a bin-pair table.
 - ``library, one bin per increment``: the same with the bin-pair table off.
 - ``pair_distance_counts``: the library function, i.e. the kernel plus the column layout
@@ -289,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import os
 
-    from c2np import metrics
-    from c2np.metrics import EDGE_SNAP_ANGSTROM, RDF_N_BINS, RDF_R_MAX_ANGSTROM, _column_layout
+    from c2np.metrics import RDF_N_BINS, RDF_R_MAX_ANGSTROM
+    from c2np.metrics import pair_histogram as metrics
+    from c2np.metrics.pair_histogram import EDGE_SNAP_ANGSTROM, _column_layout
     from metrics_speed import perovskite, quality_cases
 
     r, n_bins, snap = RDF_R_MAX_ANGSTROM, RDF_N_BINS, EDGE_SNAP_ANGSTROM
