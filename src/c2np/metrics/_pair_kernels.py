@@ -1,4 +1,4 @@
-"""Compiled pair-distance sweep of :func:`c2np.metrics.pair_distance_counts` (numba).
+"""Compiled pair-distance sweep of :func:`c2np.metrics.pair_histogram.pair_distance_counts` (numba).
 
 Imported on the first histogram (it imports numba); the machine code is cached on disk
 beside this file (or in ``NUMBA_CACHE_DIR``) where a cache folder is writable.
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from c2np._assignment_kernels import _jit
+from c2np._jit import _jit
 
 
 @_jit

@@ -48,7 +48,7 @@ def stamps_enabled() -> bool:
 def code_digest() -> str:
     """SHA-256 over the source files of the installed c2np package (names and bytes, in
     sorted order): any change of the code that carves or checks a store changes it."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the c2np package folder
     h = hashlib.sha256()
     for p in sorted(root.rglob("*.py")):
         h.update(str(p.relative_to(root)).encode())
