@@ -12,7 +12,7 @@ atoms dropped. Also times ``evaluate_forward`` end to end on eval subsets.
 
 Cost against prediction quality (``bench_quality``): the same R = 30 reference scored
 against a good prediction, a noisy one, the random-ball baseline, a shifted, a collapsed
-(since session 11 a failed sample: denser than the ``prediction_neighbours`` limit), the
+(a failed sample: denser than the ``prediction_neighbours`` limit), the
 random ball shrunk to 0.6 R, a doubled prediction and the random ball with 2x and 4x the atoms
 (twice and four times the density), with the matched RMSD of this version (``c2np.assignment``:
 auction + LP-duality certificate) and of the previous one (LAPJVsp on a k-NN graph, kept
