@@ -301,40 +301,50 @@ def test_hostile_templates_file(gen_folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def pool_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def pool_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding two generator folders ``d`` and ``f`` and the pool ``pool`` naming them."""
     from c2np.models.inverse.pool import PoolRule, save_pool
 
-    folder = tmp_path_factory.mktemp("pool") / "pool"
-    save_pool(folder, [("d", PRETRAINED / "diffcsp-inverse"), ("f", PRETRAINED / "flowmm-inverse")], PoolRule())
-    return folder
+    base = tmp_path_factory.mktemp("pool")
+    for name, src in (("d", "diffcsp-inverse"), ("f", "flowmm-inverse")):
+        shutil.copytree(PRETRAINED / src, base / name)
+    save_pool(base / "pool", [("d", base / "d"), ("f", base / "f")], PoolRule())
+    return base
+
+
+def _pool_copy(pool_base: Path, tmp_path: Path) -> Path:
+    shutil.copytree(pool_base, tmp_path / "b")
+    return tmp_path / "b" / "pool"
 
 
 @pytest.mark.parametrize("raw, words", [
-    ('{"kind": "c2np.generator_pool/1", "members": ["d", "f"], "rule": {"symmetric_margin": NaN}}',
+    ('{"kind": "c2np.generator_pool/2", "members": [], "rule": {"symmetric_margin": NaN}}',
      "finite numbers only"),
-    ('{"kind": "c2np.generator_pool/1", "members": ["d", "f"], "rule": {"symmetric_margin": "0.1"}}',
+    ('{"kind": "c2np.generator_pool/2", "members": [], "rule": {"symmetric_margin": "0.1"}}',
      r"rule.symmetric_margin: '0.1' is not a number"),
     ('{"kind": "c2np.generator_pool/1", "members": ' + json.dumps([f"m{i}" for i in range(1000)])
      + ', "rule": {}}', r"members: 1,000 items; at most 64 allowed"),
-    ('{"kind": "c2np.generator_pool/1", "members": ["d", "d"], "rule": {}}', r"members: holds an item twice"),
+    ('{"kind": "c2np.generator_pool/2", "rule": {}, '
+     '"members": [{"name": "d", "path": "../d", "config": {"batch": 0}}]}',
+     r"members\[0\].config.batch: 0 is below the minimum 1"),
+    ('{"kind": "c2np.generator_pool/2", "rule": {}, "members": [{"name": "d", "path": "' + "x" * 10**6 + '"}]}',
+     r"members\[0\].path: 'xxx.*\(1,000,002 characters\) is longer than 4096"),
     ("[" * 100_000, "nested deeper"),
 ])
-def test_hostile_pool_file(pool_folder: Path, tmp_path: Path, raw: str, words: str) -> None:
+def test_hostile_pool_file(pool_base: Path, tmp_path: Path, raw: str, words: str) -> None:
     from c2np.models.inverse.pool import load_inverse_generator
 
-    folder = tmp_path / "p"
-    shutil.copytree(pool_folder, folder)
+    folder = _pool_copy(pool_base, tmp_path)
     (folder / "pool.json").write_text(raw)
     with pytest.raises(C2NPInputError, match=words) as err:
         load_inverse_generator(folder)
     assert str(err.value).startswith(str(folder / "pool.json"))
 
 
-def test_a_fifo_pool_file_is_refused(pool_folder: Path, tmp_path: Path) -> None:
+def test_a_fifo_pool_file_is_refused(pool_base: Path, tmp_path: Path) -> None:
     from c2np.models.inverse.pool import load_inverse_generator
 
-    folder = tmp_path / "p"
-    shutil.copytree(pool_folder, folder)
+    folder = _pool_copy(pool_base, tmp_path)
     (folder / "pool.json").unlink()
     os.mkfifo(folder / "pool.json")
     t0 = time.monotonic()
@@ -540,7 +550,7 @@ def test_an_optimizer_file_beyond_the_weights_limit(trained: tuple, tmp_path: Pa
 # --- other JSON read by c2np: catalog documents, store manifests, verification stamps -------------------
 def test_deep_nesting_in_other_json_is_refused_not_a_recursion_error(tmp_path: Path) -> None:
     from c2np.catalog.records import parse_catalog_document
-    from c2np.store_manifest import _schema_of
+    from c2np.store.manifest import _schema_of
 
     with pytest.raises(C2NPInputError, match="cat.json: catalog file is not valid JSON: nested deeper"):
         parse_catalog_document("[" * 100_000, source="cat.json")

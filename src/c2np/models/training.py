@@ -44,7 +44,7 @@ from c2np.particle import Particle
 from c2np.sharding import check_shard_set, ids_sha256, shard_positions
 from c2np.terminal import clipped, printable
 
-__all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
+__all__ = ["build_model", "batch_loss", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
            "reference_fidelity", "validation_rows", "query_items", "batch_seed", "batch_shard_positions",
            "merge_predictions", "PARTIAL_PREDICTIONS_SCHEMA", "read_run_meta", "checked_config"]
@@ -137,7 +137,7 @@ def _material(store: Any, row: int) -> str:
     return store.recipes.materials[int(store.recipes.material_index[row])]
 
 
-def _batch_loss(model: Any, store: Any, rows: np.ndarray, g: Any) -> tuple[Any, dict[str, float]]:
+def batch_loss(model: Any, store: Any, rows: np.ndarray, g: Any) -> tuple[Any, dict[str, float]]:
     """Loss on recipe ``rows``: task 1 gets conditions + target particles, task 2 particles +
     lattice targets."""
     particles = [store.particle(int(r)) for r in rows]
@@ -531,7 +531,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
             rows = rng.choice(data.train, size=cfg.batch_size, replace=len(data.train) < cfg.batch_size)
             if set_progress is not None:
                 set_progress(step, total_steps)
-            loss, _ = _batch_loss(model, store, rows, g)
+            loss, _ = batch_loss(model, store, rows, g)
             try:
                 info = optimizer_step(model, loss, opt, sched, ema, grad_clip=cfg.grad_clip)
             except FloatingPointError as exc:
@@ -546,7 +546,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
             model.eval()
             with torch.no_grad():
                 vg = generator(seed + 12345, model)
-                val = [float(_batch_loss(model, store, chunk, vg)[0].item())
+                val = [float(batch_loss(model, store, chunk, vg)[0].item())
                        for chunk in _chunks(val_rows, cfg.batch_size)]
             fid = fidelity(model, store, fid_rows, seed=seed + 999)
             model.train()
