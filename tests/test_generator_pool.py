@@ -123,16 +123,19 @@ def test_pool_folder_round_trip_and_malformed_folders(tmp_path: Path) -> None:
     (tmp_path / "outside").mkdir()
     (tmp_path / "outside" / "x").symlink_to(d)      # a link that leads out of the members root
     m0 = doc["members"][0]
-    cases = [({**doc, "kind": "something else"}, "not a generator pool"),
+    cases = [({**doc, "kind": "something else"}, "pool.json: kind: 'something else' is not one of"),
              ({**doc, "members": [m0, {"name": "../f", "path": "../f"}]}, "plain 'name'"),
-             ({**doc, "members": "d"}, "must be a list"),
+             ({**doc, "members": "d"}, "pool.json: members: 'd' is not a list"),
              ({**doc, "members": [m0, {"name": "f", "path": str(f)}]}, "must be relative"),
              ({**doc, "members": [m0, {"name": "f", "path": "../../f"}]}, "leads outside"),
              ({**doc, "members": [m0, {"name": "f", "path": "../missing"}]}, "does not exist"),
              ({**doc, "members": [{**m0, "config": {"hidden": 8}}]}, "may not override"),
-             ({**doc, "members": [{**m0, "config": {"no_such_field": 1}}]}, "does not know"),
-             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, "not a pool rule"),
-             ({**doc, "rule": {"symmetric_margin": -1}}, "symmetric_margin")]
+             ({**doc, "members": [{**m0, "config": {"no_such_field": 1}}]},
+               r"pool.json: members\[0\].config: unexpected key\(s\) 'no_such_field'"),
+             ({**doc, "members": [{**m0, "config": {"n_samples": "5"}}]},
+               r"pool.json: members\[0\].config.n_samples: '5' is not an integer"),
+             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, r"pool.json: rule: unexpected key\(s\) 'extra'"),
+             ({**doc, "rule": {"symmetric_margin": -1}}, "pool.json: rule.symmetric_margin: -1 is below the minimum 0")]
     for bad, msg in cases:
         (out / POOL_FILE).write_text(json.dumps(bad))
         with pytest.raises(C2NPInputError, match=msg):
@@ -150,7 +153,7 @@ def test_pool_folder_round_trip_and_malformed_folders(tmp_path: Path) -> None:
     with pytest.raises(C2NPInputError, match="not a regular file"):
         load_pool(out)
     (out / POOL_FILE).write_text("{not json")
-    with pytest.raises(C2NPInputError, match="pool.json: not a generator pool"):
+    with pytest.raises(C2NPInputError, match="pool.json: the generator pool is not valid JSON"):
         load_pool(out)
     with pytest.raises(C2NPInputError, match="member name"):
         save_pool(tmp_path / "p2", [("../x", d), ("f", f)], PoolRule())

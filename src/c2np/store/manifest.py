@@ -221,8 +221,10 @@ def _schema_of(path: Path) -> Any:
 
     if path.stat().st_size > effective("manifest_bytes"):
         return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    from c2np.structured import parse_json
+
+    try:  # the guarded parser: nesting or a huge integer is a refusal, never a RecursionError
+        doc = parse_json(path.read_text(encoding="utf-8"), source=str(path), finite=False)
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return doc.get("schema") if isinstance(doc, dict) else None

@@ -80,7 +80,9 @@ def has_stamp(key: str, fingerprint: str) -> bool:
     try:
         if not p.is_file() or p.stat().st_size > 65536:
             return False
-        data = json.loads(p.read_text(encoding="utf-8"))
+        from c2np.structured import parse_json
+
+        data = parse_json(p.read_text(encoding="utf-8"), source=str(p))  # never a RecursionError
     except (OSError, ValueError):
         return False
     return isinstance(data, dict) and data.get("key") == key and data.get("fingerprint") == fingerprint

@@ -38,6 +38,7 @@ from c2np.models.inverse.ranking import particle_pair_profile
 from c2np.particle import Particle
 from c2np.particle_descriptor import ParticleDescriptor, describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
+from c2np.terminal import printable
 
 __all__ = ["PoolRule", "PoolMember", "GeneratorPool", "POOL_FILE", "POOL_KIND", "save_pool", "load_pool",
            "read_pool_members", "resolve_member_folder", "load_inverse_generator"]
@@ -253,26 +254,45 @@ def load_pool(folder: str | Path, *, members_root: str | Path | None = None) -> 
     :class:`~c2np.errors.C2NPInputError` naming the file and the problem. Member folders must
     lie inside ``members_root`` (default: the pool folder's parent)."""
     p = Path(folder)
-    path = p / POOL_FILE
-    try:
-        doc: Any = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise C2NPInputError(f"{path}: not a generator pool ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("kind") not in (POOL_KIND, POOL_KIND_COPIES):
-        raise C2NPInputError(f"{path}: not a generator pool (kind must be {POOL_KIND!r})")
-    members = read_pool_members(doc, where=str(path))
-    rule = doc.get("rule")
-    if not isinstance(rule, dict):
-        raise C2NPInputError(f"{path}: 'rule' must be an object")
-    try:
-        pool_rule = PoolRule(**rule)
-    except TypeError as exc:
-        raise C2NPInputError(f"{path}: 'rule' is not a pool rule of this version ({exc})") from exc
-    return GeneratorPool([(m.name, _load_member(p, m, members_root)) for m in members], pool_rule)
+    doc = read_pool_doc(p)
+    members = read_pool_members(doc, where=printable(p / POOL_FILE))
+    return GeneratorPool([(m.name, _load_member(p, m, members_root)) for m in members], PoolRule(**doc["rule"]))
+
+
+#: Most members of one pool.
+MAX_MEMBERS = 64
+
+
+def _pool_schema() -> dict[str, Any]:
+    """The schema (:mod:`c2np.structured`) of ``pool.json``, both layouts: the types and
+    ranges of every field (a member's ``config`` against the generator configuration's
+    schema); the shape of a member entry is checked by :func:`read_pool_members`."""
+    from c2np.models.schemas import GEN_CONFIG_SCHEMA
+
+    member = {"type": ["string", "object"], "maxLength": 255,
+              "properties": {"name": {"type": "string", "maxLength": 255},
+                             "path": {"type": "string", "maxLength": 4096}, "config": GEN_CONFIG_SCHEMA}}
+    return {"type": "object", "required": ["kind", "members", "rule"],
+            "properties": {"kind": {"enum": [POOL_KIND, POOL_KIND_COPIES]},
+                           "members": {"type": "array", "maxItems": MAX_MEMBERS, "items": member},
+                           "rule": {"type": "object", "additionalProperties": False, "properties": {
+                               f.name: {"type": "number", "minimum": 0} for f in dataclasses.fields(PoolRule)}}}}
+
+
+def read_pool_doc(folder: str | Path) -> dict[str, Any]:
+    """A pool folder's ``pool.json``: a regular file inside the folder, read by the guarded
+    reader (:mod:`c2np.structured`) and checked against :func:`_pool_schema` (every problem
+    names the file and the field)."""
+    from c2np.models.runfiles import read_json
+
+    p = Path(folder)
+    return read_json(p / POOL_FILE, what="generator pool", folder=p, schema=_pool_schema())
 
 
 def load_inverse_generator(folder: str | Path) -> CrystalGenerator | GeneratorPool:
     """A generator folder (:func:`~c2np.models.inverse.io.load_generator`) or a pool folder
     (:func:`load_pool`, recognised by its ``pool.json``)."""
+    import os
+
     p = Path(folder)
-    return load_pool(p) if (p / POOL_FILE).is_file() else load_generator(p)
+    return load_pool(p) if os.path.lexists(p / POOL_FILE) else load_generator(p)
