@@ -37,7 +37,7 @@ def _order(ids: list[str]) -> list[str]:
     return out
 
 
-def relax(work: Path, only: list[str] | None, *, fmax: float, log: Path | None) -> int:
+def relax(work: Path, only: list[str] | None, *, fmax: float, log: Path | None, reverse: bool = False) -> int:
     import torch
 
     from c2np.catalog.families import typed_material_ids
@@ -48,9 +48,13 @@ def relax(work: Path, only: list[str] | None, *, fmax: float, log: Path | None) 
     torch.set_num_threads(1)
     work.mkdir(parents=True, exist_ok=True)
     ids = _order(only or typed_material_ids())
+    if reverse:  # a second process from the other end shares the folder
+        ids = ids[::-1]
     todo = [m for m in ids if not (work / f"{m}.json").exists()]
     print(f"{len(ids) - len(todo)} done, {len(todo)} to relax", flush=True)
     for k, mid in enumerate(todo):
+        if (work / f"{mid}.json").exists():
+            continue
         t0 = time.perf_counter()
         try:
             entry, cell = relax_typed_material(mid, fmax_ev_per_angstrom=fmax)
@@ -100,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", nargs="*")
     r.add_argument("--fmax", type=float, default=0.01)
     r.add_argument("--log", type=Path)
+    r.add_argument("--reverse", action="store_true", help="Take the materials in reverse order.")
     m = sub.add_parser("merge")
     m.add_argument("--work", type=Path, default=Path("build/typed"))
     m.add_argument("--out", type=Path, default=Path("src/c2np/data/catalog"))
     args = ap.parse_args(argv)
     if args.cmd == "relax":
-        return relax(args.work, args.only, fmax=args.fmax, log=args.log)
+        return relax(args.work, args.only, fmax=args.fmax, log=args.log, reverse=args.reverse)
     return merge(args.work, args.out)
 
 

@@ -117,6 +117,7 @@ def with_polymorph_energies(entries: Iterable[CatalogEntry]) -> list[CatalogEntr
             continue
         out.append(dataclasses.replace(
             e, structure_type=e.structure_type_name,
+            prototype_compound=e.prototype_compound or "CaTiO3 (perovskite)",
             energy_above_polymorph_ev_per_atom=e.energy_per_atom_ev - lowest[reduced_formula(e.formula)]))
     return out
 
