@@ -358,28 +358,31 @@ def heldout_materials_of(cells: Sequence[UnitCell], proto: Protocol) -> tuple[st
     """The held-out materials of ``proto`` among ``cells``.
 
     Without held-out structure types: a seeded ~``heldout_material_fraction`` per space group
-    (protocol ``strict``). With them (:attr:`Protocol.heldout_structure_types`, types from
-    the shipped catalog): every material of those types; of the ABH3 perovskites, the draw of
-    ``strict`` over them (so ``strict``'s held-out materials stay held out and a model trained
-    under ``strict`` has seen none of the others' draw either); of the other materials, a
-    seeded draw per space group as under ``strict``.
+    of ``cells`` (protocol ``strict``). With them (:attr:`Protocol.heldout_structure_types`,
+    types from the shipped catalog): every material of those types; of the shipped ABH3
+    perovskites, ``strict``'s draw over all 82 (so ``strict``'s held-out materials stay held
+    out and a model trained under ``strict`` saw none of them); of the other shipped
+    materials, the same seeded draw per space group over all of them. The draws are over the
+    whole shipped catalog, so a material is held out or not whichever subset is built; cells
+    that are not shipped materials are drawn among themselves.
     """
     if not proto.heldout_structure_types:
         return _stratified_holdout(cells, proto.heldout_material_fraction, proto.heldout_seed)
     from c2np.catalog.hydrides import material_ids
-    from c2np.catalog.shipped import structure_types_of
+    from c2np.catalog.shipped import load_catalog, structure_types_of
 
+    held_types = set(proto.heldout_structure_types)
     abh3_ids = set(material_ids())
-    types = structure_types_of([c.material_id for c in cells])
-    unseen = [c.material_id for c, t in zip(cells, types) if t in proto.heldout_structure_types]
-    abh3 = [c for c in cells if c.material_id in abh3_ids]
-    others = [c for c, t in zip(cells, types)
-              if c.material_id not in abh3_ids and t not in proto.heldout_structure_types]
-    drawn: list[str] = []
-    for group in (abh3, others):
+    shipped = load_catalog("all")
+    shipped_types = dict(zip((c.material_id for c in shipped), structure_types_of(c.material_id for c in shipped)))
+    abh3 = [c for c in shipped if c.material_id in abh3_ids]
+    others = [c for c in shipped if c.material_id not in abh3_ids and shipped_types[c.material_id] not in held_types]
+    foreign = [c for c in cells if c.material_id not in shipped_types]
+    held: set[str] = {m for m, t in shipped_types.items() if t in held_types}
+    for group in (abh3, others, foreign):
         if group:
-            drawn += _stratified_holdout(group, proto.heldout_material_fraction, proto.heldout_seed)
-    return tuple(sorted(set(unseen) | set(drawn)))
+            held.update(_stratified_holdout(group, proto.heldout_material_fraction, proto.heldout_seed))
+    return tuple(sorted(m for m in held if m in {c.material_id for c in cells}))
 
 
 def _stratified_holdout(cells: Sequence[UnitCell], fraction: float, seed: int) -> tuple[str, ...]:
