@@ -51,7 +51,8 @@ def _baselines(store: Path, out: Path) -> list[dict]:
     _say(f"baselines on {store.name}")
     summary = run_benchmark(store, out, splits=("id",), tasks=("inverse",), per_group=1, progress=False,
                             log=_say)
-    return [dict(d) for d in summary.documents if d["split"] in SPLITS]
+    docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in summary.results]
+    return [d for d in docs if d["split"] in SPLITS]
 
 
 def _models(store: Path, out: Path, *, workers: int = 1) -> list[dict]:
@@ -96,7 +97,7 @@ def _table(docs: list[dict], title: str, note: str) -> list[str]:
     rows = normalise([row_from_results(d) for d in docs])
     lines = [f"## {title}", "", note]
     for metric in ("spacegroup_accuracy", "joint_accuracy_strict"):
-        lines += [line.replace("## Task 2 per structure type", "###") for line in structure_type_table(rows, [metric])]
+        lines += [line.replace("## Task 2 per structure type: ", "### ") for line in structure_type_table(rows, [metric])]
     return lines
 
 
