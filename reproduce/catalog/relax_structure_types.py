@@ -103,8 +103,11 @@ def merge(work: Path, out: Path) -> int:
         if entry.status == "ok":
             write_text(out / cif.name, cif.read_text(encoding="utf-8"))
     merged = with_polymorph_energies(entries.values())
+    from c2np.catalog.families import typed_material_ids
+    from c2np.catalog.hydrides import material_ids
+
     new = _catalog_document(merged, potential=doc["potential"], fmax=doc["fmax_ev_per_angstrom"],
-                            started=doc["build_started_utc"])
+                            started=doc["build_started_utc"], expected=material_ids() + typed_material_ids())
     write_text(out / "catalog.json", json.dumps(new, indent=1) + "\n")
     print(f"{new['n_materials']} materials, {new['n_failures']} failures, {new['n_not_built']} not built")
     return 0
