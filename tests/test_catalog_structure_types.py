@@ -172,3 +172,15 @@ def test_strict_structure_holds_out_whole_types(tmp_path: Path) -> None:
     assert set(held) < set(pick)  # some materials of the seen types train
     parts = heldout_parts(held)
     assert set(parts.dev) | set(parts.test) == set(held)
+    # task-2 results carry one aggregate per structure type, and which types training saw
+    from c2np.catalog.shipped import structure_types_of
+    from c2np.store import DatasetStore
+    from c2np.tasks import evaluate_task
+
+    store = DatasetStore.open(out)
+    res = evaluate_task("inverse", store, {}, "heldout", "eval", per_group=1, n_resamples=50)
+    groups = res.data["metrics"]["per_structure_type"]
+    assert set(groups) == set(structure_types_of(held))
+    assert sum(g["spacegroup_accuracy"]["n"] for g in groups.values()) == res.data["n_samples"]
+    trained = set(res.data["structure_types_in_training"])
+    assert "perovskite-R-3c" not in trained and "K2PtCl6" not in trained and "RP1" in trained

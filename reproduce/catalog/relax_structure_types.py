@@ -113,6 +113,46 @@ def merge(work: Path, out: Path) -> int:
     return 0
 
 
+def summary(work: Path) -> int:
+    """Markdown tables of the relaxation records in ``work``: per structure type the materials
+    tried, built and refused (with reasons), steps, time, residuals and polymorph energies."""
+    from c2np.catalog.families import typed_composition, typed_material_ids
+    from c2np.catalog.records import CatalogEntry
+    from c2np.catalog.shipped import catalog_entries
+
+    above = {e.material_id: e.energy_above_polymorph_ev_per_atom for e in catalog_entries()}
+    recs = [CatalogEntry.from_dict(json.loads(p.read_text(encoding="utf-8"))) for p in sorted(work.glob("*.json"))]
+    by_type: dict[str, list[CatalogEntry]] = defaultdict(list)
+    for e in recs:
+        by_type[e.structure_type or "?"].append(e)
+    planned: dict[str, int] = defaultdict(int)
+    for m in typed_material_ids():
+        planned[typed_composition(m).structure_type] += 1
+    print("| type | planned | relaxed | built | refused | steps (median, max) | time (s, median) | "
+          "max force (eV/Å) | max stress (GPa) | volume ratio (min-max) | above polymorph > 0 (meV/atom, median) |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|")
+    for t in sorted(planned):
+        es = by_type.get(t, [])
+        ok = [e for e in es if e.status == "ok"]
+        steps = sorted(e.prototypes[0].n_steps for e in es)
+        times = sorted(e.prototypes[0].time_s for e in es)
+        vols = [e.prototypes[0].volume_ratio for e in es if e.prototypes[0].volume_ratio is not None]
+        pos = sorted(1000 * above[e.material_id] for e in ok if above.get(e.material_id))
+        print(f"| {t} | {planned[t]} | {len(es)} | {len(ok)} | {len(es) - len(ok)} | "
+              f"{steps[len(steps) // 2] if steps else '-'}, {max(steps) if steps else '-'} | "
+              f"{times[len(times) // 2]:.0f} | " if times else "- | ", end="")
+        print(f"{max((e.max_force_ev_per_angstrom or 0) for e in ok):.4f} | "
+              f"{max((e.max_stress_gpa or 0) for e in ok):.3f} | " if ok else "- | - | ", end="")
+        print(f"{min(vols):.2f}-{max(vols):.2f} | " if vols else "- | ", end="")
+        print(f"{len(pos)} ({pos[len(pos) // 2]:.0f}) |" if pos else "0 |")
+    refused = [e for e in recs if e.status != "ok"]
+    if refused:
+        print("\nRefused:")
+        for e in refused:
+            print(f"- {e.material_id}: {e.reason}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -127,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("merge")
     m.add_argument("--work", type=Path, default=Path("build/typed"))
     m.add_argument("--out", type=Path, default=Path("src/c2np/data/catalog"))
+    sm = sub.add_parser("summary")
+    sm.add_argument("--work", type=Path, default=Path("build/typed"))
     args = ap.parse_args(argv)
+    if args.cmd == "summary":
+        return summary(args.work)
     if args.cmd == "relax":
         return relax(args.work, args.only, fmax=args.fmax, log=args.log, reverse=args.reverse,
                      optimizer=args.optimizer)
