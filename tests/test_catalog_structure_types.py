@@ -184,3 +184,26 @@ def test_strict_structure_holds_out_whole_types(tmp_path: Path) -> None:
     assert sum(g["spacegroup_accuracy"]["n"] for g in groups.values()) == res.data["n_samples"]
     trained = set(res.data["structure_types_in_training"])
     assert "perovskite-R-3c" not in trained and "K2PtCl6" not in trained and "RP1" in trained
+
+
+def test_structure_type_tables_mark_unseen_types_and_show_intervals() -> None:
+    from c2np.report import LeaderboardRow, structure_type_table
+    from c2np.site.tables import structure_type_site_table
+
+    def group(mean: float) -> dict:
+        return {"spacegroup_accuracy": {"mean": mean, "ci95": [mean - 0.1, mean], "n": 4, "n_failed": 0}}
+
+    rows = [LeaderboardRow(model=m, task="inverse", split="heldout-dev", protocol="strict-structure",
+                           metrics={"spacegroup_accuracy": v}, higher_is_better={"spacegroup_accuracy": True},
+                           n_samples=8, n_failed=0, per_structure_type={"RP1": group(v), "K2PtCl6": group(v / 2)},
+                           structure_types_in_training=("RP1",))
+            for m, v in (("solver", 1.0), ("majority-class", 0.5))]
+    md = "\n".join(structure_type_table(rows, ["spacegroup_accuracy"]))
+    assert "| RP1 | seen | 4 | 0.500 [0.40, 0.50] | 1.000 [0.90, 1.00] |" in md
+    assert "| K2PtCl6 | **unseen** | 4 |" in md
+    table = structure_type_site_table(rows, "heldout-dev", "spacegroup_accuracy", kinds={}, info={},
+                                      table_id="t", title="t")
+    assert table is not None and [r["model"] for r in table.records] == ["solver", "majority-class"]
+    assert [c.label for c in table.columns if c.kind == "metric"] == ["RP1 (seen, n=4)", "K2PtCl6 (unseen, n=4)"]
+    assert structure_type_site_table(rows, "id", "spacegroup_accuracy", kinds={}, info={}, table_id="t",
+                                     title="t") is None

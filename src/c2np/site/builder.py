@@ -430,7 +430,8 @@ def _task_page(s: _Site, task: str) -> str:
                                   table_id=f"{task}_{split}_all", title=f"{split.upper()}: every metric")
         parts.append(f"<details><summary>every metric ({split.upper()})</summary>{s.table(all_t, '')}</details>")
         if task == "inverse":
-            st = structure_type_site_table(s.rows, split, metrics[0], info=info, table_id=f"{task}_{split}_types",
+            st = structure_type_site_table(s.rows, split, metrics[0], kinds=s.kinds, info=info,
+                                           table_id=f"{task}_{split}_types",
                                            title=f"{split.upper()}: {metrics[0]} per structure type")
             if st is not None:
                 parts.append(s.table(st, ""))
