@@ -78,13 +78,15 @@ def double_perovskite_type(a: str, b: str, b2: str) -> str:
 
 def _raw() -> list[tuple[str, dict[str, str]]]:
     out: list[tuple[str, dict[str, str]]] = []
-    polytypes = (("2H", _POLY_A, _POLY_B), ("4H", ("Rb", "Cs"), ("Be", "Mg", "Mn", "Co", "Ni", "Zn")),
-                 ("6H", ("Rb", "Cs"), ("Mg", "Mn", "Ni", "Zn")), ("9R", ("Rb", "Cs"), ("Mg", "Co", "Ni", "Zn")))
+    polytypes: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+        ("2H", _POLY_A, _POLY_B), ("4H", ("Rb", "Cs"), ("Be", "Mg", "Mn", "Co", "Ni", "Zn")),
+        ("6H", ("Rb", "Cs"), ("Mg", "Mn", "Ni", "Zn")), ("9R", ("Rb", "Cs"), ("Mg", "Co", "Ni", "Zn")))
     for name, a_sites, b_sites in polytypes:
         out += [(name, {"A": a, "B": b}) for a in a_sites for b in b_sites]
     out += [("RP1", {"A": a, "B": b}) for a in ("Na", "K", "Rb", "Cs") for b in _RP_B]
     out += [("RP2", {"A": a, "B": b}) for a in ("K", "Rb", "Cs") for b in ("Mg", "Mn", "Co", "Ni", "Zn")]
-    for a_sites, b_sites in (_COMPLEX_AE, _COMPLEX_ALKALI):
+    complexes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (_COMPLEX_AE, _COMPLEX_ALKALI)
+    for a_sites, b_sites in complexes:
         out += [("K2PtCl6", {"A": a, "B": b}) for a in a_sites for b in b_sites]
     out += [(double_perovskite_type(a, b, b2), {"A": a, "B": b, "B2": b2})
             for a in _DP_A for b in _DP_B for b2 in _DP_B2 if a != b]
