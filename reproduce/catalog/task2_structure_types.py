@@ -45,11 +45,13 @@ def _store(cells: list, path: Path, radii: list[int]) -> Path:
     return build_store(cells, path, "strict-structure", radii_angstrom=radii, progress=False)
 
 
-def _baselines(store: Path, out: Path) -> list[dict]:
+def _baselines(store: Path, out: Path, *, split: str = "id") -> list[dict]:
+    """The baselines' results on the held-out rows of ``store`` (``split``: the other split
+    the benchmark scores beside them)."""
     from c2np.benchmark import run_benchmark
 
     _say(f"baselines on {store.name}")
-    summary = run_benchmark(store, out, splits=("id",), tasks=("inverse",), per_group=1, progress=False,
+    summary = run_benchmark(store, out, splits=(split,), tasks=("inverse",), per_group=1, progress=False,
                             log=_say)
     docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in summary.results]
     return [d for d in docs if d["split"] in SPLITS]
@@ -148,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"--model-radius {args.model_radius}: not a training radius of strict-structure "
                              "(the baselines fit on the training rows of the same store)")
         sub = _store(sub_cells, out / "strict-structure-models.h5", [args.model_radius])
-        docs_sub = _baselines(sub, out / "subset") + _models(
+        docs_sub = _baselines(sub, out / "subset", split="train") + _models(
             sub, out / "subset", only=None if args.models is None else args.models.split(","))
         sections += [""] + _table(
             docs_sub, "Shipped task-2 models and the baselines, a subset",
