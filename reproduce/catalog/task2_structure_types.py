@@ -76,7 +76,7 @@ def _models(store: Path, out: Path, *, only: list[str] | None = None, workers: i
         if only is not None and model_id not in only:
             continue
         repo = str(meta["model"].get("repository", ""))
-        run = next((ROOT / "pretrained" / p for p in repo.split() if p.startswith("pretrained/")), None)
+        run = next((ROOT / p for p in repo.split() if p.startswith("pretrained/")), None)
         if run is None or not is_generator_folder(run):
             _say(f"{model_id}: no generator folder named in model.yml; skipped")
             continue
