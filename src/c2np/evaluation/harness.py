@@ -515,8 +515,27 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
                            "targets": {m: v.to_dict() for m, v in used.items()},
-                           "spacegroup_confusion": confusion},
-                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+                           "spacegroup_confusion": confusion,
+                           "structure_types_in_training": _training_structure_types(t)},
+                    seconds=time.perf_counter() - t0,
+                    groups={"per_spacegroup": (true_sg, "spacegroup"),
+                            "per_structure_type": (_structure_types(t, rows), "structure_type")})
+
+
+def _training_structure_types(recipes: RecipeTable) -> list[str]:
+    """Structure types of the store's materials that are not held out (what training sees)."""
+    from c2np.catalog.shipped import structure_types_of
+
+    held = set(recipes.heldout_materials)
+    return sorted(set(structure_types_of([m for m in recipes.materials if m not in held])))
+
+
+def _structure_types(recipes: RecipeTable, rows: np.ndarray) -> np.ndarray:
+    """The structure type of each row's material (``unknown`` outside the shipped catalog)."""
+    from c2np.catalog.shipped import structure_types_of
+
+    types = dict(zip(recipes.materials, structure_types_of(recipes.materials)))
+    return np.array([types[recipes.materials[int(i)]] for i in recipes.material_index[rows]], dtype=object)
 
 
 def _sg_key(spacegroup: float) -> str:
