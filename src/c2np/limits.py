@@ -51,6 +51,7 @@ class Limits:
     text_bytes: int = 1_000_000_000
     document_bytes: int = 200_000_000
     yaml_bytes: int = 250_000
+    trajectory_bytes: int = 4_000_000_000
 
 
 #: name -> (unit, what it bounds)
@@ -87,6 +88,8 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
                                 "merge records), checked before parsing"),
     "yaml_bytes": ("bytes", "one YAML document (model.yml), checked before parsing (YAML parses at about "
                             "1 MB/s)"),
+    "trajectory_bytes": ("bytes", "one structure or trajectory file read by identify (LAMMPS dump, POSCAR, "
+                                  "PDB, extxyz, .traj, ...), checked before reading"),
 }
 
 #: Largest value of a limit (beyond it sizes overflow 64-bit arithmetic).
