@@ -14,13 +14,14 @@ from c2np.carving import carve
 from c2np.cells import UnitCell
 from c2np.errors import C2NPInputError, C2NPLimitError
 from c2np.particle import Particle
-from c2np.particle_io import read_particle, write_extxyz
+from c2np.particle_io import write_extxyz
 from c2np.trajectory import (
     FrameSelection,
     average_frames,
     make_whole,
     parse_frame_selection,
     parse_species_map,
+    read_structure,
     read_trajectory,
 )
 
@@ -107,7 +108,7 @@ def test_lammps_dump_with_species_map_wrapped_across_the_box(tmp_path: Path) -> 
     for k in range(3):  # made whole: the same shape as the particle, up to a translation
         d = traj.positions_angstrom[k] - frames[k]
         assert np.allclose(d, d[0], atol=1e-4)
-    first = read_particle(dump, species={1: 29, 2: 79})  # the first frame by default
+    first = read_structure(dump, species={1: 29, 2: 79})  # the first frame by default
     assert np.allclose(first.positions_angstrom, traj.positions_angstrom[0])
 
 
@@ -195,7 +196,7 @@ def test_average_frames_removes_rigid_motion_and_noise() -> None:
     part = _cu3au_particle()
     rng = np.random.default_rng(4)
     frames = []
-    for k in range(12):
+    for _ in range(12):
         rot = Rotation.from_rotvec(rng.normal(0, 0.05, 3)).as_matrix()
         frames.append((part.positions_angstrom + rng.normal(0, 0.1, part.positions_angstrom.shape)) @ rot.T
                       + rng.normal(0, 3.0, 3))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,25 +239,19 @@ def read_frames(path: str | os.PathLike[str]) -> list[tuple[Particle, dict[str, 
     return [(part, info) for _, part, info in iter_extxyz(path)]
 
 
-def read_particle(path: str | os.PathLike[str], *, species: Mapping[int, int] | None = None,
-                  fmt: str | None = None) -> Particle:
-    """Read one particle: .xyz / .extxyz (first frame), .cif (atoms of the cell, as a finite
-    set: the file is read as a cluster, not expanded periodically), or the first frame of any
-    structure or trajectory file ASE reads (:func:`c2np.trajectory.read_trajectory`: LAMMPS
-    dumps with ``species`` mapping their type ids, POSCAR, PDB, .traj, ...; ``fmt`` names
-    the format when its suffix does not)."""
+def read_particle(path: str | os.PathLike[str]) -> Particle:
+    """Read one cluster from .xyz / .extxyz (first frame) or .cif (atoms of the cell, as a
+    finite set: the file is read as a cluster, not expanded periodically)."""
     p = Path(path)
     suffix = p.suffix.lower()
-    if fmt is None and species is None and suffix == ".cif":
+    if suffix == ".cif":
         from c2np.cells import read_cif
 
         cell = read_cif(p)
         return Particle(cell.numbers, cell.cart_coords_angstrom)
-    if fmt is None and species is None and suffix in (".xyz", ".extxyz"):
+    if suffix in (".xyz", ".extxyz"):
         for _, part, _ in iter_extxyz(p, strict_comment=False):
             if part.n_atoms == 0:
                 raise C2NPInputError(f"{p}: frame 0 has no atoms")
             return part
-    from c2np.trajectory import read_trajectory
-
-    return read_trajectory(p, species=species, fmt=fmt).particle(0)
+    raise C2NPInputError(f"{p}: unsupported particle format {suffix!r} (use .xyz, .extxyz or .cif)")

@@ -34,7 +34,8 @@ from c2np.limits import check as check_limit
 from c2np.particle import Particle
 
 __all__ = ["FrameSelection", "Trajectory", "AveragedFrames", "parse_frame_selection", "parse_species_map",
-           "read_trajectory", "average_frames", "resolve_format", "make_whole", "MIN_VACUUM_ANGSTROM"]
+           "read_trajectory", "read_structure", "describe_trajectory", "average_frames", "resolve_format",
+           "make_whole", "MIN_VACUUM_ANGSTROM"]
 
 #: Smallest empty gap (Å) along a periodic axis for the atoms to be read as a finite particle.
 MIN_VACUUM_ANGSTROM = 3.0
@@ -431,6 +432,12 @@ def _checked_frame(raw: _RawFrame, where: str, kept: list[tuple[int, np.ndarray,
     if problem is not None:
         raise C2NPInputError(f"{where}: {problem}")
     return numbers, pos
+
+
+def read_structure(path: str | os.PathLike[str], *, species: Mapping[int, int] | None = None,
+                   fmt: str | None = None) -> Particle:
+    """The first frame of any file :func:`read_trajectory` reads, as a :class:`Particle`."""
+    return read_trajectory(path, species=species, fmt=fmt).particle(0)
 
 
 def describe_trajectory(trajectory: Trajectory) -> dict[str, Any]:

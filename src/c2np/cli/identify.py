@@ -66,7 +66,12 @@ def identify_cmd(
     from c2np.particle_io import read_particle
     from c2np.solver import solve_particle
 
-    particle = read_particle(particle_path, species=species_map, fmt=fmt)
+    if (species_map, fmt) == (None, None) and particle_path.suffix.lower() in (".xyz", ".extxyz", ".cif"):
+        particle = read_particle(particle_path)
+    else:  # any other structure or trajectory format (first frame)
+        from c2np.trajectory import read_structure
+
+        particle = read_structure(particle_path, species=species_map, fmt=fmt)
     try:
         result = solve_particle(particle)
     except C2NPInputError as exc:  # keeps the kind: no lattice found (exit 1) or bad input (exit 2)
