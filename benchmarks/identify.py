@@ -74,6 +74,9 @@ ALLOYS: dict[str, tuple[tuple[str, ...], float, float, int, str | None]] = {
     "Cu3Au": (("Au", "Cu", "Cu", "Cu"), 3.75, 1.0, 221, "L12"),
     "CuAu": (("Cu", "Cu", "Au", "Au"), 3.96, 0.93, 123, "L10"),  # Cu on the z = 0 layer, Au on z = 1/2
 }
+#: the standardized conventional cell of each material's space group, as rows of its fcc-like cell
+#: (L1_0 CuAu: P4/mmm has the primitive tetragonal cell, a' = a / sqrt 2)
+STANDARD_ROWS = {"CuAu": np.array([[0.5, 0.5, 0.0], [-0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])}
 FCC_BASIS = np.array([[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
 CRYSTAL_ELEMENTS = ("Li", "B", "C", "N", "O", "F", "Na", "Mg", "Al", "Si", "P", "S", "Cl", "K", "Ca", "Ti",
                     "V", "Mn", "Fe", "Co", "Ni", "Cu", "Zn", "Ga", "Ge", "Sr", "Y", "Zr", "Nb", "Mo", "Sn",
@@ -149,7 +152,8 @@ def _pyxtal_cell(sg: int, rng: np.random.Generator) -> Any:
     for _ in range(20):
         n_species = int(rng.integers(2, 4))
         species = [str(s) for s in rng.choice(CRYSTAL_ELEMENTS, n_species, replace=False)]
-        counts = [int(rng.choice(mults[:3])) for _ in species]
+        repeat = max(1, 8 // mults[0])  # groups with small orbits: several orbits of one element
+        counts = [int(rng.choice(mults[:3])) * int(rng.integers(1, repeat + 1)) for _ in species]
         if not 4 <= sum(counts) <= 24:
             continue
         crystal = pyxtal()
@@ -231,13 +235,19 @@ def _alloy_cell(material: str) -> tuple[Any, np.ndarray]:
     return UnitCell(material, lattice, [atomic_numbers[s] for s in symbols], FCC_BASIS), lattice
 
 
-def own_lattice_abc(ideal: np.ndarray, positions: np.ndarray, lattice_rows: np.ndarray) -> tuple[float, ...]:
-    """Sorted lengths (Å) of ``lattice_rows`` under the affine map that best takes the ideal
-    positions (n, 3) onto the particle's (least squares): the particle's own mean lattice."""
+def own_lattice(ideal: np.ndarray, positions: np.ndarray, lattice_rows: np.ndarray) -> np.ndarray:
+    """(3, 3) ``lattice_rows`` under the affine map that best takes the ideal positions (n, 3)
+    onto the particle's (least squares): the particle's own mean lattice (Å, rows)."""
     x0 = ideal - ideal.mean(axis=0)
     x = positions - positions.mean(axis=0)
     m, *_ = np.linalg.lstsq(x0, x, rcond=None)
-    return tuple(sorted(np.linalg.norm(lattice_rows @ m, axis=1).tolist()))
+    return np.asarray(lattice_rows @ m)
+
+
+def standard_abc(material: str, rows: np.ndarray) -> tuple[float, ...]:
+    """Sorted a, b, c (Å) of the standardized conventional cell of the material's group."""
+    std = STANDARD_ROWS.get(material, np.eye(3)) @ np.asarray(rows)
+    return tuple(sorted(np.linalg.norm(std, axis=1).tolist()))
 
 
 def _emt_atoms(numbers: np.ndarray, positions: np.ndarray) -> Any:
@@ -332,7 +342,7 @@ def _build_particle_job(_: Any, job: tuple[str, str, float, bool]) -> list[dict[
         name = f"particle-{material}-R{radius:g}-{variant}"
         _write_particle(corpus, name, numbers, pos)
         entries.append({"variant": variant, "file": f"{name}.extxyz", "n_atoms": int(len(numbers)),
-                        "own_abc": list(own_lattice_abc(ideal, pos, lattice))})
+                        "own_lattice": own_lattice(ideal, pos, lattice).tolist()})
     write_text(index, json.dumps(entries))
     return entries
 
@@ -351,8 +361,9 @@ def build_particles(corpus: Path, size: Size, workers: int) -> list[Sample]:
     for (_, material, radius, _), part in zip(jobs, results):
         _, _, _, sg, ordering = ALLOYS[material]
         for e in part[0]:
+            abc = standard_abc(material, np.array(e["own_lattice"]))
             out.append(Sample(Path(e["file"]).stem, "particle", material, _variant_family(e["variant"]), radius,
-                              e["file"], int(e["n_atoms"]), sg, tuple(e["own_abc"]), "FCC", ordering))
+                              e["file"], int(e["n_atoms"]), sg, abc, "FCC", ordering))
     return out
 
 
@@ -482,8 +493,8 @@ def _jsonable(value: Any) -> bool:
 
 def _ptm(path: Path) -> dict[str, Any]:
     """OVITO PTM on one file: the most common structure type among the atoms PTM assigns (OTHER
-    when it assigns under 5 %: surface atoms have no full neighbour shell), its share of the
-    assigned atoms, and the most common ordering among the fcc atoms."""
+    when it assigns none; surface atoms, with no full neighbour shell, are never assigned), its
+    share of the assigned atoms, and the most common ordering among the fcc atoms."""
     from ovito.io import import_file
     from ovito.modifiers import PolyhedralTemplateMatchingModifier as PTM
 
@@ -496,7 +507,7 @@ def _ptm(path: Path) -> dict[str, Any]:
     names = {int(v): k for k, v in PTM.Type.__members__.items()}
     assigned = types[types != int(PTM.Type.OTHER)]
     structure, share = "OTHER", 0.0
-    if len(assigned) >= 0.05 * len(types):
+    if len(assigned):
         value, n = Counter(assigned.tolist()).most_common(1)[0]
         structure, share = names[int(value)], n / len(assigned)
     ordering = None
@@ -558,7 +569,7 @@ def refusal_reason(outcome: dict[str, Any]) -> str:
     """The refusal's first clause, without numbers (a reason to count)."""
     import re
 
-    text = re.sub(r"^.*?\.extxyz: ", "", outcome["reason"])
+    text = re.sub(r"^(.*?\.extxyz: )?(solver input: )?", "", outcome["reason"])
     head = re.split(r"[:(;]", text, maxsplit=1)[0].strip()
     head = re.sub(r"[-+]?\d[\d.,eE-]*", "N", head)
     return f"{outcome['kind']}: {head[:90]}"
