@@ -344,3 +344,17 @@ def test_cli_bad_inputs_one_line_exit_2(tmp_path: Path) -> None:
 def test_frame_selection_record() -> None:
     assert FrameSelection().indices(3) == [0]
     assert parse_frame_selection("0:100:10").describe() == "0:100:10"
+
+
+def test_cif_and_fifo(tmp_path: Path) -> None:
+    from c2np.cells import write_cif
+
+    cell = UnitCell("Cu3Au", np.eye(3) * 3.75, [79, 29, 29, 29],
+                    [[0, 0, 0], [0.5, 0.5, 0], [0.5, 0, 0.5], [0, 0.5, 0.5]])
+    write_cif(cell, tmp_path / "c.cif")
+    traj = read_trajectory(tmp_path / "c.cif", frames=parse_frame_selection("all"))
+    assert traj.format == "cif" and traj.n_frames == 1 and sorted(traj.numbers.tolist()) == [29, 29, 29, 79]
+    fifo = tmp_path / "pipe.xyz"
+    os.mkfifo(fifo)
+    with pytest.raises(C2NPInputError, match="pipe.xyz: not a regular file"):
+        read_trajectory(fifo)  # refused from its metadata: never opened, never blocks
