@@ -95,7 +95,7 @@ class Size:
     cluster_elements: tuple[str, ...]
 
 
-FULL = Size(300, (12.0, 20.0), tuple(ALLOYS), (8.0, 12.0, 16.0), (8.0, 12.0, 16.0), ("Cu", "Au", "Pt"))
+FULL = Size(310, (12.0, 20.0), tuple(ALLOYS), (8.0, 12.0, 16.0), (8.0, 12.0, 16.0), ("Cu", "Au", "Pt"))
 QUICK = Size(24, (12.0, 20.0), ("Cu", "Cu3Au", "CuAu"), (8.0, 12.0), (8.0,), ("Cu",))
 
 
@@ -494,7 +494,7 @@ def _jsonable(value: Any) -> bool:
 def _ptm(path: Path) -> dict[str, Any]:
     """OVITO PTM on one file: the most common structure type among the atoms PTM assigns (OTHER
     when it assigns none; surface atoms, with no full neighbour shell, are never assigned), its
-    share of the assigned atoms, and the most common ordering among the fcc atoms."""
+    share of the assigned atoms, and the most common ordering among the fcc atoms that have one."""
     from ovito.io import import_file
     from ovito.modifiers import PolyhedralTemplateMatchingModifier as PTM
 
@@ -515,6 +515,7 @@ def _ptm(path: Path) -> dict[str, Any]:
         order_names = {int(v): k for k, v in PTM.OrderingType.__members__.items()}
         fcc = types == int(PTM.Type.FCC)
         orders = Counter(np.asarray(data.particles["Ordering Type"])[fcc].tolist())
+        orders.pop(int(PTM.OrderingType.NONE), None)  # atoms whose shell matches no ordering (e.g. an antisite)
         if orders:
             ordering = order_names[int(orders.most_common(1)[0][0])]
     return {"structure": structure, "share": share, "assigned": len(assigned) / len(types), "ordering": ordering,
@@ -594,6 +595,53 @@ def calibration(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"n_answered": len(answered), "ece": float(ece) if len(conf) else None, "bins": bins}
 
 
+#: variant -> the share of particles at R >= 12 Å to answer right (the targets of the benchmark)
+PARTICLE_TARGETS = {"relaxed": 1.0, "md300": 0.95, "md600": 0.90, "vacancies": 0.90, "antisites": 0.90}
+TARGET_RADIUS_ANGSTROM = 12.0
+
+
+def targets(rows: list[dict[str, Any]], cal: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target: what, the measured value, the goal, met or not."""
+    out: list[dict[str, Any]] = []
+
+    def add(what: str, value: float | None, goal: str, met: bool) -> None:
+        out.append({"target": what, "value": value, "goal": goal, "met": bool(met)})
+
+    crystals = [r for r in rows if r["sample"]["group"] == "crystal"]
+    if crystals:
+        acc = sum(r["right"] for r in crystals) / len(crystals)
+        add("public crystals: exact space group", acc, ">= 0.97", acc >= 0.97)
+    big = [r for r in rows if r["sample"]["group"] == "particle"
+           and r["sample"]["radius_angstrom"] >= TARGET_RADIUS_ANGSTROM]
+    for variant, goal in PARTICLE_TARGETS.items():
+        rs = [r for r in big if r["sample"]["variant"] == variant]
+        if rs:
+            acc = sum(r["right"] for r in rs) / len(rs)
+            add(f"particles R >= {TARGET_RADIUS_ANGSTROM:g} Å, {variant}: right space group", acc, f">= {goal:g}",
+                acc >= goal)
+    for variant in sorted({r["sample"]["variant"] for r in big}):
+        rs = [r for r in big if r["sample"]["variant"] == variant and r["ptm_right"] is not None]
+        if rs:
+            ours, theirs = sum(r["right"] for r in rs) / len(rs), sum(r["ptm_right"] for r in rs) / len(rs)
+            add(f"particles R >= {TARGET_RADIUS_ANGSTROM:g} Å, {variant}: at least PTM's rate ({theirs:.2f})", ours,
+                f">= {theirs:.2f}", ours >= theirs)
+    clusters = [r for r in rows if r["sample"]["group"] == "cluster"]
+    if clusters:
+        given = sum(r["outcome"]["answered"] for r in clusters)
+        add("non-crystalline clusters: space groups given", given, "0", given == 0)
+    wrong = sum(1 for r in rows if r["outcome"]["answered"] and not r["right"]
+                and r["outcome"]["confidence"] >= HIGH_CONFIDENCE)
+    add(f"wrong answers at confidence >= {HIGH_CONFIDENCE}", wrong, "0", wrong == 0)
+    if cal["ece"] is not None:
+        add("expected calibration error", cal["ece"], "<= 0.05", cal["ece"] <= 0.05)
+    errs = [r["lattice_error"] for r in big if r["right"] and r["lattice_error"] is not None]
+    if errs:
+        med = float(np.median(errs))
+        add(f"particles R >= {TARGET_RADIUS_ANGSTROM:g} Å: median lattice error against their own lattice", med,
+            "<= 0.003", med <= 0.003)
+    return out
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Every table of the page from the per-sample rows."""
     recog: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -625,7 +673,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             times[group] = {"n": len(t), "median_s": float(np.median(t)), "p90_s": float(np.percentile(t, 90)),
                             "ptm_median_s": float(np.median(p)) if p else None}
     extra_keys = sorted({k for r in rows for k in r["outcome"]["extra"]})
-    return {"recognition": recog, "calibration": calibration(rows), "lattice_error": lat,
+    cal = calibration(rows)
+    return {"recognition": recog, "calibration": cal, "targets": targets(rows, cal), "lattice_error": lat,
             "wrong_high_confidence": wrong_high, "refusals": dict(refusals.most_common()), "time": times,
             "optional_result_fields": extra_keys,
             "totals": {g: {"n": sum(1 for r in rows if r["sample"]["group"] == g),
@@ -650,7 +699,12 @@ def markdown_tables(results: dict[str, Any]) -> str:
     s = results["summary"]
     radii = sorted({r for v in s["recognition"].values() for r in v}, key=float)
     ptm_note = "" if results["ptm"] else " (OVITO not installed: no PTM column)"
-    lines = [f"## Recognition per variant and radius{ptm_note}", "",
+    lines = ["## Targets", "", "| target | measured | goal | met |", "|---|---:|---:|---|"]
+    for t in s.get("targets", []):
+        v = t["value"]
+        shown = f"{v:.4f}" if isinstance(v, float) else str(v)
+        lines.append(f"| {t['target']} | {shown} | {t['goal']} | {'yes' if t['met'] else '**no**'} |")
+    lines += ["", f"## Recognition per variant and radius{ptm_note}", "",
              "Right: the expected space group (crystals and particles); no space group (clusters). "
              "Each cell: identify | PTM (majority structure type, and ordering for the alloys).", "",
              "| variant | " + " | ".join(f"R = {r} Å" for r in radii) + " |",
