@@ -358,3 +358,20 @@ def test_cif_and_fifo(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(C2NPInputError, match="pipe.xyz: not a regular file"):
         read_trajectory(fifo)  # refused from its metadata: never opened, never blocks
+
+
+def test_cli_single_frame_of_other_formats(tmp_path: Path) -> None:
+    from ase import Atoms
+    from ase.io import write
+
+    part = _cu3au_particle(8.0)
+    atoms = Atoms(numbers=part.numbers, positions=part.positions_angstrom + 15.0, cell=np.eye(3) * 30.0, pbc=True)
+    write(tmp_path / "CONTCAR", atoms, format="vasp")
+    runner, app = _runner()
+    res = runner.invoke(app, ["identify", str(tmp_path / "CONTCAR"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["spacegroup"] == 221
+    os.rename(tmp_path / "CONTCAR", tmp_path / "cluster.txt")
+    res = runner.invoke(app, ["identify", str(tmp_path / "cluster.txt"), "--format", "vasp", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["spacegroup"] == 221
