@@ -10,8 +10,8 @@ the same files and reuses those already there):
 (b) *EMT particles*: fcc Cu, Au, Al, Ni, Pt and the ordered alloys Cu3Au (L1_2) and CuAu
     (L1_0), carved at R = 8, 12, 16 Å and relaxed with ASE's EMT calculator (L-BFGS,
     fmax 0.05 eV/Å); variants: ``relaxed``; ``md300`` / ``md600``: Langevin MD (5 fs steps,
-    friction 0.02/fs, from Maxwell-Boltzmann velocities) snapshots at 0.4, 0.5 and 0.6 ps;
-    ``md300-avg`` / ``md600-avg``: the time average of 21 frames from 0.4 to 0.6 ps
+    friction 0.05/fs, from Maxwell-Boltzmann velocities) snapshots at 0.30, 0.35 and 0.40 ps;
+    ``md300-avg`` / ``md600-avg``: the time average of 21 frames from 0.30 to 0.70 ps
     (:func:`c2np.trajectory.average_frames`, as ``identify --frames`` does); ``vacancies``:
     20 % of the relaxed particle's atoms removed; ``antisites`` (alloys): 10 % of the Cu/Au
     pairs swapped (composition kept); ``noise``: Gaussian noise of 0.2 Å per coordinate on the
@@ -63,6 +63,7 @@ CONF_BINS = np.linspace(0.0, 1.0, 11)
 HIGH_CONFIDENCE = 0.9
 MD_STEP_FS = 5.0
 MD_FRICTION_PER_FS = 0.05
+MD_END_STEP = 140  # 0.70 ps: the end of the averaging window
 
 #: material -> (conventional cell builder args): elements by basis site, cubic a (Å), c/a, expected group
 ALLOYS: dict[str, tuple[tuple[str, ...], float, float, int, str | None]] = {
@@ -266,7 +267,8 @@ def _relax(atoms: Any, *, steps: int = 300) -> None:
 
 
 def _md_frames(atoms: Any, temperature_k: float, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """Langevin MD from ``atoms``: (snapshots at 0.3, 0.35, 0.4 ps, mean of 11 frames 0.3-0.4 ps)."""
+    """Langevin MD from ``atoms``: (snapshots at 0.30, 0.35, 0.40 ps, the mean of 21 frames 20 fs
+    apart from 0.30 to 0.70 ps: a few periods of the atoms' vibrations, so that it averages)."""
     from ase import units
     from ase.md.langevin import Langevin
     from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
@@ -284,12 +286,14 @@ def _md_frames(atoms: Any, temperature_k: float, seed: int) -> tuple[list[np.nda
     dyn = Langevin(md, MD_STEP_FS * units.fs, temperature_K=temperature_k, friction=MD_FRICTION_PER_FS / units.fs,
                    fixcm=False, rng=rng)
     frames: list[np.ndarray] = []
-    for step in range(0, 81, 2):  # 10 fs between frames, up to 0.4 ps
+    snaps: list[np.ndarray] = []
+    for step in range(0, MD_END_STEP + 1, 2):  # 10 fs apart
         if step:
             dyn.run(2)
-        if step >= 60:
+        if step in (60, 70, 80):
+            snaps.append(md.positions.copy())
+        if step >= 60 and step % 4 == 0:
             frames.append(md.positions.copy())
-    snaps = [frames[0], frames[5], frames[10]]
     traj = Trajectory(Path("md"), "md", md.numbers, np.stack(frames), np.arange(len(frames)))
     return snaps, average_frames(traj).particle.positions_angstrom
 
@@ -333,7 +337,7 @@ def _build_particle_job(_: Any, job: tuple[str, str, float, bool]) -> list[dict[
     from c2np.fileio import write_text
 
     corpus, material, radius, md = Path(job[0]), job[1], job[2], job[3]
-    index = corpus / f"particle-{material}-R{radius:g}{'-md' if md else ''}.json"
+    index = corpus / f"particle-{material}-R{radius:g}{f'-md{MD_END_STEP}' if md else ''}.json"
     if index.is_file():
         return list(json.loads(index.read_text()))
     lattice, variants = _particle_variants(material, radius, md)
