@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,10 +93,10 @@ class CatalogEntry:
 def parse_catalog_document(text: str, *, source: str) -> dict[str, Any]:
     """The parsed ``catalog.json`` text; malformed JSON or a document without ``materials``
     and ``failures`` raises :class:`C2NPInputError` naming ``source``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise C2NPInputError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    from c2np.structured import parse_json
+
+    # the guarded parser (nesting, integer digits, a key given twice); NaN as json.dumps writes it
+    data = parse_json(text, source=source, what="catalog file", finite=False)
     if not isinstance(data, dict) or "materials" not in data or "failures" not in data:
         raise C2NPInputError(f"{source}: not a c2np catalog file (needs 'materials' and 'failures')")
     return data

@@ -28,9 +28,11 @@ def _solve_frame(_: Any, item: tuple[int, np.ndarray, np.ndarray]) -> dict[str, 
 
 
 def identify_frames(path: Path, *, frames: str, species: dict[int, int] | None, fmt: str | None,
-                    cif_out: Path | None, json_out: bool, workers: int, scheduler: str | None) -> None:
-    """Solve every selected frame of ``path`` and the time-averaged positions; print a table
-    (or JSON with ``frames`` and ``averaged``); exit 1 when the averaged positions have no answer."""
+                    cif_out: Path | None, json_out: bool, workers: int, scheduler: str | None,
+                    top: int = 1) -> None:
+    """Solve every selected frame of ``path`` and the time-averaged positions (with the ``top``
+    best answers); print a table (or JSON with ``per_frame`` and ``averaged``); exit 1 when the
+    averaged positions have no answer."""
     from c2np.cells import write_symmetrized_cif
     from c2np.errors import C2NPInputError, C2NPNoAnswerError
     from c2np.solver import solve_particle
@@ -45,7 +47,7 @@ def identify_frames(path: Path, *, frames: str, species: dict[int, int] | None, 
                                 "max_atom_rms_angstrom": avg.max_atom_rms_angstrom}
     code = 0
     try:
-        result = solve_particle(avg.particle)
+        result = solve_particle(avg.particle, top_k=top)
     except C2NPInputError as exc:
         code = 1 if isinstance(exc, C2NPNoAnswerError) else 2
         averaged.update(error=f"{path}: time-averaged positions: {exc}",

@@ -119,7 +119,7 @@ def build_cmd(
         out = DEFAULT_STORE if out is None else out
         check_output_path(out)  # fail before the work, not after it
     else:
-        from c2np.store_manifest import manifest_path_for
+        from c2np.store.manifest import manifest_path_for
 
         if shards < 1:
             raise C2NPInputError(f"--shards {shards}: give K >= 1")

@@ -156,13 +156,13 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
 
 
 def kernel_cache_is_warm() -> bool:
-    """True when numba's on-disk cache holds the compiled scoring kernels (index files of
-    ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
+    """True when numba's on-disk cache holds the compiled scoring kernels (index files of the
+    kernel modules of ``c2np.assignment`` and ``c2np.metrics``, beside them or under
     ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
     package = Path(__file__).resolve().parents[1]  # the c2np package folder
     root = os.environ.get("NUMBA_CACHE_DIR")
-    where = [Path(root)] if root else [package / "__pycache__"]
-    for name in ("_assignment_kernels", "_pair_kernels"):
+    where = [Path(root)] if root else [package / "assignment" / "__pycache__", package / "metrics" / "__pycache__"]
+    for name in ("_auction_kernels", "_grid_kernels", "_tree_kernels", "_pair_kernels"):
         if not any(next(d.rglob(f"{name}*.nbi"), None) is not None for d in where if d.is_dir()):
             return False
     return True
