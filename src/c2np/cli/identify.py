@@ -18,9 +18,18 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def identify_cmd(
-    particle_paths: list[Path] = typer.Argument(..., help="Particles: .xyz / .extxyz (first frame) or "
-                                                          ".cif read as a finite cluster; several files "
-                                                          "are solved on the executor seam."),
+    particle_paths: list[Path] = typer.Argument(..., help="Particles: .xyz / .extxyz, .cif read as a finite "
+                                                          "cluster, or any structure or trajectory file ASE "
+                                                          "reads (LAMMPS dump, POSCAR, PDB, .traj, ...); the "
+                                                          "first frame unless --frames; several files are "
+                                                          "solved on the executor seam."),
+    frames: Optional[str] = typer.Option(None, "--frames", help="Solve these frames of a trajectory (all, N, "
+                                         "START:STOP[:STEP]) and their time-averaged positions (one file)."),
+    species: Optional[str] = typer.Option(None, "--species", help="Elements of LAMMPS type ids, e.g. "
+                                          "1=Cu,2=Au (dumps without an element column)."),
+    fmt: Optional[str] = typer.Option(None, "--format", help="The file's format as ASE names it (e.g. "
+                                      "lammps-dump-text, vasp, proteindatabank); default: from the suffix "
+                                      "or the content."),
     cif_out: Optional[Path] = typer.Option(None, "--cif", help="Write the reconstructed conventional "
                                            "cell to this CIF in its space group (symmetry operations, "
                                            "asymmetric unit; one file only)."),
@@ -36,6 +45,10 @@ def identify_cmd(
 
     With several files each is one outcome (identified, no answer, bad input); the exit code
     is the worst of them (0 all identified, 1 some had no answer, 2 some were bad input)."""
+    if len(particle_paths) > 1 and (frames, species, fmt) != (None, None, None):
+        from c2np.errors import C2NPInputError
+
+        raise C2NPInputError("--frames, --species and --format read one file; give one particle file")
     if len(particle_paths) > 1:
         _identify_many(particle_paths, cif_out=cif_out, json_out=json_out, workers=workers,
                        scheduler=scheduler, top=top)
@@ -43,12 +56,24 @@ def identify_cmd(
     particle_path = particle_paths[0]
     if cif_out is not None:
         check_output_path(cif_out)
+    species_map = _species_option(species)
+    if frames is not None:
+        from c2np.cli._identify_frames import identify_frames
+
+        identify_frames(particle_path, frames=frames, species=species_map, fmt=fmt, cif_out=cif_out,
+                        json_out=json_out, workers=workers, scheduler=scheduler, top=top)
+        return
     from c2np.cells import write_symmetrized_cif
     from c2np.errors import C2NPInputError
     from c2np.particle_io import read_particle
     from c2np.solver import solve_particle
 
-    particle = read_particle(particle_path)
+    if (species_map, fmt) == (None, None) and particle_path.suffix.lower() in (".xyz", ".extxyz", ".cif"):
+        particle = read_particle(particle_path)
+    else:  # any other structure or trajectory format (first frame)
+        from c2np.trajectory import read_structure
+
+        particle = read_structure(particle_path, species=species_map, fmt=fmt)
     try:
         result = solve_particle(particle, top_k=top)
     except C2NPInputError as exc:  # keeps the kind: no lattice found (exit 1) or bad input (exit 2)
@@ -98,6 +123,15 @@ def identify_cmd(
     if cif_out is not None:
         con.print(f"reconstructed cell ({esc(result.international)}, conventional, symmetry operations "
                   f"and asymmetric unit) -> {esc(cif_out)}")
+
+
+def _species_option(species: Optional[str]) -> Optional[dict[int, int]]:
+    """``--species`` parsed (LAMMPS type id -> atomic number), or None."""
+    if species is None:
+        return None
+    from c2np.trajectory import parse_species_map
+
+    return parse_species_map(species)
 
 
 def _identify_many(paths: list[Path], *, cif_out: Optional[Path], json_out: bool, workers: int,
