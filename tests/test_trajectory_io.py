@@ -375,3 +375,18 @@ def test_cli_single_frame_of_other_formats(tmp_path: Path) -> None:
     res = runner.invoke(app, ["identify", str(tmp_path / "cluster.txt"), "--format", "vasp", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["spacegroup"] == 221
+
+
+def test_cli_several_files_in_ase_formats(tmp_path: Path) -> None:
+    from ase import Atoms
+    from ase.io import write
+
+    part = _cu3au_particle(8.0)
+    atoms = Atoms(numbers=part.numbers, positions=part.positions_angstrom + 15.0, cell=np.eye(3) * 30.0, pbc=True)
+    write(tmp_path / "POSCAR", atoms, format="vasp")
+    write(tmp_path / "p.pdb", atoms, format="proteindatabank")
+    runner, app = _runner()
+    res = runner.invoke(app, ["identify", str(tmp_path / "POSCAR"), str(tmp_path / "p.pdb"), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert [r["spacegroup"] for r in data] == [221, 221]

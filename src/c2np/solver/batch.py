@@ -32,12 +32,12 @@ class FileOutcome:
 def _solve_file(_: Any, item: tuple[str, int]) -> FileOutcome:
     """Worker side: read the particle (``item``: path, ranked answers wanted) and solve it;
     input errors are the file's outcome."""
-    from c2np.particle_io import read_particle
     from c2np.solver.pipeline import solve_particle
+    from c2np.trajectory import read_structure
 
     path, top_k = item
     try:
-        result = solve_particle(read_particle(path), top_k=top_k)
+        result = solve_particle(read_structure(path), top_k=top_k)
     except C2NPInputError as exc:
         kind = "no answer" if isinstance(exc, C2NPNoAnswerError) else "bad input"
         return FileOutcome(path, error=f"{path}: {exc}", kind=kind)
