@@ -109,8 +109,11 @@ def test_template_blocks_project_each_block_onto_its_template() -> None:
 def _cheap_copy(name: str, dst: Path) -> Path:
     shutil.copytree(PRETRAINED / name, dst)
     meta = json.loads((dst / "config.json").read_text())
-    meta["config"].update(n_samples=2, sample_steps=8, steps=8, refine_screen_evals=0, refine_evals=5)
+    meta["config"].update(n_samples=2, sample_steps=8, refine_screen_evals=0, refine_evals=5)
     (dst / "config.json").write_text(json.dumps(meta))
+    templates = json.loads((dst / "templates.json").read_text())
+    keep = [t for t in templates if t["spacegroup"] in (62, 221)]       # two of one composition, one other
+    (dst / "templates.json").write_text(json.dumps(keep))
     return dst
 
 
@@ -129,7 +132,7 @@ def test_generators_run_on_the_chosen_device_and_count_particles(store_path: Pat
     from c2np.store import DatasetStore
 
     gen_dir = _cheap_copy("mattergen-inverse", tmp_path / "mattergen")
-    pool_dir = save_pool(tmp_path / "pool", [("m", gen_dir), ("c", _cheap_copy("cdvae-inverse", tmp_path / "c"))],
+    pool_dir = save_pool(tmp_path / "pool", [("m", gen_dir), ("d", _cheap_copy("diffcsp-inverse", tmp_path / "d"))],
                          PoolRule())
     want = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     for folder in (gen_dir, pool_dir):
@@ -154,7 +157,7 @@ def test_generators_run_on_the_chosen_device_and_count_particles(store_path: Pat
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_device_cuda_without_a_gpu_is_one_line_exit_2(store_path: Path, tmp_path: Path) -> None:
-    gen = _cheap_copy("flowmm-inverse", tmp_path / "flowmm")
+    gen = _cheap_copy("mattergen-inverse", tmp_path / "mattergen")
     r = runner.invoke(app, ["predict", "--run", str(gen), "--store", str(store_path), "--split", "heldout",
                             "-o", str(tmp_path / "x.csv"), "--device", "cuda"])
     assert r.exit_code == 2 and "Traceback" not in r.output and "no CUDA device" in r.output
