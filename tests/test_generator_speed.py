@@ -140,9 +140,13 @@ def test_generators_run_on_the_chosen_device_and_count_particles(store_path: Pat
         assert place_generator(gen, "auto") == want
         members = [m for _, m in gen.members] if hasattr(gen, "members") else [gen]
         seen: set[torch.device] = set()
+
+        def record(_: object, args: tuple[torch.Tensor, ...], seen: set[torch.device] = seen) -> None:
+            seen.update(a.device for a in args)
+
         for m in members:
             assert {p.device for p in m.parameters()} | {b.device for b in m.buffers()} == {want}
-            m.net.register_forward_pre_hook(lambda _, args: seen.update(a.device for a in args))
+            m.net.register_forward_pre_hook(record)
         store = DatasetStore.open(store_path)
         from c2np.models.training import query_items
 

@@ -10,8 +10,8 @@ reproduces its part of one run and ``c2np merge-predictions`` joins the parts in
 file. Within a chunk the particles' cells are sampled in shared batches
 (:meth:`~c2np.models.inverse.generator.CrystalGenerator.candidates`); the progress bar counts
 particles. ``device``: where the networks run (``cpu``, ``cuda`` or ``auto``; the template
-projections and the read-out stay on the CPU). A particle for which no generated cell can be read gets a row of missing values (NaN;
-the harness counts it as a failure).
+projections and the read-out stay on the CPU). A particle for which no generated cell can be
+read gets a row of missing values (NaN; the harness counts it as a failure).
 """
 
 from __future__ import annotations
