@@ -12,8 +12,13 @@ the commit before batched task-2 sampling), so both columns come from one run on
   interval), with the paired bootstrap interval of new minus old.
 * ``forward``: a shipped task-1 run (default MatterGen) sampled on the held-out development
   rows: atoms per CPU second and atom F1 at 0.5 Å scored by the harness.
-* ``env``: this checkout's ``task2`` on the first model with the default environment against
-  ``OMP_NUM_THREADS=1`` (wall seconds; the thread policy should make the ratio about 1).
+* ``env``: this checkout's ``task2`` on the first model with the default environment (the
+  thread policy of :mod:`c2np.threads`, as the command line applies it) against
+  ``OMP_NUM_THREADS=1`` (wall seconds; about 1 on an otherwise idle machine).
+
+``--threads 1`` (default) measures ``task2`` and ``forward`` on one thread per child, the CPU
+seconds of one core (a machine shared with other work inflates the CPU time of spinning
+thread pools).
 
 Run (a strict store from ``c2np build --protocol strict -o strict.h5``)::
 
@@ -105,6 +110,9 @@ def _child_forward(job: dict[str, Any]) -> dict[str, Any]:
 
 def child_main(job_json: str) -> None:
     job = json.loads(job_json)
+    from c2np.threads import use_threads
+
+    use_threads(1)      # the thread policy, as the command line applies it (C2NP_THREADS / OMP_NUM_THREADS win)
     res = _child_task2(job) if job["what"] == "task2" else _child_forward(job)
     print("RESULT " + json.dumps(res))
 
@@ -122,10 +130,12 @@ def baseline_src(ref: str, given: str | None) -> Path:
 
 
 def run_child(src: Path, job: dict[str, Any], *, env_extra: dict[str, str] | None = None,
-              clean_env: bool = False) -> dict[str, Any]:
+              clean_env: bool = False, threads: int = 0) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items()
            if not (clean_env and k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "C2NP_THREADS"))}
     env.update(env_extra or {})
+    if threads > 0:
+        env["C2NP_THREADS"] = str(threads)
     env["PYTHONPATH"] = str(src)
     proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(job)], env=env, capture_output=True,
                           text=True, cwd=str(ROOT))
@@ -203,6 +213,8 @@ def main() -> None:
     ap.add_argument("--projection", action="store_true")
     ap.add_argument("--radii", default="6,10,20,30")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per child for task2/forward (CPU seconds on one core; 0: the thread policy)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -222,14 +234,14 @@ def main() -> None:
         for name in args.models.split(","):
             job = {"what": "task2", "store": args.store, "split": args.split, "particles": args.particles,
                    "seed": args.seed, "model": str(ROOT / "pretrained" / name)}
-            new = run_child(new_src, job)
+            new = run_child(new_src, job, threads=args.threads)
             res_new = score_task2(args.store, args.split, new["answers"])
             medians[name] = statistics.median(new["cpu_s_per_particle"])
             if old_src is None:
                 print(f"{name:32s} {'-':>8s} {medians[name]:8.2f} {'-':>6s}  {'-':22s} "
                       f"{_metric(res_new, 'joint_accuracy_paper'):22s}")
                 continue
-            old = run_child(old_src, job)
+            old = run_child(old_src, job, threads=args.threads)
             res_old = score_task2(args.store, args.split, old["answers"])
             m_old = statistics.median(old["cpu_s_per_particle"])
             same = sum(old["answers"][s] == new["answers"][s] for s in new["answers"])
@@ -245,7 +257,7 @@ def main() -> None:
         cols = [("new", new_src)] + ([("old", old_src)] if old_src is not None else [])
         rates = {}
         for label, src in cols:
-            r = run_child(src, job)
+            r = run_child(src, job, threads=args.threads)
             rates[label] = r["atoms"] / max(r["cpu_s"], 1e-9)
             res = score_forward_f1(args.store, args.split, r["particles"])
             print(f"{label:10s} {rates[label]:12.1f} {_metric(res, 'f1@0.5'):22s}")

@@ -138,7 +138,8 @@ class CrystalGenerator(CellSampler):
             jobs = [(p, s, k) for p in members for s in range(self.cfg.n_samples) for k in range(len(rows))]
             for a in range(0, len(jobs), batch):
                 part = jobs[a:a + batch]
-                temps, bounds = [], [0]
+                temps: list[CellTemplate | None] = []
+                bounds = [0]
                 for j, (p, _, _) in enumerate(part):
                     if not temps or part[j - 1][0] != p:
                         temps.append(plans[p][1])
