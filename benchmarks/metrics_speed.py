@@ -12,7 +12,7 @@ atoms dropped. Also times ``evaluate_forward`` end to end on eval subsets.
 
 Cost against prediction quality (``bench_quality``): the same R = 30 reference scored
 against a good prediction, a noisy one, the random-ball baseline, a shifted, a collapsed
-(since session 11 a failed sample: denser than the ``prediction_neighbours`` limit), the
+(a failed sample: denser than the ``prediction_neighbours`` limit), the
 random ball shrunk to 0.6 R, a doubled prediction and the random ball with 2x and 4x the atoms
 (twice and four times the density), with the matched RMSD of this version (``c2np.assignment``:
 auction + LP-duality certificate) and of the previous one (LAPJVsp on a k-NN graph, kept
@@ -326,8 +326,8 @@ def bench_quality(repeats: int, radius: float = 30.0) -> list[dict]:
     from rich.console import Console
     from rich.table import Table
 
-    from c2np import metrics
     from c2np.metrics import ReferenceSummary, forward_metrics
+    from c2np.metrics import forward as metrics
 
     cell = perovskite()
     g, cases = quality_cases(cell, radius)
@@ -391,7 +391,7 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from metrics_speed import perovskite, quality_cases
-from c2np import metrics
+from c2np.metrics import forward as metrics
 from c2np.metrics import ReferenceSummary, forward_metrics, pair_distance_counts, hull_volume_angstrom3
 
 radius = float(sys.argv[2])
@@ -512,8 +512,8 @@ def bench_end_to_end(n_materials: int, catalog: bool = False, *, workers: int = 
     from rich.console import Console
     from rich.table import Table
 
-    from c2np import metrics
     from c2np.baselines import analytic_carve, predict, random_ball
+    from c2np.metrics import forward as metrics
     from c2np.predictions import write_forward_predictions
     from c2np.store import DatasetStore, build_store
     from c2np.tasks import ForwardTask

@@ -1,8 +1,8 @@
 """CPU seconds per training step of each task-1 family, the previous code against this code,
-interleaved, with the check that both compute the same steps (issue 12: >= 20,000 steps per
-family).
+interleaved, with the check that both compute the same steps (the shipped task-1 runs take
+20,000 steps per family).
 
-A step is what ``c2np train`` does per batch: ``_batch_loss`` on ``batch_size`` rows drawn by
+A step is what ``c2np train`` does per batch: ``batch_loss`` on ``batch_size`` rows drawn by
 the run's numpy generator, then ``optimizer_step`` (backward, clipping, AdamW, schedule, EMA),
 with the config shipped in ``PRETRAINED/<family>-forward/config.json``, seed 0, on the real
 store rows. Every measurement is a fresh process (``--worker``) that imports ``c2np`` from the
@@ -16,7 +16,7 @@ records their losses and the weights after them; then it times ``--steps`` more 
 the ratio previous / this, and the largest absolute difference of the check losses and of
 the weights after them between the versions (0 = bit-identical).
 
-    git archive b39716c src | tar -x -C /tmp/prev     # the previous code
+    git archive REV src | tar -x -C /tmp/prev     # the previous code (with the public batch_loss)
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nice -n 10 python benchmarks/train_step_speed.py \\
         --store c2np_out/fit/store_paper.h5 --previous-src /tmp/prev/src
 
@@ -51,7 +51,7 @@ def worker(args: argparse.Namespace) -> int:
     from c2np.models.config import ModelConfig
     from c2np.models.data import training_rows
     from c2np.models.optim import build_optimizer, optimizer_step, total_steps
-    from c2np.models.training import _batch_loss, build_model, generator
+    from c2np.models.training import batch_loss, build_model, generator
     from c2np.store import DatasetStore
 
     name = args.family.split("-")[0]
@@ -70,7 +70,7 @@ def worker(args: argparse.Namespace) -> int:
 
     def step() -> float:
         rows = rng.choice(data.train, size=cfg.batch_size, replace=len(data.train) < cfg.batch_size)
-        loss, _ = _batch_loss(model, store, rows, g)
+        loss, _ = batch_loss(model, store, rows, g)
         optimizer_step(model, loss, opt, sched, ema, grad_clip=cfg.grad_clip)
         return float(loss.item())
 

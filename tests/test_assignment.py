@@ -13,7 +13,12 @@ from scipy.spatial import cKDTree
 from scipy.spatial.distance import cdist
 
 import c2np.assignment as assignment
+from c2np.assignment import aligned as a_aligned
+from c2np.assignment import auction as a_auction
+from c2np.assignment import grid as a_grid
 from c2np.assignment import min_sq_assignment
+from c2np.assignment import result as a_result
+from c2np.assignment import solve as a_solve
 
 
 def _optimum(a: np.ndarray, b: np.ndarray) -> float:
@@ -36,7 +41,7 @@ def _check(res, opt: float) -> None:
 @pytest.fixture
 def sparse_always(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send every set that is not trivially solved to the sparse (auction) path."""
-    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(a_solve, "DENSE_MAX_ENTRIES", 0)
 
 
 def _cloud(rng: np.random.Generator, kind: str, n: int, ref: np.ndarray) -> np.ndarray:
@@ -67,7 +72,7 @@ def test_sparse_path_equals_dense_optimum(n_ref: int, n_pred: int, kind: str, se
     pred = _cloud(rng, kind, n_pred, ref)
     opt = _optimum(pred, ref)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+        mp.setattr(a_solve, "DENSE_MAX_ENTRIES", 0)
         res = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
         far = min_sq_assignment(pred, ref)  # far-off sets may stop at a small certified gap
     for r in (res, far):
@@ -85,7 +90,7 @@ def _check_far(res) -> None:
         return
     lb, n = res.lower_bound_angstrom2, res.n_pairs
     assert lb >= n * assignment.FAR_RMSD_ANGSTROM ** 2
-    rel = assignment.ALIGN_ACCEPT_REL_GAP if res.method == "aligned" else assignment.FAR_REL_GAP
+    rel = a_aligned.ALIGN_ACCEPT_REL_GAP if res.method == "aligned" else assignment.FAR_REL_GAP
     assert np.sqrt(res.sum_sq_angstrom2 / n) <= (1 + rel) * np.sqrt(lb / n) * (1 + 1e-12)
 
 
@@ -96,7 +101,7 @@ def test_a_spent_budget_still_gives_valid_bounds(kind: str, bids: int, seed: int
     ref = rng.uniform(-6, 6, size=(60, 3))
     pred = _cloud(rng, kind, 55, ref)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
+        mp.setattr(a_solve, "DENSE_MAX_ENTRIES", 0)
         res = min_sq_assignment(pred, ref, bids_per_point=bids, max_rounds=1)
     _check(res, _optimum(pred, ref))
 
@@ -139,7 +144,7 @@ def test_empty_and_single_points() -> None:
 def test_grid_queries_match_kdtree() -> None:
     rng = np.random.default_rng(5)
     pts = np.concatenate([rng.uniform(-8, 8, size=(700, 3)), rng.uniform(30, 31, size=(5, 3))])
-    grid = assignment._Grid.build(pts, per_cell=3.0)
+    grid = a_grid._Grid.build(pts, per_cell=3.0)
     queries = np.concatenate([rng.uniform(-9, 9, size=(200, 3)), [[60.0, 0, 0], [-40, -40, 5]]])
     w = rng.uniform(0, 30, size=len(pts))
     vals, idx, complete = grid.knn(queries, 4, weights=w)
@@ -221,15 +226,15 @@ def test_far_off_sets_stop_at_a_certified_gap() -> None:
     assert float(np.sum(d1 * d1)) >= len(ball) * assignment.FAR_RMSD_ANGSTROM ** 2
     assert far.rounds == 0
     with pytest.MonkeyPatch.context() as mp:  # the early check changes the work, not the rule
-        mp.setattr(assignment, "FAR_EARLY_EPS", 1e-30)
+        mp.setattr(a_auction, "FAR_EARLY_EPS", 1e-30)
         late = min_sq_assignment(ball, ref)
     _check(late, opt)
     _check_far(late)
 
 
 def _dual_bound_searching_every_row(small, grid, prices, graph):
-    """The dual bound of assignment._dual_bound with every row searched over all pairs."""
-    kern = assignment._kernels()
+    """The dual bound of auction._dual_bound with every row searched over all pairs."""
+    kern = a_grid._kernels()
     w = graph.from_scaled(prices - prices.min())
     u_graph = kern.row_minima(graph.indptr, graph.cost_angstrom2 + w[graph.indices])
     sw, cw = kern.cell_weights(grid.order, grid.cell_start, w)
@@ -237,7 +242,7 @@ def _dual_bound_searching_every_row(small, grid, prices, graph):
                                   grid.origin, grid.h, grid.dims, np.ascontiguousarray(small),
                                   u_graph, grid.slack)
     u = np.minimum(u_graph, v)
-    return assignment._bound_from_duals(u, w), w, u_graph, v
+    return a_auction._bound_from_duals(u, w), w, u_graph, v
 
 
 @settings(max_examples=60, deadline=None)
@@ -250,7 +255,7 @@ def test_certified_sums_bracket_the_exact_sum(values: list, seed: int) -> None:
     rng = np.random.default_rng(seed)
     x = np.array(values + list(rng.normal(scale=1e3, size=rng.integers(0, 5000))), dtype=np.float64)
     exact = math.fsum(x)
-    lo, hi = assignment._sum_below(x), assignment._sum_above(x)
+    lo, hi = a_result._sum_below(x), a_result._sum_above(x)
     assert lo <= exact <= hi
     if len(x):
         slack = 2.0 * (math.log2(len(x)) + 24.0) * np.finfo(np.float64).eps * float(np.abs(x).sum())
@@ -269,14 +274,14 @@ def test_dual_bound_searches_only_rows_that_can_be_undercut(kind: str, n: int, p
     rng = np.random.default_rng(seed)
     large = rng.uniform(-6, 6, size=(n + 5, 3))
     small = _cloud(rng, kind, n, large)
-    grid = assignment._Grid.build(large, per_cell=assignment.GRAPH_DEGREE / (4.0 * math.pi / 3.0))
+    grid = a_grid._Grid.build(large, per_cell=a_auction.GRAPH_DEGREE / (4.0 * math.pi / 3.0))
     indptr, indices = grid.radius_graph(small)
-    graph = assignment._Graph.build(small, large, indptr, indices,
-                                    assignment._Graph.unit_for(small, large))
+    graph = a_auction._Graph.build(small, large, indptr, indices,
+                                    a_auction._Graph.unit_for(small, large))
     extra = rng.integers(0, len(large), size=n)  # a pairing's edges, as the solver adds them
     graph = graph.with_edges(small, large, np.arange(n), extra)
     prices = (rng.random(len(large)) * price_scale / graph.unit * (len(large) + 1)).astype(np.int64)
-    got = assignment._dual_bound(small, grid, prices, graph)
+    got = a_auction._dual_bound(small, grid, prices, graph)
     want = _dual_bound_searching_every_row(small, grid, prices, graph)
     assert got[0] == want[0]
     for a, b in zip(got[1:], want[1:]):
@@ -300,7 +305,7 @@ def test_degenerate_prediction_reports_valid_bounds() -> None:
     pred = rng.normal(scale=0.05, size=(700, 3))
     opt = _optimum(pred, ref)
     with pytest.MonkeyPatch.context() as mp:  # the sets as they are, not aligned
-        mp.setattr(assignment, "ALIGN_SCALE_REL", np.inf)
+        mp.setattr(a_aligned, "ALIGN_SCALE_REL", np.inf)
         res = min_sq_assignment(pred, ref)
     assert res.method == "auction" and res.rounds == 0
     _check(res, opt)
@@ -318,7 +323,7 @@ def test_kdtree_nearest_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: i
                                       seed: int) -> None:
     """The tight-box k-d tree of the far queries gives cKDTree's distances bit for bit and a
     point at that distance, for any leaf size; its nodes partition the points."""
-    from c2np import _assignment_kernels as kern
+    from c2np.assignment import _kernels as kern
 
     rng = np.random.default_rng(seed)
     pts = _points(rng, kind_p, n_p)  # (a lattice has at most 343 points)
@@ -347,7 +352,7 @@ def test_kdtree_knn_equals_kdtree(kind_p: str, kind_q: str, n_p: int, n_q: int, 
                                   seed: int) -> None:
     """The k-d tree's k nearest neighbours: cKDTree's k distances bit for bit, ascending,
     distinct points at those distances; -1 / inf beyond the tree's points."""
-    from c2np import _assignment_kernels as kern
+    from c2np.assignment import _kernels as kern
 
     rng = np.random.default_rng(seed)
     pts = _points(rng, kind_p, n_p)
@@ -372,11 +377,11 @@ def test_particle_against_a_collapsed_larger_set_uses_the_tree_and_keeps_bounds(
     rng = np.random.default_rng(7)
     ref = rng.uniform(-10, 10, size=(400, 3))
     pred = rng.normal(scale=0.05, size=(440, 3))
-    monkeypatch.setattr(assignment, "ALIGN_SCALE_REL", np.inf)  # the sets as they are
+    monkeypatch.setattr(a_aligned, "ALIGN_SCALE_REL", np.inf)  # the sets as they are
     res = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)  # no far rule: the auction
     assert res.method == "auction"
     _check(res, _optimum(pred, ref))
-    monkeypatch.setattr(assignment, "KDTREE_MIN_FAR_QUERIES", 10 ** 9)  # the ring search
+    monkeypatch.setattr(a_auction, "KDTREE_MIN_FAR_QUERIES", 10 ** 9)  # the ring search
     ring = min_sq_assignment(pred, ref, far_rmsd_angstrom=None)
     assert (ring.sum_sq_angstrom2, ring.lower_bound_angstrom2) == pytest.approx(
         (res.sum_sq_angstrom2, res.lower_bound_angstrom2), rel=1e-12)
@@ -392,7 +397,7 @@ def test_column_floor_gives_a_valid_looser_bound() -> None:
     other = rng.normal(scale=0.3, size=(300, 3))  # more predicted atoms, of another element
     floor, _ = assignment.nearest_neighbours(ref, np.concatenate([pred, other]))
     with pytest.MonkeyPatch.context() as mp:  # the sets as they are (the degenerate path)
-        mp.setattr(assignment, "ALIGN_SCALE_REL", np.inf)
+        mp.setattr(a_aligned, "ALIGN_SCALE_REL", np.inf)
         exact = min_sq_assignment(pred, ref)
         loose = min_sq_assignment(pred, ref, column_floor=floor)
     opt = _optimum(pred, ref)
@@ -463,18 +468,18 @@ def test_queries_beyond_a_smaller_ball_go_to_the_tree_and_stay_exact() -> None:
 
     queries, pts = ball(4000, 20.0), ball(4000, 12.0)
     grid = assignment.PointGrid.build(pts)
-    far = assignment._far(queries, grid)
+    far = a_grid._far(queries, grid)
     r = np.linalg.norm(queries, axis=1)
     box = np.all(np.abs(queries) < 11.0, axis=1)
     assert np.all(far[r > 12.0 + 2.0 * np.sqrt(3.0) * grid.h])  # no point within a cell
     assert not np.any(far[r < 10.0])  # inside the small ball
     assert np.count_nonzero(far & box) > 0  # the empty corners of its box count too
-    assert np.count_nonzero(far) > assignment.KDTREE_MIN_FAR_QUERIES
+    assert np.count_nonzero(far) > a_auction.KDTREE_MIN_FAR_QUERIES
     d, j = assignment.nearest_neighbours(queries, pts)
     want, _ = cKDTree(pts).query(queries, k=1)
     assert np.array_equal(d, want)
     assert np.allclose(np.linalg.norm(queries - pts[j], axis=1), d, rtol=1e-12, atol=1e-12)
-    k_idx = assignment._knn_indices(grid, queries, 3)
+    k_idx = a_auction._knn_indices(grid, queries, 3)
     k_want, _ = cKDTree(pts).query(queries, k=3)
     got = np.sort(np.linalg.norm(queries[:, None, :] - pts[k_idx], axis=2), axis=1)
     assert np.allclose(got, k_want, rtol=1e-12, atol=1e-12)
@@ -518,7 +523,8 @@ def test_nearest_neighbours_searched_only_when_the_pairing_needs_them() -> None:
             return _real(q, p, grid=grid)
 
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(assignment, "nearest_neighbours", counting)
+            for mod in (a_solve, a_aligned, a_auction):  # each module that searches
+                mp.setattr(mod, "nearest_neighbours", counting)
             lazy = min_sq_assignment(pred, ref, large_grid=grid)
         eager = min_sq_assignment(pred, ref, nearest=real(pred, ref, grid=grid))
         assert (lazy.sum_sq_angstrom2, lazy.lower_bound_angstrom2) == \
@@ -539,7 +545,7 @@ def test_leftover_rows_take_distinct_nearby_free_columns() -> None:
     large = rng.uniform(-10, 10, size=(600, 3))
     free = rng.permutation(600)[:150]
     rows = large[free[:120]] + rng.normal(scale=0.4, size=(120, 3))
-    got = assignment._pair_leftovers(rows, large, free)
+    got = a_auction._pair_leftovers(rows, large, free)
     assert len(set(got.tolist())) == 120 and set(got.tolist()) <= set(free.tolist())
     by_x = free[np.argsort(large[free, 0], kind="stable")]
     old = np.empty(120, dtype=np.int64)
@@ -547,7 +553,7 @@ def test_leftover_rows_take_distinct_nearby_free_columns() -> None:
     assert np.sum((rows - large[got]) ** 2) < 0.5 * np.sum((rows - large[old]) ** 2)
     # every row onto one spot: passes of 8 nearest columns cannot pair them all
     spot = np.zeros((60, 3))
-    tight = assignment._pair_leftovers(spot, large, free[:60])
+    tight = a_auction._pair_leftovers(spot, large, free[:60])
     assert sorted(tight.tolist()) == sorted(free[:60].tolist())
 
 
@@ -565,17 +571,17 @@ def test_a_strong_mismatch_stops_once_the_original_gap_is_accepted(
 
     ref, pred = ball(700, 14.0), 0.3 * ball(700, 14.0)
     calls = []
-    solve = assignment._solve
-    monkeypatch.setattr(assignment, "_solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    solve = a_auction._solve
+    monkeypatch.setattr(a_auction, "_solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
     res = min_sq_assignment(pred, ref)
     opt = _optimum(pred, ref)
     _check(res, opt)
     _check_far(res)
     assert res.method == "aligned" and not res.exact and calls == []
-    fit = assignment._alignment(pred, ref)
+    fit = a_aligned._alignment(pred, ref)
     assert fit is not None and fit[3]  # a strong mismatch
-    opts = {"max_rounds": assignment.MAX_ROUNDS, "bids_per_point": assignment.BIDS_PER_POINT,
+    opts = {"max_rounds": a_solve.MAX_ROUNDS, "bids_per_point": a_solve.BIDS_PER_POINT,
             "far_sum": None, "far_rel_gap": assignment.FAR_REL_GAP}
-    full = assignment._aligned_assignment(pred, ref, *fit[:3], **opts)
+    full = a_aligned._aligned_assignment(pred, ref, *fit[:3], **opts)
     _check(full, opt)
     assert calls and full.sum_sq_angstrom2 <= res.sum_sq_angstrom2 * (1 + 1e-12)

@@ -18,7 +18,7 @@ def test_entry_round_trips_through_json() -> None:
 
 
 def test_malformed_document_and_record_are_clear_errors() -> None:
-    with pytest.raises(C2NPInputError, match="cat.json: not valid JSON \\(line 1"):
+    with pytest.raises(C2NPInputError, match="cat.json: catalog file is not valid JSON \\(.*line 1"):
         parse_catalog_document("{", source="cat.json")
     with pytest.raises(C2NPInputError, match="cat.json: not a c2np catalog"):
         parse_catalog_document("[]", source="cat.json")

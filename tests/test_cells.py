@@ -241,7 +241,7 @@ def test_zip_bomb_member_is_refused_before_decompression(tmp_path: Path, monkeyp
 
 
 def test_unreadable_atom_type_is_a_clear_error() -> None:
-    """Found by benchmarks/fuzz_readers.py (atheris): ASE's has_structure() raised
+    """Found by tools/fuzz_readers.py (atheris): ASE's has_structure() raised
     AttributeError on a type symbol that is not an element."""
     from c2np.cells import read_cif_text
 
@@ -262,7 +262,7 @@ def test_unreadable_atom_type_is_a_clear_error() -> None:
     "kwargs, shortest", [(dict(c="0.00001"), "1e-05"), (dict(angles=("90", "90", "0.5")), "0.0351")]
 )
 def test_flat_or_collapsed_cells_are_refused_quickly(kwargs: dict, shortest: str) -> None:
-    """Found by benchmarks/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
+    """Found by tools/hostile_inputs.py: a cell 1e-5 Å thick made the overlap search
     enumerate millions of periodic images (timeout); the reduced lattice is checked first."""
     from c2np.cells import read_cif_text
 

@@ -1,5 +1,5 @@
 """Central crops as extra conditions of a crystal generator (GenConfig.crop_radii_angstrom,
-docs/inverse_results.md session 26): the crop is a smaller sphere of the same particle, a
+decision record 0037): the crop is a smaller sphere of the same particle, a
 generator without crop radii is unchanged, and crop-conditioned cells are ranked against the
 whole particle."""
 

@@ -275,7 +275,8 @@ _KILLED_BUILD = """
 import contextlib, sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-import c2np.store as store
+import c2np.store.write as store
+from c2np.store import build_store
 from helpers import perovskite
 atomic = store.atomic_path
 @contextlib.contextmanager
@@ -285,7 +286,7 @@ def held(p):  # the temp is written and closed; hold before the rename until kil
         Path({marker!r}).write_text("written")
         time.sleep(600)
 store.atomic_path = held
-store.build_store([perovskite(a={a})], Path({out!r}), radii_angstrom={radii}, progress=False)
+build_store([perovskite(a={a})], Path({out!r}), radii_angstrom={radii}, progress=False)
 """
 
 

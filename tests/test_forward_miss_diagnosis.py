@@ -1,21 +1,11 @@
-"""benchmarks/forward_miss_diagnosis.py: the per-atom classification of a prediction's misses."""
+"""c2np.evaluation.misses: the per-atom classification of a prediction's misses."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 
+from c2np.evaluation import misses as diag
 from c2np.metrics import forward_metrics
-
-_SPEC = importlib.util.spec_from_file_location(
-    "forward_miss_diagnosis", Path(__file__).resolve().parents[1] / "benchmarks" / "forward_miss_diagnosis.py")
-assert _SPEC is not None and _SPEC.loader is not None
-diag = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = diag
-_SPEC.loader.exec_module(diag)
 
 
 def _lattice(a: float, reach: float) -> tuple[np.ndarray, np.ndarray]:

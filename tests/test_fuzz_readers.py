@@ -1,6 +1,6 @@
 """Bounded fuzz tests of every reader: whatever the bytes, a reader returns a
 valid object or raises :class:`C2NPInputError` (a clear error) — never another exception,
-a hang or unbounded memory. The long-running version is ``benchmarks/fuzz_readers.py``
+a hang or unbounded memory. The long-running version is ``tools/fuzz_readers.py``
 (atheris); this file runs a few hundred cases in CI. Every crash found becomes a bug fix
 with a regression test in the module's own test file."""
 

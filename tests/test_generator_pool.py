@@ -1,12 +1,13 @@
-"""A pool of task-2 crystal generators (c2np.models.inverse.pool, issue 13): its
-candidates are exactly its members' own, the choice among them is the ranking rule over all
-of them, its folder is self-contained and checked, and the shipped pool's members are the
-shipped generators byte for byte."""
+"""A pool of task-2 crystal generators (c2np.models.inverse.pool): its candidates are exactly
+its members' own, the choice among them is the ranking rule over all of them, its folder names
+its members (resolved safely, never outside the folder's parent) and the shipped pool's
+members are the shipped generators."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -101,52 +102,88 @@ def test_pool_rejects_bad_members_and_rules() -> None:
             PoolRule(symmetric_margin=bad)
 
 
+def _copy_member(name: str, dst: Path) -> Path:
+    shutil.copytree(PRETRAINED / name, dst)
+    return dst
+
+
 def test_pool_folder_round_trip_and_malformed_folders(tmp_path: Path) -> None:
-    out = save_pool(tmp_path / "pool", [("d", PRETRAINED / "diffcsp-inverse"), ("f", PRETRAINED / "flowmm-inverse")],
-                    PoolRule(symmetric_margin=0.02))
+    d, f = _copy_member("diffcsp-inverse", tmp_path / "d"), _copy_member("flowmm-inverse", tmp_path / "f")
+    out = save_pool(tmp_path / "pool", [("d", d), ("f", f)], PoolRule(symmetric_margin=0.02),
+                    member_configs={"d": {"crop_radii_angstrom": []}})
     pool = load_inverse_generator(out)
     assert isinstance(pool, GeneratorPool)
     assert [n for n, _ in pool.members] == ["d", "f"] and pool.rule.symmetric_margin == 0.02
-    assert (out / "members" / "d" / "model.safetensors").read_bytes() == \
-        (PRETRAINED / "diffcsp-inverse" / "model.safetensors").read_bytes()
-    assert not (out / "members" / "d" / "train_log.jsonl").exists()
+    doc = json.loads((out / POOL_FILE).read_text())
+    assert [m["path"] for m in doc["members"]] == ["../d", "../f"]       # named, never copied
+    assert not (out / "members").exists()
+    assert pool.members[0][1].cfg.crop_radii_angstrom == () and pool.members[1][1].cfg == load_generator(f).cfg
     assert isinstance(load_inverse_generator(PRETRAINED / "diffcsp-inverse"), CrystalGenerator)
 
-    doc = json.loads((out / POOL_FILE).read_text())
-    cases = [({**doc, "kind": "something else"}, "not a generator pool"),
-             ({**doc, "members": ["d", "../f"]}, "member folder names"),
-             ({**doc, "members": "d"}, "member folder names"),
-             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, "not a pool rule"),
-             ({**doc, "rule": {"symmetric_margin": -1}}, "symmetric_margin"),
-             ({**doc, "members": ["d", "missing"]}, "not a crystal generator folder")]
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "x").symlink_to(d)      # a link that leads out of the members root
+    m0 = doc["members"][0]
+    cases = [({**doc, "kind": "something else"}, "pool.json: kind: 'something else' is not one of"),
+             ({**doc, "members": [m0, {"name": "../f", "path": "../f"}]}, "plain 'name'"),
+             ({**doc, "members": "d"}, "pool.json: members: 'd' is not a list"),
+             ({**doc, "members": [m0, {"name": "f", "path": str(f)}]}, "must be relative"),
+             ({**doc, "members": [m0, {"name": "f", "path": "../../f"}]}, "leads outside"),
+             ({**doc, "members": [m0, {"name": "f", "path": "../missing"}]}, "does not exist"),
+             ({**doc, "members": [{**m0, "config": {"hidden": 8}}]}, "may not override"),
+             ({**doc, "members": [{**m0, "config": {"no_such_field": 1}}]},
+               r"pool.json: members\[0\].config: unexpected key\(s\) 'no_such_field'"),
+             ({**doc, "members": [{**m0, "config": {"n_samples": "5"}}]},
+               r"pool.json: members\[0\].config.n_samples: '5' is not an integer"),
+             ({**doc, "rule": {"symmetric_margin": 0.1, "extra": 1}}, r"pool.json: rule: unexpected key\(s\) 'extra'"),
+             ({**doc, "rule": {"symmetric_margin": -1}}, "pool.json: rule.symmetric_margin: -1 is below the minimum 0")]
     for bad, msg in cases:
         (out / POOL_FILE).write_text(json.dumps(bad))
         with pytest.raises(C2NPInputError, match=msg):
             load_pool(out)
+    (out / POOL_FILE).write_text(json.dumps(doc))
+    with pytest.raises(C2NPInputError, match="leads outside"):      # a narrower members root
+        load_pool(out, members_root=tmp_path / "outside")
+    # a member file that is a link out of its folder, or not a regular file, is refused
+    (d / "templates.json").unlink()
+    (d / "templates.json").symlink_to(f / "templates.json")
+    with pytest.raises(C2NPInputError, match="leads outside"):
+        load_pool(out)
+    (d / "templates.json").unlink()
+    (d / "templates.json").mkdir()
+    with pytest.raises(C2NPInputError, match="not a regular file"):
+        load_pool(out)
     (out / POOL_FILE).write_text("{not json")
-    with pytest.raises(C2NPInputError, match="pool.json: not a generator pool"):
+    with pytest.raises(C2NPInputError, match="pool.json: the generator pool is not valid JSON"):
         load_pool(out)
     with pytest.raises(C2NPInputError, match="member name"):
-        save_pool(tmp_path / "p2", [("../x", PRETRAINED / "diffcsp-inverse"), ("f", PRETRAINED / "flowmm-inverse")],
-                  PoolRule())
+        save_pool(tmp_path / "p2", [("../x", d), ("f", f)], PoolRule())
+
+
+def test_first_layout_pool_folders_still_load(tmp_path: Path) -> None:
+    """A pool folder of the first layout (byte copies under ``members/``) loads as before."""
+    out = tmp_path / "old"
+    for n in ("d", "f"):
+        _copy_member("diffcsp-inverse" if n == "d" else "flowmm-inverse", out / "members" / n)
+    (out / POOL_FILE).write_text(json.dumps({"kind": "c2np.generator_pool/1", "members": ["d", "f"],
+                                             "rule": dataclasses.asdict(PoolRule())}))
+    assert [n for n, _ in load_pool(out).members] == ["d", "f"]
+    (out / POOL_FILE).write_text(json.dumps({"kind": "c2np.generator_pool/1", "members": ["d", "../f"],
+                                             "rule": dataclasses.asdict(PoolRule())}))
+    with pytest.raises(C2NPInputError, match="member folder names"):
+        load_pool(out)
 
 
 def test_shipped_pool_members_are_the_shipped_generators() -> None:
-    """The pool's numbers (docs/inverse_results.md, session 22) were measured with these
-    weights; a retrained member must be copied into the pool and the pool evaluated again.
-    Session 26 added the central crop to the shipped DiffCSP's sampling settings; the pool
-    keeps its session-18 member (docs/inverse_results.md, session 26), so those two keys are
-    the only difference allowed."""
+    """The pool names the shipped generator folders; it keeps the DiffCSP member without
+    central crops (the setting its results were measured with), and sets nothing else."""
     pool = load_pool(SHIPPED)
     names = [n for n, _ in pool.members]
     assert names == ["diffcsp-inverse", "flowmm-inverse"]
-    for n in names:
-        for f in ("model.safetensors", "templates.json"):
-            assert (SHIPPED / "members" / n / f).read_bytes() == (PRETRAINED / n / f).read_bytes(), (n, f)
-        member = json.loads((SHIPPED / "members" / n / "config.json").read_text())
-        shipped = json.loads((PRETRAINED / n / "config.json").read_text())
-        for k in ("crop_radii_angstrom", "crop_max_noise_angstrom"):
-            shipped["config"].pop(k, None)
-        assert member == shipped, n
-    size = sum(p.stat().st_size for p in SHIPPED.rglob("*") if p.is_file())
-    assert size <= 10 * 1024 * 1024
+    for n, gen in pool.members:
+        own = load_generator(PRETRAINED / n)
+        expected = dataclasses.replace(own.cfg, crop_radii_angstrom=(), crop_max_noise_angstrom=None) \
+            if n == "diffcsp-inverse" else own.cfg
+        assert gen.cfg == expected, n
+        for k, v in own.state_dict().items():
+            assert gen.state_dict()[k].equal(v), (n, k)
+    assert sorted(p.name for p in SHIPPED.iterdir()) == ["README.md", "model.yml", "pool.json"]

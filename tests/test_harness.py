@@ -228,18 +228,18 @@ def test_cli_evaluate_forward_default_workers(tmp_path: Path, store: DatasetStor
 def test_uncertified_matched_rmsd_is_listed_with_its_bound(store: DatasetStore,
                                                           perfect: dict[str, Particle],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import c2np.assignment as assignment
+    from c2np.assignment import auction, solve
 
     rng = np.random.default_rng(1)
     collapsed = {sid: Particle(p.numbers, rng.normal(scale=0.3, size=(p.n_atoms, 3)))
                  for sid, p in perfect.items()}
-    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 10 ** 7)
+    monkeypatch.setattr(solve, "DENSE_MAX_ENTRIES", 10 ** 7)
     exact = evaluate_forward(store, collapsed, "id", n_resamples=20)  # every set dense: exact
     assert exact.data["matched_rmsd_uncertified"] == 0 and exact.data["matched_rmsd_bounds"] == []
     # the sparse path with almost no work allowed: values are bounds, listed with their gap
-    monkeypatch.setattr(assignment, "DENSE_MAX_ENTRIES", 0)
-    monkeypatch.setattr(assignment, "BIDS_PER_POINT", 1)
-    monkeypatch.setattr(assignment, "MIN_BUDGET_POINTS", 0)
+    monkeypatch.setattr(solve, "DENSE_MAX_ENTRIES", 0)
+    monkeypatch.setattr(solve, "BIDS_PER_POINT", 1)
+    monkeypatch.setattr(auction, "MIN_BUDGET_POINTS", 0)
     res = evaluate_forward(store, collapsed, "id", n_resamples=20)
     bounds = res.data["matched_rmsd_bounds"]
     assert res.data["matched_rmsd_uncertified"] == len(bounds) > 0
@@ -343,7 +343,8 @@ _KERNEL_PROBE = """
 import json, sys
 import numba
 import numpy as np
-from c2np import _assignment_kernels as K, metrics
+from c2np.assignment import _auction_kernels, _grid_kernels, _tree_kernels
+from c2np.metrics import pair_histogram
 from c2np.baselines import analytic_carve, predict, random_ball
 from c2np.evaluation.harness import compile_metric_kernels
 from c2np.particle import Particle
@@ -351,8 +352,9 @@ from c2np.store import DatasetStore
 from c2np.tasks import ForwardTask
 
 def signatures():
-    d = {n: getattr(K, n) for n in dir(K) if isinstance(getattr(K, n), numba.core.registry.CPUDispatcher)}
-    d["_pair_sweep"] = metrics._pair_sweep_kernel()
+    d = {n: getattr(K, n) for K in (_auction_kernels, _grid_kernels, _tree_kernels) for n in dir(K)
+         if isinstance(getattr(K, n), numba.core.registry.CPUDispatcher)}
+    d["_pair_sweep"] = pair_histogram._pair_sweep_kernel()
     return {n: sorted(map(str, f.signatures)) for n, f in d.items()}
 
 store = DatasetStore.open(sys.argv[1])

@@ -36,6 +36,14 @@ main()
 """
 
 
+def _own_group_with_default_sigint() -> None:
+    """In the child before exec: a process group of its own (``setsid``, so that ``killpg``
+    reaches it and its workers, as a terminal's Ctrl-C reaches the foreground group) and
+    SIGINT at its default."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(module: str, func: str, argv: list[str]) -> tuple[int, str, float]:
     script = textwrap.dedent(_RUN).format(src=str(SRC), module=module, func=func, argv=argv)
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
@@ -43,8 +51,7 @@ def _interrupt(module: str, func: str, argv: list[str]) -> tuple[int, str, float
     # runner started in the background of a non-interactive shell has SIGINT ignored, and an
     # ignored signal stays ignored across exec)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, env=env, preexec_fn=_own_group_with_default_sigint)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

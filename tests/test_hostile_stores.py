@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import c2np.store as st
+import c2np.store.shards as st
 from c2np import hdf5_guard
 from c2np.errors import C2NPInputError, C2NPLimitError
 from c2np.fileio import file_sha256
 from c2np.store import DatasetStore, build_store
-from c2np.store_manifest import shard_file_name
+from c2np.store.manifest import shard_file_name
 from helpers import perovskite
 
 DATA = Path(__file__).parent / "data"

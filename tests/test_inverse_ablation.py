@@ -20,7 +20,7 @@ from c2np.models.inverse.ablation import ABLATIONS, ablate, ablated_config
 from c2np.models.inverse.config import GenConfig
 from c2np.models.inverse.examples import cell_example
 from c2np.models.inverse.generator import CrystalGenerator
-from c2np.models.inverse.pool import GeneratorPool, PoolRule
+from c2np.models.inverse.pool import GeneratorPool, PoolRule, load_pool
 from c2np.models.inverse.ranking import cell_pair_profile, particle_pair_profile, profile_mismatch
 from c2np.models.inverse.templates import template_of
 from c2np.models.priors import category_of_priors, inverse_priors, pool_priors
@@ -47,8 +47,7 @@ def test_shipped_generators_are_named_with_their_priors() -> None:
     names = {}
     for folder in sorted(PRETRAINED.glob("*-inverse")):
         if (folder / "pool.json").is_file():
-            members = json.loads((folder / "pool.json").read_text())["members"]
-            cfgs = [json.loads((folder / "members" / m / "config.json").read_text())["config"] for m in members]
+            cfgs = [dataclasses.asdict(gen.cfg) for _, gen in load_pool(folder).members]
             names[folder.name] = name_with_priors("-".join(c["process"] for c in cfgs), pool_priors(cfgs))
         else:
             cfg = json.loads((folder / "config.json").read_text())["config"]

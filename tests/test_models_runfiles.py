@@ -77,7 +77,7 @@ def test_damaged_weights_and_config_name_the_file(run, tmp_path: Path, damage: s
 @pytest.mark.parametrize("damage, expected", [
     ("state", "state.json: the training state is not valid JSON"),
     ("state-keys", "state.json: the training state lacks"),
-    ("log", "log.csv: line 2: not a number"),
+    ("log", "log.csv: line 2: train_loss: .lots. is not a number"),
     ("pickle", "optim.pt: not a loadable optimizer state"),
 ])
 def test_damaged_resume_files_name_the_file(run, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -122,7 +122,7 @@ def test_any_buffer_size_equals_pdist(seed: int, n: int, spread: float, buffer: 
     is flushed in the middle of a run, at its end and after the last run. Also when two
     bins share one increment of the bin-pair table (any fill, odd ones included; up to 254
     bins, beyond which the bins are counted one by one)."""
-    import c2np.metrics as metrics
+    import c2np.metrics.pair_histogram as metrics
 
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, 3)) * spread
@@ -141,7 +141,7 @@ def test_bin_pairs_and_single_bins_count_alike(paired: bool) -> None:
     """Counting two bins per increment (the default for dense clouds) and one by one give the
     same counts, on a dense cloud whose bins are few (many equal cells in a row) and on
     a lattice with pairs on bin edges."""
-    import c2np.metrics as metrics
+    import c2np.metrics.pair_histogram as metrics
 
     rng = np.random.default_rng(8)
     u = rng.normal(size=(3000, 3))
@@ -189,8 +189,8 @@ def test_a_pair_budget_counts_exactly_or_refuses(seed: int, n: int, spread: floa
 def test_a_dense_cloud_stops_soon_after_the_pair_budget() -> None:
     """A cloud of 6,000 atoms within 1 Å (18 million pairs) against a budget of 100,000
     pairs: refused having counted past the budget by at most 8 buffers of candidates."""
-    from c2np import metrics
     from c2np.metrics import TooManyPairs
+    from c2np.metrics import pair_histogram as metrics
 
     x = np.random.default_rng(0).uniform(-1.0, 1.0, size=(6000, 3))
     with pytest.raises(TooManyPairs) as err:

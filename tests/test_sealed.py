@@ -72,13 +72,11 @@ def test_selection_refuses_the_sealed_test() -> None:
             require_development_split(split)
 
 
-@pytest.mark.parametrize("script, extra", [("inverse_heldout.py", []), ("crystal_gen_multistart.py", ["dump.json"]),
-                                           ("crystal_gen_template_diag.py", ["dump.json"])])
-def test_arm_and_diagnosis_scripts_refuse_the_sealed_split(script: str, extra: list[str],
-                                                           catalog_strict: DatasetStore) -> None:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), str(catalog_strict.path), *extra,
-                        "--split", "heldout-test"], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT / "benchmarks", env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+def test_heldout_reproduction_script_refuses_the_sealed_split(catalog_strict: DatasetStore) -> None:
+    script = ROOT / "reproduce" / "inverse-results" / "heldout.py"
+    r = subprocess.run([sys.executable, str(script), str(catalog_strict.path), "--split", "heldout-test"],
+                       capture_output=True, text=True, timeout=300, cwd=script.parent,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode == 2 and "sealed test" in r.stderr and "Traceback" not in r.stderr
 
 

@@ -320,9 +320,12 @@ def test_settings_reach_the_steps() -> None:
     part = carve(prototype_cell("Fe-bcc"), 7.0).particle
     with pytest.raises(C2NPInputError, match="at least 1000 needed"):
         solve_particle(part, settings=SolverSettings(min_atoms=1000))
-    # a translation budget shorter than the bcc nearest-neighbour vector finds no lattice
+    # a translation budget shorter than the bcc nearest-neighbour vector, in the first search
+    # and in the particle's supported reach, finds no lattice
     with pytest.raises(C2NPInputError, match="no candidate translations|no lattice"):
-        solve_particle(part, settings=SolverSettings(max_translation_angstrom=1.0))
+        solve_particle(part, settings=SolverSettings(max_translation_angstrom=1.0, reach_overlap_fraction=0.99))
+    # the first search's budget alone is not a limit: the later passes search the reach
+    assert solve_particle(part, settings=SolverSettings(max_translation_angstrom=1.0)).spacegroup == 229
     loose = solve_particle(part, settings=SolverSettings(symprec_sweep_angstrom=(0.05, 0.1, 0.2)))
     assert loose.spacegroup == 229 and loose.symprec_angstrom == 0.05
 

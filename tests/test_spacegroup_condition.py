@@ -1,5 +1,5 @@
 """The space-group condition of a crystal generator (GenConfig.spacegroups; DiffCSP++-style,
-docs/inverse_results.md session 25): the training pairs carry their group, the condition
+decision record 0071): the training pairs carry their group, the condition
 starts as the unconditioned network, changes what is sampled once trained, survives a save
 and load, and a warm start from unconditioned weights is accepted only for that embedding."""
 

@@ -69,7 +69,7 @@ def test_truncated_and_incomplete_store(tmp_path: Path, store_path: Path) -> Non
 def test_interrupted_build_keeps_old_store(tmp_path: Path, kmgh3, monkeypatch) -> None:
     path = build_store([kmgh3], tmp_path / "keep.h5", radii_angstrom=[6], progress=False)
     before = path.read_bytes()
-    import c2np.store as store_mod
+    import c2np.store.write as store_mod
 
     def boom(*a, **k):
         raise KeyboardInterrupt

@@ -22,7 +22,7 @@ from c2np.cli import build_app
 from c2np.errors import C2NPInputError, C2NPLimitError, C2NPStoreError
 from c2np.limits import override
 from c2np.store import DatasetStore, build_store, require_intact, verify_store
-from c2np.store_manifest import partition_materials, read_manifest, shard_file_name, sharded_fingerprint
+from c2np.store.manifest import partition_materials, read_manifest, shard_file_name, sharded_fingerprint
 from c2np.tasks import ForwardTask, InverseTask
 from helpers import perovskite
 
@@ -282,7 +282,8 @@ def test_rebuild_replaces_the_old_shards(tmp_path: Path) -> None:
 _KILLED_BUILD = """
 import os, sys, time
 sys.path.insert(0, {tests!r})
-import c2np.store as st
+import c2np.store.shards as st
+from c2np.store import build_store
 from helpers import perovskite
 original = st._write_h5
 def slow(path, *args, **kwargs):
@@ -294,7 +295,7 @@ def slow(path, *args, **kwargs):
 st._write_h5 = slow
 cells = [perovskite(), perovskite(a=3.9, ids="NaMgH3", A=11), perovskite(a=4.4, ids="RbCaH3", A=37, B=20),
          perovskite(a=4.2, ids="CsCaH3", A=55, B=20)]
-st.build_store(cells, {out!r}, radii_angstrom=[6, 10], progress=False, shards=3)
+build_store(cells, {out!r}, radii_angstrom=[6, 10], progress=False, shards=3)
 print("DONE", flush=True)
 """
 

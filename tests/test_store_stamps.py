@@ -1,4 +1,4 @@
-"""Stamps of verified stores (``c2np.store_stamps``): a store re-carved and found intact once
+"""Stamps of verified stores (``c2np.store.stamps``): a store re-carved and found intact once
 is not re-carved by a later process with the same bytes and code; anything else is."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import h5py
 import pytest
 
-from c2np import store as store_mod
-from c2np import store_stamps
 from c2np.errors import C2NPStoreError
 from c2np.store import DatasetStore, build_store, require_intact
+from c2np.store import stamps as store_stamps
+from c2np.store import verify as store_mod
 
 
 @pytest.fixture

@@ -190,7 +190,7 @@ def test_missing_file_extra_files_and_undeclared_task(bench: Path, tmp_path: Pat
     assert "notes.txt: unexpected file" in text
     assert "does not list task 'forward'" in text
     (f / "inverse" / "training_log.csv").write_text("epoch,val_loss\n1,abc\n")
-    assert "training_log.csv: line 2: not a number" in _messages(check_submission(f, store)[1])
+    assert "training_log.csv: line 2: val_loss: 'abc' is not a number" in _messages(check_submission(f, store)[1])
 
 
 def test_task2_opaque_ids_are_accepted(bench: Path, tmp_path: Path, store) -> None:

@@ -80,7 +80,8 @@ def test_kernel_cache_check_follows_numba_cache_dir(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert not kernel_cache_is_warm()
     (tmp_path / "x").mkdir()
-    (tmp_path / "x" / "_assignment_kernels._jit-1.py311.nbi").write_bytes(b"")
-    assert not kernel_cache_is_warm()  # both kernel modules are needed
+    for name in ("_auction_kernels.auction-1", "_grid_kernels.bounds-1", "_tree_kernels.kdtree_build-1"):
+        (tmp_path / "x" / f"{name}.py311.nbi").write_bytes(b"")
+    assert not kernel_cache_is_warm()  # every kernel module is needed
     (tmp_path / "x" / "_pair_kernels.count_bins-16.py311.nbi").write_bytes(b"")
     assert kernel_cache_is_warm()

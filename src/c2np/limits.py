@@ -51,6 +51,9 @@ class Limits:
     text_bytes: int = 1_000_000_000
     document_bytes: int = 200_000_000
     yaml_bytes: int = 250_000
+    trajectory_bytes: int = 4_000_000_000
+    weights_bytes: int = 4_000_000_000
+    model_layers: int = 1_000
 
 
 #: name -> (unit, what it bounds)
@@ -87,6 +90,13 @@ LIMIT_DOCS: dict[str, tuple[str, str]] = {
                                 "merge records), checked before parsing"),
     "yaml_bytes": ("bytes", "one YAML document (model.yml), checked before parsing (YAML parses at about "
                             "1 MB/s)"),
+    "trajectory_bytes": ("bytes", "one structure or trajectory file read by identify (LAMMPS dump, POSCAR, "
+                                  "PDB, extxyz, .traj, ...), checked before reading"),
+    "weights_bytes": ("bytes", "a model's parameters as declared by a model folder: the tensors of one "
+                               "safetensors header (checked before they are read), the parameters of the "
+                               "network its config.json builds (counted before it is built), and the size of "
+                               "an optimizer or random-state file"),
+    "model_layers": ("layers", "blocks of a network declared by a config.json (layers, dit_layers)"),
 }
 
 #: Largest value of a limit (beyond it sizes overflow 64-bit arithmetic).

@@ -292,9 +292,9 @@ def _base_differences(exported: BaseParticles, carved: BaseParticles, materials:
 
 def _fingerprint(cells: list[UnitCell], table: RecipeTable, base: BaseParticles,
                  shards: list[dict[str, int]] | None) -> str:
-    """The store fingerprint: single-file, or over the recorded shards (``c2np.store_manifest``)."""
+    """The store fingerprint: single-file, or over the recorded shards (``c2np.store.manifest``)."""
     from c2np.store import fingerprint, shard_base, shard_table
-    from c2np.store_manifest import sharded_fingerprint
+    from c2np.store.manifest import sharded_fingerprint
 
     if not shards:
         return fingerprint(cells, table, base)

@@ -81,6 +81,8 @@ class LeaderboardRow:
     ci95: Mapping[str, Sequence[float] | None] = field(default_factory=dict)
     category: str = UNSTATED
     priors: Sequence[str] = ()
+    per_structure_type: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    structure_types_in_training: Sequence[str] = ()
 
     @property
     def category_label(self) -> str:
@@ -100,7 +102,9 @@ def row_from_results(data: Mapping[str, Any], path: str | os.PathLike[str] = "")
                           if m.get("better") in ("higher", "lower")},
         n_samples=int(data["n_samples"]), n_failed=int(data["n_failed"]), results_file=str(path),
         ci95={k: (list(v["ci95"]) if v.get("ci95") is not None else None) for k, v in overall.items()},
-        category=str(data.get("category", UNSTATED)), priors=tuple(data.get("priors", ())))
+        category=str(data.get("category", UNSTATED)), priors=tuple(data.get("priors", ())),
+        per_structure_type=dict(data["metrics"].get("per_structure_type", {})),
+        structure_types_in_training=tuple(data.get("structure_types_in_training", ())))
 
 
 #: the order of splits in tables: each protocol's scored splits first (sealed test, held-out
@@ -202,6 +206,7 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
                          + " | ".join(cells) + " |")
         lines += [""] + [best_learned_line(trows, task, s, names[0]) for s in
                          sorted({r.split for r in trows}, key=lambda x: (split_rank(x), x)) if names]
+    lines += structure_type_table(rows, headline.get("inverse", [])[:1])
     if footer:
         lines += ["", footer]
     md = out / "leaderboard.md"
@@ -210,6 +215,32 @@ def write_leaderboard(rows: Sequence[LeaderboardRow], out_dir: str | os.PathLike
                      indent=2, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
     write_texts({js: doc, md: "\n".join(lines) + "\n"})  # both or neither on a write error
     return {"markdown": md, "json": js}
+
+
+def structure_type_table(rows: Sequence[LeaderboardRow], metrics: Sequence[str]) -> list[str]:
+    """Markdown lines of the task-2 results per structure type (one table per split and
+    metric): a row per type, marked seen or unseen by the store's training materials, a
+    column per model with its value and 95 % interval; nothing when no task-2 row has more
+    than one structure type."""
+    lines: list[str] = []
+    trows = [r for r in rows if r.task == "inverse" and len(r.per_structure_type) > 1]
+    for split in sorted({r.split for r in trows}, key=lambda x: (split_rank(x), x)):
+        srows = sorted((r for r in trows if r.split == split), key=lambda r: r.model)
+        types = sorted({t for r in srows for t in r.per_structure_type})
+        trained = set(srows[0].structure_types_in_training)
+        for metric in metrics:
+            lines += ["", f"## Task 2 per structure type: {metric}, {split}", "",
+                      "| structure type | in training | n | " + " | ".join(r.model for r in srows) + " |",
+                      "|---|---|---:|" + "---:|" * len(srows)]
+            for t in sorted(types, key=lambda x: (x not in trained, x)):
+                n = next((int(r.per_structure_type[t][metric]["n"]) for r in srows
+                          if t in r.per_structure_type and metric in r.per_structure_type[t]), 0)
+                cells = []
+                for r in srows:
+                    g = r.per_structure_type.get(t, {}).get(metric)
+                    cells.append("–" if g is None else f"{_fmt(g.get('mean'))}{_fmt_ci(g.get('ci95'))}")
+                lines.append(f"| {t} | {'seen' if t in trained else '**unseen**'} | {n} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def new_figure(**kwargs: Any) -> Any:

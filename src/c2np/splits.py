@@ -18,7 +18,8 @@ from c2np.cells import UnitCell, standardize
 from c2np.errors import C2NPInputError
 from c2np.orientations import min_separation_deg, n_rotations, sample_orientations, site_rotation_group
 
-__all__ = ["Protocol", "PAPER", "STRICT", "PROTOCOLS", "get_protocol", "RecipeTable",
+__all__ = ["Protocol", "PAPER", "STRICT", "STRICT_STRUCTURE", "PROTOCOLS", "heldout_materials_of",
+           "get_protocol", "RecipeTable",
            "build_recipes", "SPLITS", "sample_id", "radius_roles", "format_radii", "describe_radii",
            "no_training_rows_message"]
 
@@ -50,6 +51,8 @@ class Protocol:
     val_radii_angstrom: tuple[int, ...] = ()
     heldout_material_fraction: float = 0.0
     heldout_seed: int = 7
+    catalog_scope: str = "abh3"
+    heldout_structure_types: tuple[str, ...] = ()
 
     @property
     def train_radii_angstrom(self) -> tuple[int, ...]:
@@ -75,7 +78,15 @@ class Protocol:
 PAPER = Protocol(name="paper")
 STRICT = Protocol(name="strict", modulo_symmetry=True, identity_outside_train=False,
                   val_radii_angstrom=(13, 23), val_fraction=0.0, heldout_material_fraction=0.2)
-PROTOCOLS: dict[str, Protocol] = {"paper": PAPER, "strict": STRICT}
+#: ``strict`` on the whole catalog with whole structure types held out: the a-a-a- tilt
+#: (perovskite R-3c and its double-perovskite variant R-3), the 6H polytype (2H, 4H and
+#: 9R are seen) and the K2PtCl6 type (isolated octahedra: a topology no training type has);
+#: of the other types, ~20 % of the materials per space group (:func:`heldout_materials_of`).
+STRICT_STRUCTURE = Protocol(name="strict-structure", modulo_symmetry=True, identity_outside_train=False,
+                            val_radii_angstrom=(13, 23), val_fraction=0.0, heldout_material_fraction=0.2,
+                            catalog_scope="all",
+                            heldout_structure_types=("perovskite-R-3c", "DP-R-3", "6H", "K2PtCl6"))
+PROTOCOLS: dict[str, Protocol] = {"paper": PAPER, "strict": STRICT, "strict-structure": STRICT_STRUCTURE}
 
 
 def get_protocol(name: str) -> Protocol:
@@ -330,7 +341,7 @@ def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper",
         split_arr[rng.choice(train_rows, size=n_val, replace=False)] = SPLITS.index("val")
     heldout: tuple[str, ...] = ()
     if proto.heldout_material_fraction > 0:
-        heldout = _stratified_holdout(cells, proto.heldout_material_fraction, proto.heldout_seed)
+        heldout = heldout_materials_of(cells, proto)
     table = RecipeTable(
         protocol=proto.name, materials=materials, material_index=mat_arr,
         radius_angstrom=np.concatenate(r_col).astype(np.int32),
@@ -341,6 +352,37 @@ def build_recipes(cells: Sequence[UnitCell], protocol: Protocol | str = "paper",
     )
     object.__setattr__(table, "summary", summarize(table, proto, groups))
     return table
+
+
+def heldout_materials_of(cells: Sequence[UnitCell], proto: Protocol) -> tuple[str, ...]:
+    """The held-out materials of ``proto`` among ``cells``.
+
+    Without held-out structure types: a seeded ~``heldout_material_fraction`` per space group
+    of ``cells`` (protocol ``strict``). With them (:attr:`Protocol.heldout_structure_types`,
+    types from the shipped catalog): every material of those types; of the shipped ABH3
+    perovskites, ``strict``'s draw over all 82 (so ``strict``'s held-out materials stay held
+    out and a model trained under ``strict`` saw none of them); of the other shipped
+    materials, the same seeded draw per space group over all of them. The draws are over the
+    whole shipped catalog, so a material is held out or not whichever subset is built; cells
+    that are not shipped materials are drawn among themselves.
+    """
+    if not proto.heldout_structure_types:
+        return _stratified_holdout(cells, proto.heldout_material_fraction, proto.heldout_seed)
+    from c2np.catalog.hydrides import material_ids
+    from c2np.catalog.shipped import load_catalog, structure_types_of
+
+    held_types = set(proto.heldout_structure_types)
+    abh3_ids = set(material_ids())
+    shipped = load_catalog("all")
+    shipped_types = dict(zip((c.material_id for c in shipped), structure_types_of(c.material_id for c in shipped)))
+    abh3 = [c for c in shipped if c.material_id in abh3_ids]
+    others = [c for c in shipped if c.material_id not in abh3_ids and shipped_types[c.material_id] not in held_types]
+    foreign = [c for c in cells if c.material_id not in shipped_types]
+    held: set[str] = {m for m, t in shipped_types.items() if t in held_types}
+    for group in (abh3, others, foreign):
+        if group:
+            held.update(_stratified_holdout(group, proto.heldout_material_fraction, proto.heldout_seed))
+    return tuple(sorted(m for m in held if m in {c.material_id for c in cells}))
 
 
 def _stratified_holdout(cells: Sequence[UnitCell], fraction: float, seed: int) -> tuple[str, ...]:

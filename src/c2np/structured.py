@@ -67,11 +67,11 @@ def read_text(path: str | os.PathLike[str], *, what: str, limit: str) -> str:
 
 
 def read_json(path: str | os.PathLike[str], *, schema: Mapping[str, Any] | None = None,
-              what: str = "JSON document", limit: str = "document_bytes") -> Any:
+              what: str = "JSON document", limit: str = "document_bytes", finite: bool = True) -> Any:
     """The JSON document of the file ``path``, read and checked as the module doc says
-    (validated against ``schema`` when given)."""
+    (validated against ``schema`` when given; ``finite=False``: see :func:`parse_json`)."""
     p, text = _read(path, limit, what)
-    doc = parse_json(text, source=printable(p), what=what)
+    doc = parse_json(text, source=printable(p), what=what, finite=finite)
     if schema is not None:
         validate(doc, schema, source=printable(p))
     return doc

@@ -86,7 +86,7 @@ MODEL_SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False,
             "required": ["protocol", "store_fingerprint"],
             "properties": {
-                "protocol": {"enum": ["paper", "strict"]},
+                "protocol": {"enum": ["paper", "strict", "strict-structure"]},
                 "store_fingerprint": {"type": "string", "pattern": _HEX64},
                 "data": {"type": "string", "maxLength": 2000},
             },
@@ -252,9 +252,10 @@ DEFAULT_SPLITS: tuple[str, ...] = ("id", "ood")
 
 def expected_splits(task: str, protocol: str, splits: Sequence[str] = DEFAULT_SPLITS) -> tuple[str, ...]:
     """The splits a submission for ``task`` covers: ``splits`` (ID and OOD by default), plus
-    the held-out materials for task 2 under protocol ``strict`` (never for task 1)."""
+    the held-out materials for task 2 under protocols ``strict`` and ``strict-structure``
+    (never for task 1)."""
     out = [s for s in splits if not (s == "heldout" and task == "forward")]
-    if task == "inverse" and protocol == "strict" and "heldout" not in out:
+    if task == "inverse" and protocol in ("strict", "strict-structure") and "heldout" not in out:
         out.append("heldout")
     return tuple(out)
 

@@ -1,9 +1,16 @@
-"""The material catalog: perovskite hydrides ABH3 relaxed with a universal potential.
+"""The material catalog: perovskite hydrides ABH3 and related structure types, relaxed with a
+universal potential.
 
 One module per concept (this package only re-exports them):
 
 - :mod:`~c2np.catalog.hydrides`: the 82 ABH3 compositions and their ionic radii;
 - :mod:`~c2np.catalog.prototypes`: the four perovskite prototypes (Pm-3m, I4/mcm, R-3c, Pnma);
+- :mod:`~c2np.catalog.structure_types`: the prototypes of the other structure types
+  (hexagonal polytypes, Ruddlesden-Popper, K2PtCl6, double perovskites);
+- :mod:`~c2np.catalog.families`: the compositions of those types;
+- :mod:`~c2np.catalog.topology`: the check that a relaxation kept its structure type;
+- :mod:`~c2np.catalog.typed_relaxation`: relaxation of one structure-type material and the
+  energies above the lowest polymorph;
 - :mod:`~c2np.catalog.records`: the provenance records and the ``catalog.json`` document;
 - :mod:`~c2np.catalog.relaxation`: CHGNet/SevenNet relaxation of one composition and the
   physical checks (shortest distance, perovskite framework);
@@ -17,6 +24,7 @@ that use them.
 """
 
 from c2np.catalog.build import LOCK_NAME, build_catalog, build_lock
+from c2np.catalog.families import TypedComposition, typed_compositions, typed_material_ids
 from c2np.catalog.hydrides import (
     A_SITES,
     B_SITES,
@@ -49,19 +57,24 @@ from c2np.catalog.relaxation import (
     shortest_distance_angstrom,
 )
 from c2np.catalog.shipped import (
+    CATALOG_SCOPES,
     catalog_data_dir,
     catalog_entries,
     catalog_failures,
     default_demo_materials,
     get_cell,
     load_catalog,
+    scope_material_ids,
+    structure_types_of,
 )
+from c2np.catalog.structure_types import STRUCTURE_TYPES, StructureType, build_structure_type
 from c2np.catalog.textbook import (
     TEXTBOOK_PROTOTYPES,
     Prototype,
     prototype_cell,
     prototype_names,
 )
+from c2np.catalog.topology import coordination_signature, topology_defect
 
 __all__ = [
     # compositions
@@ -69,6 +82,9 @@ __all__ = [
     "composition", "start_lattice_constant_angstrom", "tolerance_factor",
     # perovskite prototypes
     "PROTOTYPES", "PROTOTYPE_SPACEGROUP", "build_prototype",
+    # other structure types
+    "STRUCTURE_TYPES", "StructureType", "build_structure_type", "TypedComposition",
+    "typed_compositions", "typed_material_ids", "coordination_signature", "topology_defect",
     # records
     "SCHEMA_VERSION", "PrototypeResult", "CatalogEntry", "parse_catalog_document",
     # relaxation
@@ -79,7 +95,7 @@ __all__ = [
     "LOCK_NAME", "build_catalog", "build_lock",
     # the shipped catalog
     "catalog_data_dir", "catalog_entries", "catalog_failures", "get_cell", "load_catalog",
-    "default_demo_materials",
+    "default_demo_materials", "CATALOG_SCOPES", "scope_material_ids", "structure_types_of",
     # textbook crystals
     "Prototype", "TEXTBOOK_PROTOTYPES", "prototype_cell", "prototype_names",
 ]

@@ -29,6 +29,8 @@ from c2np.catalog.relaxation import (
     load_potential,
     relax_material,
 )
+from c2np.catalog.structure_types import STRUCTURE_TYPES
+from c2np.catalog.topology import BOND_RATIO, MAX_VOLUME_CHANGE
 from c2np.cells import write_cif
 from c2np.errors import C2NPInputError
 from c2np.executor import Executor, LocalExecutor
@@ -49,19 +51,26 @@ def _read_catalog_json(path: Path) -> dict[str, Any]:
 
 
 def _catalog_document(entries: Iterable[CatalogEntry], *, potential: str, fmax: float,
-                      started: str) -> dict[str, Any]:
+                      started: str, expected: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``catalog.json`` document; ``expected`` (default: the 82 ABH3 ids) are the ids
+    listed as not built when they have no entry."""
     entries = sorted(entries, key=lambda e: e.material_id)
     done = {e.material_id for e in entries}
     ok = [e.to_dict() for e in entries if e.status == "ok"]
     failed = [e.to_dict() for e in entries if e.status != "ok"]
     not_built = [{"material_id": m, "reason": "not built (build not run or interrupted)"}
-                 for m in material_ids() if m not in done]
+                 for m in (material_ids() if expected is None else expected) if m not in done]
     return {
         "schema_version": SCHEMA_VERSION,
-        "description": "c2np perovskite hydride catalog: ABH3 relaxed with a universal potential",
+        "description": "c2np hydride catalog: perovskites ABH3 and related structure types relaxed "
+                       "with a universal potential",
         "potential": potential,
         "fmax_ev_per_angstrom": fmax,
         "prototypes": {p: PROTOTYPE_SPACEGROUP[p] for p in PROTOTYPES},
+        "structure_types": {t.name: {"prototype": t.prototype, "spacegroup": t.spacegroup}
+                            for t in STRUCTURE_TYPES.values()},
+        "topology_check": {"max_volume_change": MAX_VOLUME_CHANGE, "bond_ratio": BOND_RATIO,
+                           "spacegroup_symprec_angstrom": 1e-3},
         "energy_tie_ev_per_atom": ENERGY_TIE_EV_PER_ATOM,
         "min_distance_angstrom": MIN_DISTANCE_ANGSTROM,
         "max_volume_ratio": MAX_VOLUME_RATIO,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,7 +42,11 @@ class CatalogEntry:
 
     Lattice parameters are those of the standardized conventional cell (spglib, symprec
     1e-3 Å), which is also the cell written to the CIF. ``status`` is ``ok`` or
-    ``failed`` (then ``reason`` says why and no CIF is shipped).
+    ``failed`` (then ``reason`` says why and no CIF is shipped). ``structure_type`` names
+    the type (``perovskite-Pnma``, ``2H``, ``RP1``, ...; :mod:`c2np.catalog.structure_types`),
+    ``prototype_compound`` its archetype (``BaNiO3``), ``species`` the elements on its roles
+    (``A``, ``B``, ``B2``), ``energy_above_polymorph_ev_per_atom`` the energy above the
+    lowest catalog material of the same reduced composition (0 for the lowest).
     """
 
     material_id: str
@@ -72,6 +75,18 @@ class CatalogEntry:
     symmetry_library: str
     time_s: float
     prototypes: tuple[PrototypeResult, ...] = field(default=())
+    structure_type: str | None = None
+    prototype_compound: str | None = None
+    species: dict[str, str] | None = None
+    energy_above_polymorph_ev_per_atom: float | None = None
+
+    @property
+    def structure_type_name(self) -> str:
+        """The structure type: ``structure_type``, or for an ABH3 perovskite record written
+        before the field existed ``perovskite-<chosen prototype>``."""
+        if self.structure_type:
+            return self.structure_type
+        return f"perovskite-{self.chosen_prototype}" if self.chosen_prototype else "unknown"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
@@ -94,10 +109,10 @@ class CatalogEntry:
 def parse_catalog_document(text: str, *, source: str) -> dict[str, Any]:
     """The parsed ``catalog.json`` text; malformed JSON or a document without ``materials``
     and ``failures`` raises :class:`C2NPInputError` naming ``source``."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise C2NPInputError(f"{source}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    from c2np.structured import parse_json
+
+    # the guarded parser (nesting, integer digits, a key given twice); NaN as json.dumps writes it
+    data = parse_json(text, source=source, what="catalog file", finite=False)
     if not isinstance(data, dict) or "materials" not in data or "failures" not in data:
         raise C2NPInputError(f"{source}: not a c2np catalog file (needs 'materials' and 'failures')")
     return data

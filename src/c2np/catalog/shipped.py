@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from c2np.catalog.records import CatalogEntry, parse_catalog_document
@@ -15,7 +16,14 @@ __all__ = [
     "get_cell",
     "load_catalog",
     "default_demo_materials",
+    "CATALOG_SCOPES",
+    "scope_material_ids",
+    "structure_types_of",
 ]
+
+#: Named subsets of the shipped catalog: ``abh3`` the 82 ABH3 perovskites (the four tilt
+#: variants; protocols ``paper`` and ``strict``), ``all`` every shipped material.
+CATALOG_SCOPES: tuple[str, ...] = ("abh3", "all")
 
 
 def catalog_data_dir() -> Any:
@@ -63,9 +71,33 @@ def get_cell(material_id: str) -> UnitCell:
     return _shipped_cell(material_id)
 
 
-def load_catalog() -> list[UnitCell]:
-    """Every shipped catalog cell, sorted by material id."""
-    return [_shipped_cell(e.material_id) for e in catalog_entries()]
+def scope_material_ids(scope: str) -> list[str]:
+    """The shipped ids of a catalog scope (:data:`CATALOG_SCOPES`), sorted."""
+    from c2np.catalog.hydrides import material_ids
+
+    if scope not in CATALOG_SCOPES:
+        raise C2NPInputError(f"unknown catalog scope {scope!r}; valid: {', '.join(CATALOG_SCOPES)}")
+    ids = [e.material_id for e in catalog_entries()]
+    if scope == "abh3":
+        keep = set(material_ids())
+        ids = [m for m in ids if m in keep]
+    return ids
+
+
+def load_catalog(scope: str = "abh3") -> list[UnitCell]:
+    """The shipped catalog cells of ``scope`` (default the 82 ABH3 perovskites; ``all``:
+    every structure type), sorted by material id."""
+    return [_shipped_cell(m) for m in scope_material_ids(scope)]
+
+
+def structure_types_of(material_ids: Iterable[str]) -> list[str]:
+    """The structure type of each id (``perovskite-Pnma``, ``2H``, ...); ``unknown`` for an
+    id that is not a shipped material (a cell read from a user's CIF)."""
+    try:
+        types = {e.material_id: e.structure_type_name for e in catalog_entries()}
+    except C2NPInputError:  # no shipped catalog: every type is unknown
+        types = {}
+    return [types.get(str(m), "unknown") for m in material_ids]
 
 
 #: A small fixed set spanning cubic, tetragonal, trigonal and orthorhombic perovskites.

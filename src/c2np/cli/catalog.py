@@ -13,7 +13,8 @@ from c2np.cli._common import console, esc, handle_errors, print_json, resolve_wo
 def register(app: typer.Typer) -> None:
     """Add the ``catalog`` command group to ``app``."""
     group = typer.Typer(name="catalog", no_args_is_help=True,
-                        help="The shipped perovskite-hydride catalog: list, show, rebuild.")
+                        help="The shipped hydride catalog (perovskites and related structure "
+                             "types): list, show, rebuild.")
     group.command("list")(list_cmd)
     group.command("show")(show_cmd)
     group.command("build")(build_cmd)
@@ -25,34 +26,58 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _provenance(e: Any) -> dict[str, Any]:
+    """How a material was made: potential, settings and residuals of its relaxation."""
+    return {"potential": e.potential_version, "fmax_ev_per_angstrom": e.fmax_ev_per_angstrom,
+            "optimizer": e.optimizer, "max_force_ev_per_angstrom": e.max_force_ev_per_angstrom,
+            "max_stress_gpa": e.max_stress_gpa, "symmetry_library": e.symmetry_library}
+
+
 @handle_errors
 def list_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    structure_type: Optional[str] = typer.Option(None, "--structure-type", help="Only materials of "
+                                                 "these structure types (comma-separated, e.g. 2H,RP1,"
+                                                 "perovskite-Pnma)."),
 ) -> None:
     """List the shipped catalog materials (and the compositions left out, with reasons)."""
     from rich.table import Table
 
     from c2np.catalog import catalog_entries, catalog_failures
+    from c2np.errors import C2NPInputError
 
     entries = catalog_entries()
     failures = catalog_failures()
+    if structure_type is not None:
+        wanted = [t.strip() for t in structure_type.split(",") if t.strip()]
+        known = sorted({e.structure_type_name for e in entries})
+        unknown = [t for t in wanted if t not in known]
+        if unknown or not wanted:
+            raise C2NPInputError(f"--structure-type: unknown structure type(s) {unknown or [structure_type]}; "
+                                 f"shipped: {', '.join(known)}")
+        entries = [e for e in entries if e.structure_type_name in wanted]
+        failures = []
     if json_out:
         print_json({"materials": [
-            {"material_id": e.material_id, "chosen_prototype": e.chosen_prototype,
+            {"material_id": e.material_id, "formula": e.formula, "structure_type": e.structure_type_name,
+             "prototype_compound": e.prototype_compound or "CaTiO3 (perovskite)",
+             "chosen_prototype": e.chosen_prototype,
              "spacegroup_symprec_1e_3": e.spacegroup_symprec_1e_3,
              "spacegroup_symprec_1e_1": e.spacegroup_symprec_1e_1,
              "international": e.international_symprec_1e_3,
-             "lattice_parameters": e.lattice_parameters, "energy_per_atom_ev": e.energy_per_atom_ev}
+             "lattice_parameters": e.lattice_parameters, "energy_per_atom_ev": e.energy_per_atom_ev,
+             "energy_above_polymorph_ev_per_atom": e.energy_above_polymorph_ev_per_atom,
+             "provenance": _provenance(e)}
             for e in entries],
             "left_out": [{"material_id": f["material_id"], "reason": f["reason"]} for f in failures]})
         return
     table = Table(title=f"c2np catalog: {len(entries)} materials")
     table.caption = "SG: space group at symprec 1e-3 Å (1e-1 Å); a, b, c: conventional cell (Å); E: eV/atom"
-    for col in ("id", "proto", "SG", "SG 0.1", "a", "b", "c", "E"):
-        table.add_column(col, justify="left" if col in ("id", "proto", "SG") else "right", no_wrap=True)
+    for col in ("id", "type", "SG", "SG 0.1", "a", "b", "c", "E"):
+        table.add_column(col, justify="left" if col in ("id", "type", "SG") else "right", no_wrap=True)
     for e in entries:
         lp = e.lattice_parameters or {}
-        table.add_row(e.material_id, e.chosen_prototype or "-",
+        table.add_row(e.material_id, e.structure_type_name,
                       f"{e.spacegroup_symprec_1e_3} {e.international_symprec_1e_3}",
                       str(e.spacegroup_symprec_1e_1), _fmt(lp.get("a"), ".4f"), _fmt(lp.get("b"), ".4f"),
                       _fmt(lp.get("c"), ".4f"), _fmt(e.energy_per_atom_ev, ".4f"))
@@ -76,12 +101,18 @@ def show_cmd(
     entry = next(e for e in catalog_entries() if e.material_id == material_id)
     if json_out:
         data = entry.to_dict()
+        data["structure_type"] = entry.structure_type_name
         data["cell"] = cell.to_dict()
         print_json(data)
         return
     con = console()
     lp = entry.lattice_parameters or {}
-    con.print(f"[bold]{esc(entry.material_id)}[/]  prototype {entry.chosen_prototype}, space group "
+    proto = entry.prototype_compound or f"CaTiO3 (perovskite, {entry.chosen_prototype} tilt variant)"
+    con.print(f"structure type {esc(entry.structure_type_name)}, prototype {esc(proto)}", highlight=False)
+    if entry.energy_above_polymorph_ev_per_atom is not None:
+        con.print(f"energy above the lowest polymorph of {esc(entry.formula)} in the catalog: "
+                  f"{1000 * entry.energy_above_polymorph_ev_per_atom:.1f} meV/atom", highlight=False)
+    con.print(f"[bold]{esc(entry.material_id)}[/]  relaxed from {entry.chosen_prototype}, space group "
               f"{entry.spacegroup_symprec_1e_3} ({entry.international_symprec_1e_3}) at symprec 1e-3 Å, "
               f"{entry.spacegroup_symprec_1e_1} at 1e-1 Å", highlight=False)
     con.print("conventional cell: " + ", ".join(f"{k} = {v:.4f}" for k, v in lp.items()), highlight=False)

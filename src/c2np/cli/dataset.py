@@ -67,8 +67,10 @@ def parse_radii(text: str | None) -> list[int] | None:
     return sorted(out)
 
 
-def load_cells(cifs: Path | None, materials: str | None) -> list:
-    """Cells from --cifs (folder/zip) or the shipped catalog, filtered by --materials."""
+def load_cells(cifs: Path | None, materials: str | None, protocol: str = "paper") -> list:
+    """Cells from --cifs (folder/zip) or the shipped catalog (the protocol's scope: the 82
+    ABH3 perovskites for paper and strict, every material for strict-structure; any shipped
+    material by --materials), filtered by --materials."""
     from c2np.errors import C2NPInputError
 
     if cifs is not None:
@@ -77,8 +79,9 @@ def load_cells(cifs: Path | None, materials: str | None) -> list:
         cells = read_cells(cifs)
     else:
         from c2np.catalog import load_catalog
+        from c2np.splits import get_protocol
 
-        cells = load_catalog()
+        cells = load_catalog("all" if materials else get_protocol(protocol).catalog_scope)
     if materials:
         wanted = [m.strip() for m in materials.split(",") if m.strip()]
         by_id = {c.material_id: c for c in cells}
@@ -96,7 +99,7 @@ def build_cmd(
                                        "c2np_out/dataset.h5); with --shards the manifest NAME.json or a "
                                        "folder (default c2np_out/dataset.json)."),
     cifs: Optional[Path] = typer.Option(None, "--cifs", help="Folder or .zip of CIFs (default: the shipped catalog)."),
-    protocol: str = typer.Option("paper", "--protocol", "-p", help="paper or strict."),
+    protocol: str = typer.Option("paper", "--protocol", "-p", help="paper, strict or strict-structure."),
     materials: Optional[str] = typer.Option(None, "--materials", help="Comma-separated material ids."),
     radii: Optional[str] = typer.Option(None, "--radii", help="Subset of radii, e.g. 6,10,30 or 6-30."),
     centre: tuple[float, float, float] = typer.Option((0.0, 0.0, 0.0), "--centre", help="Carving centre (fractional)."),
@@ -119,7 +122,7 @@ def build_cmd(
         out = DEFAULT_STORE if out is None else out
         check_output_path(out)  # fail before the work, not after it
     else:
-        from c2np.store_manifest import manifest_path_for
+        from c2np.store.manifest import manifest_path_for
 
         if shards < 1:
             raise C2NPInputError(f"--shards {shards}: give K >= 1")
@@ -128,7 +131,7 @@ def build_cmd(
         check_output_path(out)
     parse_scheduler(scheduler)
     n_workers = resolve_workers(workers)
-    cells = load_cells(cifs, materials)
+    cells = load_cells(cifs, materials, protocol)
     with make_executor(n_workers, scheduler) as ex:
         path = build_store(cells, out, protocol, radii_angstrom=parse_radii(radii), centre_frac=centre,
                            progress=not json_out, executor=ex, shards=shards)

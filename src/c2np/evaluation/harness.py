@@ -156,13 +156,13 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
 
 
 def kernel_cache_is_warm() -> bool:
-    """True when numba's on-disk cache holds the compiled scoring kernels (index files of
-    ``c2np._assignment_kernels`` and ``c2np._pair_kernels``, beside the package or under
+    """True when numba's on-disk cache holds the compiled scoring kernels (index files of the
+    kernel modules of ``c2np.assignment`` and ``c2np.metrics``, beside them or under
     ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
     package = Path(__file__).resolve().parents[1]  # the c2np package folder
     root = os.environ.get("NUMBA_CACHE_DIR")
-    where = [Path(root)] if root else [package / "__pycache__"]
-    for name in ("_assignment_kernels", "_pair_kernels"):
+    where = [Path(root)] if root else [package / "assignment" / "__pycache__", package / "metrics" / "__pycache__"]
+    for name in ("_auction_kernels", "_grid_kernels", "_tree_kernels", "_pair_kernels"):
         if not any(next(d.rglob(f"{name}*.nbi"), None) is not None for d in where if d.is_dir()):
             return False
     return True
@@ -515,8 +515,27 @@ def score_inverse(store: EvalStore, rows: np.ndarray,
                     n_resamples=n_resamples, seed=seed,
                     extra={"headline": PRIMARY["inverse"].value,
                            "targets": {m: v.to_dict() for m, v in used.items()},
-                           "spacegroup_confusion": confusion},
-                    seconds=time.perf_counter() - t0, groups={"per_spacegroup": (true_sg, "spacegroup")})
+                           "spacegroup_confusion": confusion,
+                           "structure_types_in_training": _training_structure_types(t)},
+                    seconds=time.perf_counter() - t0,
+                    groups={"per_spacegroup": (true_sg, "spacegroup"),
+                            "per_structure_type": (_structure_types(t, rows), "structure_type")})
+
+
+def _training_structure_types(recipes: RecipeTable) -> list[str]:
+    """Structure types of the store's materials that are not held out (what training sees)."""
+    from c2np.catalog.shipped import structure_types_of
+
+    held = set(recipes.heldout_materials)
+    return sorted(set(structure_types_of([m for m in recipes.materials if m not in held])))
+
+
+def _structure_types(recipes: RecipeTable, rows: np.ndarray) -> np.ndarray:
+    """The structure type of each row's material (``unknown`` outside the shipped catalog)."""
+    from c2np.catalog.shipped import structure_types_of
+
+    types = dict(zip(recipes.materials, structure_types_of(recipes.materials)))
+    return np.array([types[recipes.materials[int(i)]] for i in recipes.material_index[rows]], dtype=object)
 
 
 def _sg_key(spacegroup: float) -> str:

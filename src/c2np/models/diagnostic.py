@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +27,7 @@ import numpy as np
 from c2np.errors import C2NPInputError
 from c2np.fileio import atomic_write
 from c2np.models import display_name
+from c2np.terminal import printable
 
 __all__ = ["read_run_log", "read_log_csv", "read_references", "write_diagnostic", "loss_fidelity_table",
            "FIDELITY", "TABLE_COLUMNS", "REFERENCE_LABELS"]
@@ -44,45 +45,49 @@ TABLE_COLUMNS = ["model", "task", "config", "epochs", "steps", "n_fidelity", "tr
 
 def read_run_log(run_dir: str | Path) -> tuple[dict, list[dict[str, float]]]:
     """(run metadata, log rows) of a run folder."""
+    from c2np.models.runfiles import read_json
+    from c2np.models.schemas import RUN_META_SCHEMA
+
     run = Path(run_dir)
     meta_path, log_path = run / "config.json", run / "log.csv"
-    if not meta_path.is_file() or not log_path.is_file():
-        raise C2NPInputError(f"{run}: not a trained run folder (needs config.json and log.csv)")
-    try:
-        meta = json.loads(meta_path.read_text())
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise C2NPInputError(f"{meta_path}: unreadable run metadata ({exc})") from exc
-    if meta.get("task") not in FIDELITY:
-        raise C2NPInputError(f"{meta_path}: unknown task {meta.get('task')!r}")
-    return meta, read_log_csv(log_path)
+    if not os.path.lexists(meta_path) or not os.path.lexists(log_path):
+        raise C2NPInputError(f"{printable(run)}: not a trained run folder (needs config.json and log.csv)")
+    meta = read_json(meta_path, what="run metadata", folder=run, schema=RUN_META_SCHEMA)
+    return meta, read_log_csv(log_path, folder=run)
 
 
-def read_log_csv(path: str | Path) -> list[dict[str, float]]:
-    """The rows of a training ``log.csv`` (one per epoch; empty cells left out). A cell that
-    is not a number raises :class:`C2NPInputError` naming the file and line."""
-    p = Path(path)
-    rows = []
-    with open(p, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        for r in reader:
-            try:
-                rows.append({k: float(v) for k, v in r.items() if k and v not in ("", None)})
-            except (TypeError, ValueError) as exc:
-                raise C2NPInputError(f"{p}: line {reader.line_num}: not a number ({exc})") from None
-    return rows
+def read_log_csv(path: str | Path, *, folder: str | Path | None = None) -> list[dict[str, float]]:
+    """The rows of a training ``log.csv`` (one per epoch; empty cells left out), a regular
+    file inside ``folder`` (default its own folder). A cell that is not a number raises
+    :class:`C2NPInputError` naming the file, line and column."""
+    from c2np.models.runfiles import read_log
+
+    return read_log(Path(path), columns=None, folder=folder)
 
 
 def read_references(run_dir: str | Path) -> tuple[tuple[str, ...], dict[str, dict[str, float]]]:
     """(fidelity sample ids, {baseline: logged values}) of a run's ``reference_fidelity.json``
     (empty when the run has none)."""
+    from c2np.models.runfiles import read_json
+    from c2np.models.schemas import REFERENCE_FIDELITY_SCHEMA
+
     path = Path(run_dir) / "reference_fidelity.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return (), {}
-    try:
-        data = json.loads(path.read_text())
-        return tuple(data["sample_ids"]), dict(data["baselines"])
-    except (KeyError, ValueError) as exc:
-        raise C2NPInputError(f"{path}: unreadable reference fidelity ({exc})") from exc
+    data = read_json(path, what="reference fidelity", folder=run_dir, schema=REFERENCE_FIDELITY_SCHEMA,
+                     finite=False)
+    return tuple(data["sample_ids"]), dict(data["baselines"])
+
+
+def _best_epoch(run: Path) -> int | None:
+    """The epoch of a run's ``best/state.json`` (None: the run has none)."""
+    from c2np.models.runfiles import read_json
+    from c2np.models.schemas import BEST_STATE_SCHEMA
+
+    path = run / "best" / "state.json"
+    if not os.path.lexists(path):
+        return None
+    return int(read_json(path, what="checkpoint state", folder=run, schema=BEST_STATE_SCHEMA, finite=False)["epoch"])
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -107,12 +112,11 @@ def loss_fidelity_table(runs: Sequence[str | Path]) -> list[dict[str, object]]:
         fid = np.array([row.get(key, np.nan) for row in rows])
         val = np.array([row.get("val_loss", np.nan) for row in rows])
         last = rows[-1]
-        best_path = Path(r) / "best" / "state.json"
-        best_epoch = int(json.loads(best_path.read_text())["epoch"]) if best_path.is_file() else None
+        best_epoch = _best_epoch(Path(r))
         best_i = next((i for i, row in enumerate(rows) if int(row["epoch"]) == best_epoch), None)
         out.append({
             "model": display_name(meta["model"], meta["task"], meta.get("config")), "task": meta["task"],
-            "config": meta["config"]["name"], "epochs": int(last["epoch"]), "steps": int(last["step"]),
+            "config": meta["config"].get("name", ""), "epochs": int(last["epoch"]), "steps": int(last["step"]),
             "n_fidelity": int(last.get("n_fidelity", 0)),
             "train_loss": last.get("train_loss", np.nan), "val_loss": last.get("val_loss", np.nan),
             "fidelity_metric": key[4:], "fidelity": last.get(key, np.nan),

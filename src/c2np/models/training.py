@@ -23,6 +23,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,17 +34,20 @@ import numpy as np
 
 from c2np.errors import C2NPError, C2NPInputError
 from c2np.fileio import atomic_path, atomic_write, read_text_bounded
+from c2np.limits import check as check_limit
 from c2np.models import MODEL_NAMES, TASKS
 from c2np.models.config import ModelConfig, get_config
 from c2np.models.data import Condition, condition_for_row, condition_from_query, lattice_target, training_rows
-from c2np.models.runfiles import load_weights_into, read_json, read_log, read_torch, read_weights
+from c2np.models.runfiles import check_model_size, load_weights_into, read_json, read_log, read_torch, read_weights
+from c2np.models.schemas import BEST_STATE_SCHEMA, PARTIAL_PREDICTIONS_RECORD_SCHEMA, STATE_SCHEMA
 from c2np.particle import Particle
 from c2np.sharding import check_shard_set, ids_sha256, shard_positions
+from c2np.terminal import clipped, printable
 
-__all__ = ["build_model", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
+__all__ = ["build_model", "batch_loss", "train", "predict", "load_run", "TrainResult", "LOG_COLUMNS", "DEVICES",
            "CHECKPOINTS", "FIDELITY_METRICS", "SELECTION", "resolve_device", "place", "generator", "fidelity",
            "reference_fidelity", "validation_rows", "query_items", "batch_seed", "batch_shard_positions",
-           "merge_predictions", "PARTIAL_PREDICTIONS_SCHEMA"]
+           "merge_predictions", "PARTIAL_PREDICTIONS_SCHEMA", "read_run_meta", "checked_config"]
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 CHECKPOINTS: tuple[str, ...] = ("best", "last")
@@ -133,7 +137,7 @@ def _material(store: Any, row: int) -> str:
     return store.recipes.materials[int(store.recipes.material_index[row])]
 
 
-def _batch_loss(model: Any, store: Any, rows: np.ndarray, g: Any) -> tuple[Any, dict[str, float]]:
+def batch_loss(model: Any, store: Any, rows: np.ndarray, g: Any) -> tuple[Any, dict[str, float]]:
     """Loss on recipe ``rows``: task 1 gets conditions + target particles, task 2 particles +
     lattice targets."""
     particles = [store.particle(int(r)) for r in rows]
@@ -303,7 +307,7 @@ def _selection_key(task: str, row: dict[str, float]) -> tuple[float, ...]:
 
 
 def _read_log(path: Path) -> list[dict[str, float]]:
-    return read_log(path, columns=tuple(LOG_COLUMNS))
+    return read_log(path, columns=tuple(LOG_COLUMNS), folder=path.parent)
 
 
 def _write_log(path: Path, rows: list[dict[str, float]]) -> None:
@@ -346,8 +350,33 @@ def _evaluation_weights(model: Any, ema: Any) -> Iterator[Any]:
             yield model
 
 
-def _load_tensors(path: Path, device: Any) -> dict[str, Any]:
-    return read_weights(path, device=str(device))
+def _load_tensors(path: Path, device: Any, run: Path) -> dict[str, Any]:
+    return read_weights(path, device=str(device), folder=run)
+
+
+def read_run_meta(run: Path, *, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A run folder's ``config.json``, read by the guarded reader against
+    :data:`~c2np.models.schemas.RUN_META_SCHEMA`, with the sizes it declares checked against
+    the limits ``model_layers`` and ``weights_bytes`` before any network is built."""
+    meta_path = run / "config.json"
+    from c2np.models.schemas import RUN_META_SCHEMA
+
+    meta = read_json(meta_path, what="run metadata", folder=run, schema=RUN_META_SCHEMA, keys=keys)
+    try:
+        cfg = ModelConfig.from_dict(meta["config"])
+    except C2NPInputError as exc:
+        raise C2NPInputError(f"{printable(meta_path)}: config: {exc}") from None
+    checked_config(cfg, meta["model"], meta["task"], source=f"{printable(meta_path)}: config")
+    return meta
+
+
+def checked_config(cfg: ModelConfig, model_name: str, task: str, *, source: str) -> None:
+    """Check the sizes ``cfg`` declares (``source`` names where it comes from) against the
+    limits before the network is built: ``layers`` and ``dit_layers`` within ``model_layers``,
+    the network's parameters (counted on the ``meta`` device) within ``weights_bytes``."""
+    for name in ("layers", "dit_layers"):
+        check_limit("model_layers", getattr(cfg, name), what=f"{source}.{name}")
+    check_model_size(lambda: build_model(model_name, task, cfg), source=source)
 
 
 def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cpu") -> tuple[Any, dict[str, Any]]:
@@ -358,26 +387,25 @@ def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cp
         raise C2NPInputError(f"unknown checkpoint {checkpoint!r}; choose one of {list(CHECKPOINTS)}")
     run = Path(run_dir)
     meta_path = run / "config.json"
-    if not meta_path.is_file():
-        raise C2NPInputError(f"{meta_path}: not a run folder (no config.json)")
-    meta = read_json(meta_path, what="run metadata", keys=("model", "task", "config"))
-    try:
-        cfg = ModelConfig.from_dict(meta["config"])
-        model = build_model(meta["model"], meta["task"], cfg)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise C2NPInputError(f"{meta_path}: malformed run metadata ({exc})") from exc
+    if not os.path.lexists(meta_path):
+        raise C2NPInputError(f"{printable(meta_path)}: not a run folder (no config.json)")
+    meta = read_run_meta(run)
+    cfg = ModelConfig.from_dict(meta["config"])
+    model = build_model(meta["model"], meta["task"], cfg)
     dev = resolve_device(device)
     place(model, dev)
     folder = run / ("best" if checkpoint == "best" else "checkpoint")
     state_path = folder / "state.json"
-    if not state_path.is_file():
-        raise C2NPInputError(f"{run}: no {checkpoint!r} checkpoint ({state_path} missing); train the run first")
-    state = read_json(state_path, what="checkpoint state", keys=("epoch", "step"))
+    if not os.path.lexists(state_path):
+        raise C2NPInputError(f"{printable(run)}: no {checkpoint!r} checkpoint ({printable(state_path)} missing); "
+                             "train the run first")
+    state = read_json(state_path, what="checkpoint state", folder=run, finite=False,
+                      schema=BEST_STATE_SCHEMA if checkpoint == "best" else STATE_SCHEMA)
     if checkpoint == "best":
         weights = folder / "model.safetensors"
     else:
-        weights = folder / ("ema.safetensors" if (folder / "ema.safetensors").is_file() else "model.safetensors")
-    load_weights_into(model, _load_tensors(weights, dev), source=weights)
+        weights = folder / ("ema.safetensors" if os.path.lexists(folder / "ema.safetensors") else "model.safetensors")
+    load_weights_into(model, _load_tensors(weights, dev, run), source=weights)
     model.eval()
     meta = {**meta, "checkpoint": {"name": checkpoint, "epoch": int(state["epoch"]), "step": int(state["step"]),
                                    "weights": weights.name}}
@@ -386,9 +414,9 @@ def load_run(run_dir: str | Path, *, checkpoint: str = "best", device: str = "cp
 
 def _check_resume(run: Path, model_name: str, task: str) -> dict[str, Any]:
     state_path = run / "checkpoint" / "state.json"
-    if not state_path.is_file():
-        raise C2NPInputError(f"{run}: nothing to resume (no checkpoint/state.json)")
-    old = read_json(run / "config.json", what="run metadata", keys=("model", "task", "config"))
+    if not os.path.lexists(state_path):
+        raise C2NPInputError(f"{printable(run)}: nothing to resume (no checkpoint/state.json)")
+    old = read_run_meta(run, keys=("seed", "data"))
     if (old["model"], old["task"]) != (model_name, task):
         raise C2NPInputError(f"{run}: run is {old['model']}/{old['task']}, not {model_name}/{task}")
     return old
@@ -433,6 +461,8 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
         raise C2NPInputError(f"{run}: already holds a trained run; pass --resume or choose another --out")
     if model_name not in MODEL_NAMES or task not in TASKS:
         build_model(model_name, task, cfg)  # raises the clear error
+    if not resume:  # a resumed run's config was checked as its config.json was read
+        checked_config(cfg, model_name, task, source="model config")
     if cfg.n_val < 1 or cfg.n_fidelity < 1:
         raise C2NPInputError(f"n_val and n_fidelity must be >= 1 (got {cfg.n_val}, {cfg.n_fidelity})")
     data = training_rows(store, max_radius_angstrom=cfg.max_train_radius_angstrom)
@@ -459,20 +489,23 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
     log: list[dict[str, float]] = []
     ck = run / "checkpoint"
     if resume:
-        st = read_json(state_path, what="training state", keys=("epoch", "step", "numpy_rng"))
-        load_weights_into(model, _load_tensors(ck / "model.safetensors", dev), source=ck / "model.safetensors")
+        st = read_json(state_path, what="training state", keys=("epoch", "step", "numpy_rng"), folder=run,
+                       schema=STATE_SCHEMA, finite=False)
+        load_weights_into(model, _load_tensors(ck / "model.safetensors", dev, run), source=ck / "model.safetensors")
         try:
-            saved = read_torch(ck / "optim.pt", what="optimizer state")
+            saved = read_torch(ck / "optim.pt", what="optimizer state", folder=run)
             opt.load_state_dict(saved["optimizer"])
             sched.load_state_dict(saved["scheduler"])
             if ema is not None:
-                ema.load_state_dict(_load_tensors(ck / "ema.safetensors", dev), int(st["ema_updates"]))
-            g.set_state(read_torch(ck / "rng.pt", what="random state")["torch_generator"])
+                ema.load_state_dict(_load_tensors(ck / "ema.safetensors", dev, run), int(st["ema_updates"]))
+            g.set_state(read_torch(ck / "rng.pt", what="random state", folder=run)["torch_generator"])
             rng.bit_generator.state = st["numpy_rng"]
             epoch, step = int(st["epoch"]), int(st["step"])
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise C2NPInputError(f"{ck}: optimizer, random or training state does not fit this run "
-                                 f"({type(exc).__name__}: {exc})") from exc
+        except C2NPInputError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as exc:
+            raise C2NPInputError(f"{printable(ck)}: optimizer, random or training state does not fit this run "
+                                 f"({type(exc).__name__}: {clipped(str(exc), 200)})") from None
         best = dict(st.get("best") or {})
         log = [r for r in _read_log(run / "log.csv") if r["epoch"] <= epoch]
     else:
@@ -498,7 +531,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
             rows = rng.choice(data.train, size=cfg.batch_size, replace=len(data.train) < cfg.batch_size)
             if set_progress is not None:
                 set_progress(step, total_steps)
-            loss, _ = _batch_loss(model, store, rows, g)
+            loss, _ = batch_loss(model, store, rows, g)
             try:
                 info = optimizer_step(model, loss, opt, sched, ema, grad_clip=cfg.grad_clip)
             except FloatingPointError as exc:
@@ -513,7 +546,7 @@ def train(store: Any, model_name: str, task: str, cfg: ModelConfig | str, out_di
             model.eval()
             with torch.no_grad():
                 vg = generator(seed + 12345, model)
-                val = [float(_batch_loss(model, store, chunk, vg)[0].item())
+                val = [float(batch_loss(model, store, chunk, vg)[0].item())
                        for chunk in _chunks(val_rows, cfg.batch_size)]
             fid = fidelity(model, store, fid_rows, seed=seed + 999)
             model.train()
@@ -686,15 +719,26 @@ def merge_predictions(parts: list[str | Path], out: str | Path) -> dict[str, Any
     samples in the one run's order, the same bytes per sample, so the file equals one run's.
     Parts of another run, a shard given twice or a missing shard are bad input
     (:func:`c2np.evaluation.shards.check_shard_set`)."""
+    from c2np.models.runfiles import member
+
     docs = []
     for p in map(Path, parts):
+        member(p.parent, p, what="prediction file")
         rec = read_json(p.with_name(p.name + ".json"), what="partial predictions record",
                         keys=("schema", "run", "shard", "n_rows", "sample_ids_sha256", "positions"))
         if rec["schema"] != PARTIAL_PREDICTIONS_SCHEMA:
-            raise C2NPInputError(f"{p}.json: not a partial predictions record ({PARTIAL_PREDICTIONS_SCHEMA!r})")
+            raise C2NPInputError(f"{printable(p)}.json: not a partial predictions record "
+                                 f"({PARTIAL_PREDICTIONS_SCHEMA!r})")
+        from c2np.structured import validate
+
+        validate(rec, PARTIAL_PREDICTIONS_RECORD_SCHEMA, source=f"{printable(p)}.json")
         docs.append((str(p), rec))
     check_shard_set(docs, keys=("schema", "run", "n_rows", "sample_ids_sha256"), what="merge-predictions")
     n_rows, size = int(docs[0][1]["n_rows"]), int(docs[0][1]["run"]["batch"])
+    held = sum(len(rec["positions"]) for _, rec in docs)
+    if held != n_rows:  # before anything of size n_rows is allocated
+        raise C2NPInputError(f"merge-predictions: the parts hold {held:,} samples, but their run has "
+                             f"n_rows = {n_rows:,}")
     task = str(docs[0][1]["run"]["task"])
     units: list[str | None] = [None] * n_rows
     ids: list[str | None] = [None] * n_rows
@@ -704,10 +748,11 @@ def merge_predictions(parts: list[str | Path], out: str | Path) -> dict[str, Any
         idx, cnt = int(rec["shard"]["index"]), int(rec["shard"]["count"])
         expected = batch_shard_positions(n_rows, size, (idx, cnt))
         if list(rec["positions"]) != expected:
-            raise C2NPInputError(f"merge-predictions: {path}: its rows are not those of shard {idx}/{cnt}")
+            raise C2NPInputError(f"merge-predictions: {printable(path)}: its rows are not those of shard {idx}/{cnt}")
         header, body, body_ids = _prediction_units(path, task)
         if len(body) != len(expected) or len(body_ids) != len(expected):
-            raise C2NPInputError(f"merge-predictions: {path}: {len(body)} samples, its record says {len(expected)}")
+            raise C2NPInputError(f"merge-predictions: {printable(path)}: {len(body)} samples, its record says "
+                                 f"{len(expected)}")
         for k, unit, sid in zip(expected, body, body_ids, strict=True):
             units[k], ids[k] = unit, sid
         seconds += float(rec.get("seconds", 0.0))

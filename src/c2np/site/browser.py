@@ -2,7 +2,7 @@
 through selenium) and read what a user would see: the readiness flag, the error count, the
 resources the page requested, screenshots.
 
-Used by the browser tests and ``benchmarks/report_site.py``; not by the library itself.
+Used by the browser tests and ``reproduce/report-screenshots/site.py``; not by the library itself.
 WebGL runs on SwiftShader (software rendering) in headless mode.
 """
 

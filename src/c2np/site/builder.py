@@ -43,7 +43,14 @@ from c2np.report import (
 from c2np.site import plots
 from c2np.site.pages import SITE_SCHEMA, esc, json_script, page, plot_slot
 from c2np.site.sources import BASELINE_KINDS, SiteModel, read_forward_samples, read_predicted_spacegroups
-from c2np.site.tables import Table, all_metrics_table, leaderboard_table, summary_table, table_html
+from c2np.site.tables import (
+    Table,
+    all_metrics_table,
+    leaderboard_table,
+    structure_type_site_table,
+    summary_table,
+    table_html,
+)
 from c2np.site.viewer import ViewerSample, viewer_payload
 
 __all__ = ["SiteSummary", "build_site", "viewer_page", "model_slug", "TASK_TITLES"]
@@ -422,6 +429,12 @@ def _task_page(s: _Site, task: str) -> str:
         all_t = all_metrics_table(s.rows, task, split, kinds=s.kinds, info=info,
                                   table_id=f"{task}_{split}_all", title=f"{split.upper()}: every metric")
         parts.append(f"<details><summary>every metric ({split.upper()})</summary>{s.table(all_t, '')}</details>")
+        if task == "inverse":
+            st = structure_type_site_table(s.rows, split, metrics[0], kinds=s.kinds, info=info,
+                                           table_id=f"{task}_{split}_types",
+                                           title=f"{split.upper()}: {metrics[0]} per structure type")
+            if st is not None:
+                parts.append(s.table(st, ""))
     parts.append("<h2>Plots</h2>")
     for metric in RADIUS_PLOTS[task]:
         parts.append(s.radius_plot(task, metric.value, f"{task}-{metric.value}-radius".replace("@", "_")))

@@ -183,6 +183,37 @@ def leaderboard_table(rows: Sequence[LeaderboardRow], task: str, split: str,
                  meta={"task": task, "split": split})
 
 
+def structure_type_site_table(rows: Sequence[LeaderboardRow], split: str, metric: str, *,
+                              kinds: Mapping[str, str], info: Mapping[str, Mapping[str, Any]],
+                              table_id: str, title: str) -> Table | None:
+    """Task 2 per structure type on ``split``: a row per model (ordered as the headline
+    table), a column per structure type (seen types first, each marked seen or unseen by the
+    store's training materials, with its number of rows) holding ``metric`` and its 95 %
+    interval; None when no model's results have more than one type."""
+    mine = [r for r in rows if r.task == "inverse" and r.split == split and len(r.per_structure_type) > 1]
+    if not mine:
+        return None
+    trained = set(mine[0].structure_types_in_training)
+    types = sorted({t for r in mine for t in r.per_structure_type}, key=lambda t: (t not in trained, t))
+    n = {t: next(int(r.per_structure_type[t][metric]["n"]) for r in mine
+                 if metric in r.per_structure_type.get(t, {})) for t in types}
+    records: list[dict[str, Any]] = []
+    for r in _order(mine, metric):
+        rec: dict[str, Any] = {"model": r.model, "kind": kinds.get(r.model, "model"), "split": split}
+        for t in types:
+            g = r.per_structure_type.get(t, {}).get(metric)
+            rec[t] = None if g is None else {"mean": g.get("mean"), "ci95": g.get("ci95")}
+        records.append(rec)
+    better = str(info.get(metric, {}).get("better") or "")
+    cols = (*_category_columns(), Column("split", "split", shown=False),
+            *(Column(t, f"{t} ({'seen' if t in trained else 'unseen'}, n={n[t]})", "metric", better=better)
+              for t in types))
+    return Table(table_id, title, cols, tuple(records),
+                 note=f"{metric} per structure type: failure-penalised mean [95 % bootstrap interval]; "
+                      "'unseen': no training material of the store has that type",
+                 meta={"task": "inverse", "split": split, "metric": metric})
+
+
 def summary_table(rows: Sequence[LeaderboardRow], task: str, splits: Sequence[str], metric: str, *,
                   kinds: Mapping[str, str], info: Mapping[str, Mapping[str, Any]], table_id: str,
                   title: str) -> Table:

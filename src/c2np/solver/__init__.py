@@ -52,6 +52,19 @@ every tolerance in one frozen :class:`SolverSettings` (details and limits in
    accepted translations x site fit x completeness (sites seen, not restored; halved for a
    low-support lattice). A particle that is not one crystal gets either an error or a low
    confidence.
+9. *Checks* (:mod:`~c2np.solver.verification`). The standardized cell must reproduce the
+   particle (composition, density, one atom per site and cell, atoms on sites) or the answer
+   is refused with the reason; where spglib finds another group at the reported tolerance the
+   confidence is halved.
+10. *Not a crystal* (:mod:`~c2np.solver.noncrystal`). Without a lattice or with a doubtful
+    one, five-fold twinned (icosahedral, decahedral) and amorphous particles are refused with
+    what was seen.
+11. *Ranked answers* (:mod:`~c2np.solver.ranking`, ``solve(..., top_k=K)``).
+
+Where the first search (translations up to 16 Å) finds no lattice, :mod:`~c2np.solver.reach`
+searches with the rules of a strained or defective particle, then up to 0.56 x the
+particle's diameter. The site fit reports the particle's mean lattice, its spread across the particle
+(which sets the lowest symmetry tolerance) and the degree of chemical order.
 
 Independent of the particle's position, orientation and atom order (up to floating-point
 rounding). Bad input (too few atoms, non-finite positions, no lattice) raises
@@ -63,13 +76,17 @@ from c2np.solver.confidence import Confidence
 from c2np.solver.consolidation import ConsolidatedLattice
 from c2np.solver.frame import ParticleFrame
 from c2np.solver.neighbours import NeighbourScale
+from c2np.solver.noncrystal import NonCrystal, classify_noncrystal
 from c2np.solver.pipeline import solve, solve_particle
+from c2np.solver.ranking import RankedCandidate
+from c2np.solver.reach import LatticePass, supported_reach_angstrom
 from c2np.solver.result import SolverResult
 from c2np.solver.search import LatticeSearch
 from c2np.solver.settings import DEFAULT_SYMPREC_SWEEP_ANGSTROM, SolverSettings
 from c2np.solver.sites import SiteFit
 from c2np.solver.symmetry import SymmetryChoice
 from c2np.solver.translations import AcceptedTranslations
+from c2np.solver.verification import Verification, verify_cell
 
 __all__ = [
     "DEFAULT_SYMPREC_SWEEP_ANGSTROM",
@@ -77,13 +94,20 @@ __all__ = [
     "CandidateTranslations",
     "Confidence",
     "ConsolidatedLattice",
+    "LatticePass",
     "LatticeSearch",
     "NeighbourScale",
+    "NonCrystal",
     "ParticleFrame",
+    "RankedCandidate",
     "SiteFit",
     "SolverResult",
     "SolverSettings",
     "SymmetryChoice",
+    "Verification",
+    "classify_noncrystal",
     "solve",
     "solve_particle",
+    "supported_reach_angstrom",
+    "verify_cell",
 ]

@@ -9,7 +9,7 @@ import numpy as np
 from c2np.solver.consolidation import ConsolidatedLattice
 from c2np.solver.search import LatticeSearch
 from c2np.solver.sites import SiteFit
-from c2np.solver.symmetry import SymmetryChoice
+from c2np.solver.symmetry import LATTICE_SPREAD_FACTOR, SymmetryChoice
 
 __all__ = ["Confidence", "confidence"]
 
@@ -46,13 +46,16 @@ def confidence(found: LatticeSearch, lattice: ConsolidatedLattice, sites: SiteFi
                symmetry: SymmetryChoice, *, stable_plateau: int) -> Confidence:
     """The confidence factors of one solution."""
     s0 = found.accepted.rms_angstrom
-    rms = sites.rms_angstrom
+    # a wrong lattice smears every atom; a relaxed surface shell moves a minority of them:
+    # the typical atom's scatter (robust rms) is what is compared
+    rms = sites.robust_rms_angstrom
     stability = min(1.0, symmetry.sweep.plateau_length / float(stable_plateau))
     support = float(min(1.0, max(0.0, (np.median(sites.counts) - 1.0) / 3.0)))
-    consistency = 1.0 - lattice.n_inconsistent / max(1, lattice.n_accepted)
+    consistency = max(0.0, 1.0 - lattice.n_inconsistent / max(1, lattice.n_accepted))
     # the atoms scatter about their sites as much as the translations said they would
-    # (sqrt(3) sigma vs sqrt(6) sigma); a wrong lattice smears the sites far more
-    expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3
+    # (sqrt(3) sigma vs sqrt(6) sigma); a wrong lattice smears the sites far more. A real
+    # particle's lattice is strained: its measured spread adds to what the sites may scatter
+    expected_rms = 2.0 * s0 / np.sqrt(2.0) + 2e-3 + LATTICE_SPREAD_FACTOR * sites.lattice_spread_angstrom
     fit = float(min(1.0, expected_rms / rms)) if rms > 0 else 1.0
     n_restored = symmetry.n_restored
     completeness = 1.0 - n_restored / float(symmetry.n_sites_seen + n_restored)  # restored sites are inferred

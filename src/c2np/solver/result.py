@@ -29,6 +29,13 @@ class SolverResult:
         symprec_angstrom: tolerance at which the space group was chosen.
         n_atoms: atoms in the particle.
         diagnostics: JSON-serialisable details (noise estimate, translations, sites, sweep).
+        lattice_spread_angstrom: how much the lattice varies across the particle (Å per
+            lattice vector, rms over the octants' own lattices; 0 for an ideal carving): the
+            reported lattice is the particle's mean lattice, fitted over all atoms.
+        candidates: ranked answers (:class:`~c2np.solver.ranking.RankedCandidate`), best
+            first; the answer alone unless more were asked for (``solve(..., top_k=K)``).
+        degree_of_order: long-range chemical order in [0, 1] (1: no antisite atoms; 0: as
+            many as random occupancy; 1 for one element).
     """
 
     lattice: LatticeParameters
@@ -41,6 +48,9 @@ class SolverResult:
     symprec_angstrom: float = 0.0
     n_atoms: int = 0
     diagnostics: dict[str, Any] = field(default_factory=dict, repr=False)
+    lattice_spread_angstrom: float = 0.0
+    degree_of_order: float = 1.0
+    candidates: tuple[Any, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form: keys a, b, c, alpha, beta, gamma, spacegroup, confidence
@@ -52,6 +62,8 @@ class SolverResult:
             "spacegroup": self.spacegroup, "confidence": self.confidence,
             "international": self.international, "crystal_system": self.crystal_system,
             "symprec_angstrom": self.symprec_angstrom, "n_atoms": self.n_atoms,
+            "lattice_spread_angstrom": self.lattice_spread_angstrom, "degree_of_order": self.degree_of_order,
+            "candidates": [c.to_dict() for c in self.candidates],
             "primitive_lattice_angstrom": np.asarray(self.primitive_lattice_angstrom).tolist(),
             "cell": self.cell.to_dict(),
             "diagnostics": self.diagnostics,

@@ -90,6 +90,10 @@ def search_translations(frame: ParticleFrame, scale: NeighbourScale, cands: Cand
         # candidate's within sampling error (each pair is seen twice, from +t and -t)
         rel_sd = np.sqrt(2.0 / (3.0 * np.maximum(all_n / 2.0, 1.0)) + 2.0 / (3.0 * max(all_n[i0] / 2.0, 1.0)))
         bound = np.maximum(ms0 * (1.0 + settings.translation_z * rel_sd), min_tol ** 2)
+        if settings.strain_allowance > 0:
+            # a strained particle (relaxed surface, strain gradient): the residual of a true
+            # translation grows with its length, by about the strain times the length
+            bound = bound + (settings.strain_allowance * np.linalg.norm(all_ref, axis=1)) ** 2
         diverse = (all_elem >= min(2, cands.n_species)) | (all_n >= 8)
         accepted = matched & (ms <= bound) & diverse
         s0 = float(np.sqrt(ms0))

@@ -39,7 +39,19 @@ class SolverSettings:
             origins of candidate translations; more, up to all, while the number of
             origin-target pairs stays below ``max_candidate_pairs``.
         max_candidate_pairs: budget of candidate difference vectors before deduplication.
-        max_translation_angstrom: longest lattice translation searched for (Å).
+        max_translation_angstrom: longest lattice translation of the first search (Å);
+            where it finds no lattice, translations up to the particle's supported reach
+            are searched (``reach_overlap_fraction``).
+        reach_overlap_fraction: a translation is supported when a ball of the particle's
+            diameter and its shifted copy share at least this fraction of the volume (0.25:
+            translations up to 0.56 x the diameter).
+        defect_match_fraction: ``match_fraction`` of the search passes for defective
+            particles (vacancies).
+        strain_allowance: relative strain by which a translation's residual may grow with its
+            length (0 in the first pass; ``defect_strain_allowance`` in the passes for
+            strained or defective particles).
+        defect_strain_allowance: that allowance in the passes for strained or defective
+            particles.
         max_ref_probes: central reference-element atoms for the cheap pre-screen.
 
     Lattice search:
@@ -92,6 +104,10 @@ class SolverSettings:
     n_origins: int = 6
     max_candidate_pairs: int = 3000
     max_translation_angstrom: float = 16.0
+    reach_overlap_fraction: float = 0.25
+    defect_match_fraction: float = 0.7
+    strain_allowance: float = 0.0
+    defect_strain_allowance: float = 0.01
     max_ref_probes: int = 48
     chunk_size: int = 48
     prescreen_match_fraction: float = 0.75
@@ -131,7 +147,8 @@ class SolverSettings:
             value = float(getattr(self, name))
             if not (value > 0 and math.isfinite(value)):
                 raise C2NPInputError(f"solver settings: {name} must be positive and finite, got {value}")
-        for name in ("prescreen_match_fraction", "match_fraction", "support_fraction"):
+        for name in ("prescreen_match_fraction", "match_fraction", "support_fraction", "reach_overlap_fraction",
+                     "defect_match_fraction", "strain_allowance", "defect_strain_allowance"):
             value = float(getattr(self, name))
             if not 0.0 <= value <= 1.0:
                 raise C2NPInputError(f"solver settings: {name} must lie in [0, 1], got {value}")

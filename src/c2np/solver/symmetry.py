@@ -14,6 +14,9 @@ from c2np.solver.settings import SolverSettings
 from c2np.solver.sites import SiteFit
 from c2np.solver.symmetry_finder import SymmetryDataset, find_symmetry, lattice_rotation_count
 
+#: The symmetry tolerance is at least this many times the spread of the local lattices.
+LATTICE_SPREAD_FACTOR = 3.0
+
 __all__ = [
     "SweepStep",
     "SymmetryChoice",
@@ -64,6 +67,8 @@ class SymmetryChoice:
     n_restored: int
     n_sites_seen: int
     ceiling_angstrom: float = float("inf")
+    cell_frac: np.ndarray | None = None
+    cell_numbers: np.ndarray | None = None
 
     @property
     def symprec_angstrom(self) -> float:
@@ -192,7 +197,9 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     sweep = settings.symprec_sweep_angstrom
     sigma_pos = sites.rms_angstrom / np.sqrt(3.0) if np.isfinite(sites.rms_angstrom) else sites.sigma_angstrom
     sigma_site = sigma_pos / np.sqrt(max(float(np.min(counts_used)), 1.0))
-    floor = max(sweep[0], 6.0 * sigma_site)
+    # a real particle's lattice is strained (thermal motion, surface relaxation): no tolerance
+    # tighter than the spread of its local lattices can tell a symmetry from a strain
+    floor = max(sweep[0], 6.0 * sigma_site, LATTICE_SPREAD_FACTOR * sites.lattice_spread_angstrom)
     tried = [s for s in sweep if s >= floor] or [floor, 1.5 * floor, 2.25 * floor]
     ceiling = 0.5 * nearest_distinct_site_angstrom(lattice, prim_frac, prim_z)
     capped = [s for s in tried if s < ceiling]
@@ -206,6 +213,7 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
     sp, ds = result.chosen.symprec_angstrom, result.chosen.dataset
     assert result.chosen.spacegroup is not None and ds is not None
     n_restored = 0
+    cell_frac, cell_z = prim_frac, prim_z
     restore_tol = max(float(sp), settings.min_restore_tol_angstrom)
     if (float(np.min(counts_used)) <= 2 and len(prim_z) <= settings.restore_max_sites
             and ds.n_operations < lattice_rotation_count(lattice, symprec_angstrom=restore_tol)):
@@ -220,4 +228,5 @@ def choose_symmetry(sites: SiteFit, settings: SolverSettings) -> SymmetryChoice:
             if again.chosen.dataset is not None and again.chosen.dataset.n_operations > ds.n_operations:
                 n_restored = len(c_z) - len(prim_z)
                 result = again
-    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z), float(ceiling))
+                cell_frac, cell_z = c_frac, c_z
+    return SymmetryChoice(result, float(floor), int(n_restored), len(prim_z), float(ceiling), cell_frac, cell_z)

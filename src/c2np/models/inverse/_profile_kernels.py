@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from c2np._assignment_kernels import _jit
+from c2np._jit import _jit
 
 #: Gaussian kernels are summed within this many smoothing widths of the pair distance (the
 #: tail beyond it weighs below 3e-11 of the peak)

@@ -254,7 +254,7 @@ class CrystalGenerator(CellSampler):
             return [([c] * n, None) for c in self.compositions]
         if not self.templates:
             raise C2NPInputError("z_candidates 'templates': this generator has no space-group templates "
-                                 "(write them with benchmarks/build_cell_templates.py)")
+                                 "(write them with reproduce/inverse-generators/templates.py)")
         return [([t.composition] * n, t) for t in self.templates]
 
     def predict_descriptors(self, descs: Sequence[ParticleDescriptor], *, seed: int = 0,

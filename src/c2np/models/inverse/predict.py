@@ -33,16 +33,19 @@ CHUNK = 16
 def is_generator_folder(path: str | Path) -> bool:
     """Whether ``path`` is a crystal-generator folder (``config.json`` of kind
     ``c2np.crystal_gen/1``) or a generator pool folder (``pool.json``)."""
+    import os
+
     from c2np.models.inverse.pool import POOL_FILE
+    from c2np.models.runfiles import read_json
 
     p = Path(path)
-    if (p / POOL_FILE).is_file():
+    if os.path.lexists(p / POOL_FILE):
         return True
-    try:
-        meta = json.loads((p / "config.json").read_text())
-    except (OSError, ValueError):
+    try:  # a regular file inside the folder, read by the guarded reader (a FIFO is never opened)
+        meta = read_json(p / "config.json", what="model config", folder=p)
+    except C2NPInputError:  # not a generator's: the run folder reader names the problem
         return False
-    return isinstance(meta, dict) and meta.get("kind") == "c2np.crystal_gen/1"
+    return meta.get("kind") == "c2np.crystal_gen/1"
 
 
 def place_generator(gen: Any, device: str) -> Any:

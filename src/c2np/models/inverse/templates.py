@@ -308,10 +308,18 @@ def save_templates(templates: Sequence[CellTemplate], folder: str | Path) -> Pat
 
 def load_templates(folder: str | Path) -> list[CellTemplate] | None:
     """The templates of a generator folder; None when it has no :data:`TEMPLATES_FILE`."""
+    import os
+
+    from c2np.models.runfiles import member
+    from c2np.models.schemas import TEMPLATES_SCHEMA
+    from c2np.structured import read_json
+    from c2np.terminal import clipped, printable
+
     path = Path(folder) / TEMPLATES_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
+    doc = read_json(member(folder, path, what="templates file"), what="templates file", schema=TEMPLATES_SCHEMA)
     try:
-        return [CellTemplate.from_dict(d) for d in json.loads(path.read_text())]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise C2NPInputError(f"{path}: not a templates file ({exc})") from exc
+        return [CellTemplate.from_dict(d) for d in doc]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise C2NPInputError(f"{printable(path)}: not a templates file ({clipped(str(exc), 200)})") from None
