@@ -241,7 +241,10 @@ def main() -> None:
                 print(f"{name:32s} {'-':>8s} {medians[name]:8.2f} {'-':>6s}  {'-':22s} "
                       f"{_metric(res_new, 'joint_accuracy_paper'):22s}")
                 continue
-            old = run_child(old_src, job, threads=args.threads)
+            # the baseline reads the folder as its own commit shipped it (the same weights; folder
+            # layouts such as pool.json's change between versions)
+            own = old_src.parent / "pretrained" / name
+            old = run_child(old_src, {**job, "model": str(own)} if own.is_dir() else job, threads=args.threads)
             res_old = score_task2(args.store, args.split, old["answers"])
             m_old = statistics.median(old["cpu_s_per_particle"])
             same = sum(old["answers"][s] == new["answers"][s] for s in new["answers"])
