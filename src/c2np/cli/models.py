@@ -132,11 +132,11 @@ def predict_cmd(
     shard_spec = parse_shard(shard) if shard is not None else None
     ds = _open_dataset(store, cells, protocol, radii)
     if is_generator_folder(run):    # a shipped task-2 crystal generator or pool: its own settings
-        if steps is not None or device != "cpu" or checkpoint != "best":
-            raise C2NPInputError(f"{run}: a crystal generator folder predicts with its own settings on the CPU "
-                                 "(no --steps, --device or --checkpoint)")
+        if steps is not None or checkpoint != "best":
+            raise C2NPInputError(f"{run}: a crystal generator folder predicts with its own settings "
+                                 "(no --steps or --checkpoint)")
         res = predict_generator(run, ds, split, out, subset=subset, per_group=per_group, seed=seed,
-                                shard=shard_spec, progress=not json_out)
+                                shard=shard_spec, progress=not json_out, device=device)
         if json_out:
             print_json(res)
             return

@@ -48,7 +48,7 @@ from c2np.models.inverse.cdvae import (
 )
 from c2np.models.inverse.config import GenConfig
 from c2np.models.inverse.process import Process
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 from c2np.particle_descriptor import N_SLOTS
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class LatentDiT(nn.Module):
 
 def interpolate(x1: Tensor, t: Tensor, g: torch.Generator) -> Tensor:
     """``(1 - t) x_0 + t x_1`` with ``x_0 ~ N(0, I)``; ``t`` (B,) in [0, 1]."""
-    x0 = torch.randn(x1.shape, generator=g)
+    x0 = torch.randn(x1.shape, generator=g, device=g.device)
     tt = t[:, None, None]
     return (1.0 - tt) * x0 + tt * x1
 
@@ -205,22 +205,22 @@ class ADiTProcess(Process):
             return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
         with torch.no_grad():
             x1 = reparameterize(*model.ae.encode(f0, lp, slot, mask), g)
-        t = torch.rand(B, generator=g)
+        t = torch.rand(B, generator=g, device=g.device)
         pred = model.dit(interpolate(x1, t, g), slot, mask, model.time_embedding(t), cond)
         lz = latent_loss(pred, x1, t, mask)
         return lz, {"latent": lz.item()}
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """ADiT's generation: latents from N(0, I) by ``steps`` Euler steps of the interpolant's
         ODE, decoded; with a template the decoded cell is projected onto its symmetry."""
         B, N = slot.shape
-        x = torch.randn(B, N, LATENT_DIM, generator=g)
+        x = torch.randn(B, N, LATENT_DIM, generator=g, device=g.device)
         K = self.cfg.steps
         for k in range(K):
             t = k / K
-            pred = model.dit(x, slot, mask, model.time_embedding(torch.full((B,), t)), cond)
+            pred = model.dit(x, slot, mask, model.time_embedding(torch.full((B,), t, device=x.device)), cond)
             x = euler_step(x, pred, t, 1.0 / K)
         frac, lp = model.ae.decode(x, slot, mask)
         x_l, f = lattice_from_standard(model, lp, mask.sum(1)), frac % 1.0

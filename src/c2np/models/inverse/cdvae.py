@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from c2np.models.backbone import MLP
 from c2np.models.inverse.network import Denoiser
 from c2np.models.inverse.process import Process
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 
 if TYPE_CHECKING:
     from c2np.models.inverse.sampler import CellSampler
@@ -126,7 +126,7 @@ def min_image_displacement(frac_from: Tensor, frac_to: Tensor, lattice: Tensor) 
     """(B, N, 3) Cartesian displacement from each atom at ``frac_from`` to the nearest periodic
     image of ``frac_to`` (over the 27 images of the wrapped fractional difference)."""
     d = (frac_to - frac_from + 0.5) % 1.0 - 0.5                                    # (B,N,3)
-    cand = (d[:, :, None, :] + _IMAGES.to(d.dtype)) @ lattice[:, None, :, :]        # (B,N,27,3)
+    cand = (d[:, :, None, :] + _IMAGES.to(device=d.device, dtype=d.dtype)) @ lattice[:, None, :, :]        # (B,N,27,3)
     best = cand.pow(2).sum(-1).argmin(-1)                                          # (B,N)
     return torch.gather(cand, 2, best[..., None, None].expand(-1, -1, 1, 3)).squeeze(2)
 
@@ -134,13 +134,13 @@ def min_image_displacement(frac_from: Tensor, frac_to: Tensor, lattice: Tensor) 
 def perturb(frac: Tensor, lattice: Tensor, sigma: Tensor, g: torch.Generator) -> Tensor:
     """Fractional coordinates (B, N, 3) moved by isotropic Cartesian noise of std ``sigma``
     (B,) and wrapped into [0, 1)."""
-    noise = torch.randn(frac.shape, generator=g) * sigma[:, None, None]
+    noise = torch.randn(frac.shape, generator=g, device=g.device) * sigma[:, None, None]
     return (frac + noise @ torch.linalg.inv(lattice)) % 1.0
 
 
 def reparameterize(mu: Tensor, logvar: Tensor, g: torch.Generator) -> Tensor:
     """A draw of N(mu, exp(logvar)), differentiable in both (the VAE's reparameterisation)."""
-    return mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g)
+    return mu + (0.5 * logvar).exp() * torch.randn(mu.shape, generator=g, device=g.device)
 
 
 def kl_divergence(mu: Tensor, logvar: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -158,7 +158,8 @@ def langevin_step(frac: Tensor, pred: Tensor, lattice: Tensor, sigma: float, g: 
     displacement / sigma, Cartesian, (B, N, 3)) plus Gaussian noise of std ``sqrt(2 step)``,
     ``step = STEP_LR_REL sigma^2``; the result is wrapped into [0, 1)."""
     step = STEP_LR_REL * sigma ** 2
-    cart = frac @ lattice + step * pred / sigma + math.sqrt(2.0 * step) * torch.randn(frac.shape, generator=g)
+    noise = torch.randn(frac.shape, generator=g, device=g.device)
+    cart = frac @ lattice + step * pred / sigma + math.sqrt(2.0 * step) * noise
     return (cart @ torch.linalg.inv(lattice)) % 1.0
 
 
@@ -236,7 +237,7 @@ class CDVAEProcess(Process):
         z = reparameterize(mu, logvar, g)
         zc, pred_lp = self.latent(model, cond, z, comp)
         ll = ((pred_lp - standard_lattice_parameters(model, x_l0, n)) ** 2).mean()
-        sig = model.cd_sigmas[torch.randint(0, len(model.cd_sigmas), (B,), generator=g)]
+        sig = model.cd_sigmas[torch.randint(0, len(model.cd_sigmas), (B,), generator=g, device=g.device)]
         ft = perturb(f0, x_l0, sig, g)
         target = min_image_displacement(ft, f0, x_l0) / sig[:, None, None]
         _, out_f, _ = model.net(x_l0, ft, slot, mask, model.time_embedding(level_time(sig)), zc)
@@ -247,19 +248,20 @@ class CDVAEProcess(Process):
         return total, {"lattice": ll.item(), "frac": lf.item(), "kl": kl.item()}
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """CDVAE's generation: ``z ~ N(0, I)``, the lattice from the head (projected onto the
         template's metric symmetry), uniform coordinates, then annealed Langevin dynamics over
         the ``steps`` noise levels (``ld_steps_per_level`` steps each; projected onto the
         template after every step)."""
         B, N = slot.shape
-        z = torch.randn(B, self.cfg.hidden, generator=g)
+        z = torch.randn(B, self.cfg.hidden, generator=g, device=g.device)
         idx = torch.as_tensor([model.compositions.index(tuple(c)) if tuple(c) in model.compositions else -1
-                               for c in comps], dtype=torch.long)
+                               for c in comps], dtype=torch.long,
+                           device=cond.device)
         zc, pred_lp = self.latent(model, cond, z, idx)
         x_l = lattice_from_standard(model, pred_lp, mask.sum(1))
-        f = torch.rand(B, N, 3, generator=g)
+        f = torch.rand(B, N, 3, generator=g, device=g.device)
         if template is not None:
             for _ in range(3):
                 x_l, f = model.project(x_l, f, template)

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from c2np.models.inverse.config import GenConfig
 from c2np.models.inverse.process import Process
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 
 if TYPE_CHECKING:
     from c2np.models.inverse.sampler import CellSampler
@@ -71,17 +71,17 @@ class DiffCSPProcess(Process):
         coordinate score."""
         cfg = self.cfg
         B = x_l0.shape[0]
-        eps_l = torch.randn(x_l0.shape, generator=g)
-        t = torch.randint(1, cfg.steps + 1, (B,), generator=g)
+        eps_l = torch.randn(x_l0.shape, generator=g, device=g.device)
+        t = torch.randint(1, cfg.steps + 1, (B,), generator=g, device=g.device)
         if cfg.mid_t_fraction > 0:     # emphasise the site-assignment regime (0.5 T, 0.9 T]
             lo, hi = cfg.steps // 2, (9 * cfg.steps) // 10
-            mid = torch.randint(lo + 1, hi + 1, (B,), generator=g)
-            pick = torch.rand(B, generator=g) < cfg.mid_t_fraction
+            mid = torch.randint(lo + 1, hi + 1, (B,), generator=g, device=g.device)
+            pick = torch.rand(B, generator=g, device=g.device) < cfg.mid_t_fraction
             t = torch.where(pick, mid, t)
         ab = model.alpha_bar[t][:, None, None]
         x_lt = ab.sqrt() * x_l0 + (1 - ab).sqrt() * eps_l
         sig = model.sigma[t][:, None, None].expand_as(f0)
-        noise = torch.randn(f0.shape, generator=g) * sig
+        noise = torch.randn(f0.shape, generator=g, device=g.device) * sig
         ft = (f0 + noise) % 1.0
         target_l = eps_l if cfg.lattice_param == "eps" else x_l0
         out_l, out_f, _ = model.net(x_lt, ft, slot, mask, model.time_embedding(t), cond)
@@ -89,7 +89,7 @@ class DiffCSPProcess(Process):
         return cfg.lattice_weight * ll + lf, {"lattice": ll.item(), "frac": lf.item()}
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """``sample_steps`` (else ``steps``) reverse steps of the joint process."""
         T = self.cfg.steps
@@ -115,7 +115,7 @@ class DiffCSPProcess(Process):
         posterior noise ``sigma_{i-1} sqrt(1 - sigma_{i-1}^2 / sigma_i^2)``."""
         cfg = self.cfg
         B = x_l.shape[0]
-        temb = model.time_embedding(torch.full((B,), float(t_now)))
+        temb = model.time_embedding(torch.full((B,), float(t_now), device=x_l.device))
         sig, sig_p = sigs
         s2, s2p = sig ** 2, sig_p ** 2
         if cfg.sampler == "pc":
@@ -123,7 +123,7 @@ class DiffCSPProcess(Process):
             eps_c = cfg.step_lr * (sig / cfg.sigma_min) ** 2
             f = f + eps_c * out_f / sig
             if not last:
-                f = f + (2 * eps_c).sqrt() * torch.randn(f.shape, generator=g)
+                f = f + (2 * eps_c).sqrt() * torch.randn(f.shape, generator=g, device=g.device)
             f = f % 1.0
         out_l, out_f, _ = model.net(x_l, f, slot, mask, temb, cond)
         ab, ab_prev = abs_
@@ -138,9 +138,9 @@ class DiffCSPProcess(Process):
             return ab_prev.sqrt() * x0 + (1 - ab_prev).sqrt() * eps, (f + 0.5 * (s2 - s2p) * score) % 1.0
         mean = (ab_prev.sqrt() * (1 - a) / (1 - ab)) * x0 + (a.sqrt() * (1 - ab_prev) / (1 - ab)) * x_l
         var = (1 - ab_prev) / (1 - ab) * (1 - a)
-        x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g) if not last else 0.0)
+        x_l = mean + (var.sqrt() * torch.randn(x_l.shape, generator=g, device=g.device) if not last else 0.0)
         f = f + (s2 - s2p) * score
         if not last:
             std = (s2 - s2p).sqrt() if cfg.sampler == "sde" else (s2p * (s2 - s2p) / s2).sqrt()
-            f = f + std * torch.randn(f.shape, generator=g)
+            f = f + std * torch.randn(f.shape, generator=g, device=g.device)
         return x_l, f % 1.0

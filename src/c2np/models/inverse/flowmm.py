@@ -17,7 +17,7 @@ from torch import Tensor
 
 from c2np.models.inverse.diffcsp import masked_mse
 from c2np.models.inverse.process import Process
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 
 if TYPE_CHECKING:
     from c2np.models.inverse.sampler import CellSampler
@@ -43,10 +43,10 @@ class FlowMMProcess(Process):
              cond: Tensor, g: torch.Generator) -> tuple[Tensor, dict[str, float]]:
         """A point ``t ~ U[0, 1)`` on each conditional path; regress the path's velocities."""
         B = x_l0.shape[0]
-        eps_l = torch.randn(x_l0.shape, generator=g)
-        tt = torch.rand(B, generator=g)
+        eps_l = torch.randn(x_l0.shape, generator=g, device=g.device)
+        tt = torch.rand(B, generator=g, device=g.device)
         x_lt = (1 - tt)[:, None, None] * eps_l + tt[:, None, None] * x_l0
-        fb = torch.rand(f0.shape, generator=g)
+        fb = torch.rand(f0.shape, generator=g, device=g.device)
         d = (f0 - fb + 0.5) % 1.0 - 0.5
         ft = (fb + tt[:, None, None] * d) % 1.0
         out_l, out_f, _ = model.net(x_lt, ft, slot, mask, model.time_embedding(tt), cond)
@@ -54,14 +54,14 @@ class FlowMMProcess(Process):
         return self.cfg.lattice_weight * ll + lf, {"lattice": ll.item(), "frac": lf.item()}
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """``steps`` Euler steps from t = 0 to 1."""
         T = self.cfg.steps
         B = x_l.shape[0]
         for i in range(T, 0, -1):
             t_now = (T - i) / T
-            tt = torch.full((B,), t_now)
+            tt = torch.full((B,), t_now, device=x_l.device)
             out_l, out_f, _ = model.net(x_l, f, slot, mask, model.time_embedding(tt), cond)
             x_l = x_l + out_l / T
             # FlowMM's inference anti-annealing of the coordinate velocity: (1 + c t) u

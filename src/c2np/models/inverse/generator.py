@@ -41,7 +41,7 @@ from c2np.models.inverse.ranking import (
 )
 from c2np.models.inverse.readout import min_pair_distance_angstrom, read_cell_to_prediction
 from c2np.models.inverse.sampler import CellSampler
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import CellTemplate, TemplateBlocks
 from c2np.particle import Particle, central_crop
 from c2np.particle_descriptor import ParticleDescriptor, describe, position_noise_angstrom
 from c2np.predictions import InversePrediction
@@ -100,18 +100,20 @@ class CrystalGenerator(CellSampler):
             raise C2NPInputError(f"candidates: {len(particles)} particles for {len(descs)} descriptors")
         self.eval()
         out: list[list[tuple[Candidate, CellTemplate | None]]] = [[] for _ in descs]
-        feats = torch.as_tensor(self.features(descs))
+        dev = self.desc_mean.device
+        feats = torch.as_tensor(self.features(descs), device=dev)
         with torch.no_grad():
-            logp = torch.log_softmax(self.composition_logits(feats), dim=-1).numpy()
+            logp = torch.log_softmax(self.composition_logits(feats), dim=-1).cpu().numpy()
         whole = [(i, 0.0) for i in range(len(descs))]
-        self._draw(whole, feats, logp, torch.Generator().manual_seed(int(seed)), descs, profiles, out, batch)
+        self._draw(whole, feats, logp, torch.Generator(device=dev).manual_seed(int(seed)), descs, profiles, out,
+                   batch)
         views = self.condition_views(particles) if particles is not None else [[] for _ in descs]
         crops = [(i, r) for i, vs in enumerate(views) for r, _ in vs]
         if crops:       # their own random stream: the whole-particle candidates stay those of no crops
             crop_seed = int(np.random.SeedSequence([int(seed), 1]).generate_state(1)[0])
-            crop_feats = torch.as_tensor(self.features([v for vs in views for _, v in vs]))
-            self._draw(crops, crop_feats, logp, torch.Generator().manual_seed(crop_seed), descs, profiles, out,
-                       batch)
+            crop_feats = torch.as_tensor(self.features([v for vs in views for _, v in vs]), device=dev)
+            self._draw(crops, crop_feats, logp, torch.Generator(device=dev).manual_seed(crop_seed), descs, profiles,
+                       out, batch)
         if self.cfg.rank == "refine" and profiles is not None:
             return [self._refined(c, d, p) for c, d, p in zip(out, descs, profiles)]
         return [[c for c, _ in row] for row in out]
@@ -122,21 +124,61 @@ class CrystalGenerator(CellSampler):
         """Sample ``n_samples`` cells per plan for each condition row (particle index, crop
         radius Å or 0 for the whole particle; its features the row of ``feats``) with ``g``,
         read each out against its particle (``descs``, ``profiles``, composition log-probs
-        ``logp``) and append it to that particle's list in ``out``."""
+        ``logp``) and append it to that particle's list in ``out`` (in the order sample, plan,
+        row).
+
+        Cells of every template of one composition and every one of the ``n_samples`` draws
+        are generated together, up to ``batch`` rows a batch (:class:`TemplateBlocks`; the
+        rows of one template and draw stay consecutive), so a particle costs a few large
+        batches of the network instead of ``n_samples`` x templates small ones."""
         owner = np.array([i for i, _ in rows], dtype=np.int64)
         plans = self._plans(len(rows), logp[owner])
-        for _ in range(self.cfg.n_samples):
-            for comps, template in plans:
-                order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
-                for a in range(0, len(rows), batch):
-                    idx = order[a:a + batch]
-                    cells = self.sample(feats[torch.as_tensor(idx)], [comps[k] for k in idx], g, template)
-                    for k, (xl, fr, sl) in zip(idx, cells):
-                        o, radius = rows[k]
-                        c = self._candidate(xl, fr, sl, descs[o], comps[k], logp[o], template,
-                                            None if profiles is None else profiles[o])
-                        if c is not None:
-                            out[o].append((replace(c, view_radius_angstrom=radius) if radius else c, template))
+        cells: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for comp, members in self._template_groups(plans).items():
+            jobs = [(p, s, k) for p in members for s in range(self.cfg.n_samples) for k in range(len(rows))]
+            for a in range(0, len(jobs), batch):
+                part = jobs[a:a + batch]
+                temps: list[CellTemplate | None] = []
+                bounds = [0]
+                for j, (p, _, _) in enumerate(part):
+                    if not temps or part[j - 1][0] != p:
+                        temps.append(plans[p][1])
+                        bounds.append(j)
+                    bounds[-1] = j + 1
+                blocks = TemplateBlocks(tuple(t for t in temps if t is not None), tuple(bounds))
+                idx = torch.as_tensor([k for _, _, k in part], device=feats.device)
+                for (p, s, k), cell in zip(part, self.sample(feats[idx], [comp] * len(part), g, blocks)):
+                    cells[(s, p, k)] = cell
+        for s in range(self.cfg.n_samples):
+            for p, (comps, template) in enumerate(plans):
+                if template is None:        # composition plans: one batch per plan and draw
+                    order = np.argsort([sum(c) for c in comps], kind="stable")   # batches of similar size
+                    for a in range(0, len(rows), batch):
+                        idx_np = order[a:a + batch]
+                        drawn = self.sample(feats[torch.as_tensor(idx_np, device=feats.device)],
+                                            [comps[k] for k in idx_np], g, None)
+                        cells.update({(s, p, int(k)): cell for k, cell in zip(idx_np, drawn)})
+                    order_rows = [int(k) for k in order]
+                else:
+                    order_rows = list(range(len(rows)))
+                for k in order_rows:
+                    xl, fr, sl = cells.pop((s, p, k))
+                    o, radius = rows[k]
+                    c = self._candidate(xl, fr, sl, descs[o], comps[k], logp[o], template,
+                                        None if profiles is None else profiles[o])
+                    if c is not None:
+                        out[o].append((replace(c, view_radius_angstrom=radius) if radius else c, template))
+
+    @staticmethod
+    def _template_groups(plans: Sequence[tuple[list[tuple[int, ...]], CellTemplate | None]]
+                         ) -> dict[tuple[int, ...], list[int]]:
+        """The template plans grouped by their templates' composition: {composition: plan
+        indices}, each group sampled together (:meth:`_draw`)."""
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for p, (_, template) in enumerate(plans):
+            if template is not None:
+                groups.setdefault(template.composition, []).append(p)
+        return groups
 
     def _candidate(self, xl: np.ndarray, fr: np.ndarray, sl: np.ndarray, desc: ParticleDescriptor,
                    comp: tuple[int, ...], logp: np.ndarray, template: CellTemplate | None,

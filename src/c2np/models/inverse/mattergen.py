@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from c2np.models.inverse.diffcsp import wrapped_score
 from c2np.models.inverse.process import Process
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 from c2np.particle_descriptor import N_SLOTS
 
 if TYPE_CHECKING:
@@ -61,8 +61,8 @@ LANGEVIN_SNR = 0.4
 def symmetric_noise(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
     """Standard normal (B, 3, 3) noise made symmetric with every element's variance kept:
     off-diagonal ``(z_ij + z_ji) / sqrt(2)``, diagonal ``z_ii``."""
-    z = torch.randn(shape, generator=g)
-    eye = torch.eye(3, dtype=z.dtype)
+    z = torch.randn(shape, generator=g, device=g.device)
+    eye = torch.eye(3, dtype=z.dtype, device=z.device)
     return (1.0 - eye) * (z + z.transpose(-1, -2)) / math.sqrt(2.0) + eye * z
 
 
@@ -93,7 +93,7 @@ def limit_mean_std(n_atoms: Tensor, density: float, mu: Tensor, sd: float) -> tu
     """Normalised limit mean (B, 3, 3) and element-wise std (B,) of the lattice process for
     cells of ``n_atoms`` (B,) atoms at number ``density`` (atoms per s^3)."""
     length = (n_atoms.to(torch.float32) / float(density)) ** (1.0 / 3.0)
-    eye = torch.eye(3, dtype=torch.float32)
+    eye = torch.eye(3, dtype=torch.float32, device=n_atoms.device)
     mean = (length[:, None, None] * eye - mu) / float(sd)
     return mean, LIMIT_STD_REL * length / float(sd)
 
@@ -109,7 +109,7 @@ def mask_types(slot: Tensor, mask: Tensor, t: Tensor, mask_token: int, known: Te
     """The forward type corruption: each real atom's slot replaced by ``mask_token`` with
     probability ``t`` (B,), except in the rows where ``known`` (B,) bool (types given, the
     crystal-structure-prediction mode). Returns (corrupted slots (B, N), masked (B, N) bool)."""
-    u = torch.rand(slot.shape, generator=g)
+    u = torch.rand(slot.shape, generator=g, device=g.device)
     masked = (u < t[:, None]) & mask & ~known[:, None]
     return torch.where(masked, torch.full_like(slot, mask_token), slot), masked
 
@@ -122,7 +122,7 @@ def unmask_types(slot: Tensor, logits: Tensor, budget: Tensor, p_unmask: float, 
     yet revealed (updated in place). Returns the new slots (B, N)."""
     out = slot.clone()
     probs = torch.softmax(logits, dim=-1)
-    reveal = (slot == mask_token) & (torch.rand(slot.shape, generator=g) < p_unmask)
+    reveal = (slot == mask_token) & (torch.rand(slot.shape, generator=g, device=g.device) < p_unmask)
     for b in range(slot.shape[0]):
         idx = torch.nonzero(reveal[b]).flatten()
         if len(idx) == 0:
@@ -172,15 +172,15 @@ class MatterGenProcess(Process):
         sigma) and the cross-entropy of the masked atoms' slots."""
         B = x_l0.shape[0]
         n = mask.sum(1).float()
-        t = T_EPS + (1.0 - T_EPS) * torch.rand(B, generator=g)
+        t = T_EPS + (1.0 - T_EPS) * torch.rand(B, generator=g, device=g.device)
         a = mean_coeff(t)[:, None, None]
         mean_n, std_n = self.limit(model, n)
         z = symmetric_noise((B, 3, 3), g)
         x_lt = a * x_l0 + (1 - a) * mean_n + (1 - a ** 2).sqrt() * std_n[:, None, None] * z
         sig = coord_sigma(t, n)[:, None, None].expand_as(f0)
-        noise = torch.randn(f0.shape, generator=g) * sig
+        noise = torch.randn(f0.shape, generator=g, device=g.device) * sig
         ft = (f0 + noise) % 1.0
-        known = torch.rand(B, generator=g) < self.cfg.type_known_fraction
+        known = torch.rand(B, generator=g, device=g.device) < self.cfg.type_known_fraction
         slot_t, masked = mask_types(slot, mask, t, N_SLOTS, known, g)
         out_l, out_f, logits = model.net(x_lt, ft, slot_t, mask, model.time_embedding(t), cond)
         assert logits is not None
@@ -193,7 +193,7 @@ class MatterGenProcess(Process):
         return total, {"lattice": ll.item(), "frac": lf.item(), "types": lt.item()}
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """MatterGen's reverse process (``sample_steps`` or else ``steps`` times from 1 to
         :data:`~c2np.models.inverse.mattergen.T_EPS`): the lattice from its atom-count limit, the
@@ -204,8 +204,10 @@ class MatterGenProcess(Process):
         n = mask.sum(1).float()
         mean_n, std_n = self.limit(model, n)
         x_l = mean_n + std_n[:, None, None] * symmetric_noise((B, 3, 3), g)
-        f = (torch.randn(B, N, 3, generator=g) * coord_sigma(torch.ones(B), n)[:, None, None]) % 1.0
-        budget = torch.as_tensor(np.array([list(c) + [0] * (N_SLOTS - len(c)) for c in comps]), dtype=torch.long)
+        f0 = torch.randn(B, N, 3, generator=g, device=g.device)
+        f = (f0 * coord_sigma(torch.ones(B, device=n.device), n)[:, None, None]) % 1.0
+        budget = torch.as_tensor(np.array([list(c) + [0] * (N_SLOTS - len(c)) for c in comps]), dtype=torch.long,
+                                 device=slot.device)
         gen_types = template is None and self.cfg.type_known_fraction < 1.0
         if gen_types:
             slot = torch.where(mask, torch.full_like(slot, N_SLOTS), slot)
@@ -216,7 +218,7 @@ class MatterGenProcess(Process):
         times = T_EPS + (1.0 - T_EPS) * torch.arange(K + 1, dtype=torch.float32) / K
         for k in range(K, 0, -1):
             t, t_prev, last = times[k], times[k - 1], k == 1
-            tb = torch.full((B,), float(t))
+            tb = torch.full((B,), float(t), device=x_l.device)
             out_l, out_f, logits = model.net(x_l, f, slot, mask, model.time_embedding(tb), cond)
             x_l = self.lattice_step(x_l, out_l, mean_n, std_n, t, t_prev, last, g)
             # the corrector's time: one grid step before t (as a difference, to keep float32 rounding)
@@ -265,19 +267,20 @@ class MatterGenProcess(Process):
         step to sigma 0: noise removal), else Euler–Maruyama."""
         t, t_prev, t_corr = times
         B = f.shape[0]
-        sig = coord_sigma(torch.full((B,), float(t)), n)[:, None, None]
+        sig = coord_sigma(torch.full((B,), float(t), device=f.device), n)[:, None, None]
         score = out_f / sig
         if self.cfg.sampler == "pc":
             if last:
                 return (f + sig ** 2 * score) % 1.0
-            sig_p = coord_sigma(torch.full((B,), float(t_prev)), n)[:, None, None]
+            sig_p = coord_sigma(torch.full((B,), float(t_prev), device=f.device), n)[:, None, None]
             f = f + (sig ** 2 - sig_p ** 2) * score
-            f = f + (sig_p ** 2 * (sig ** 2 - sig_p ** 2) / sig ** 2).sqrt() * torch.randn(f.shape, generator=g)
+            noise = torch.randn(f.shape, generator=g, device=g.device)
+            f = f + (sig_p ** 2 * (sig ** 2 - sig_p ** 2) / sig ** 2).sqrt() * noise
             return self.langevin_coords(model, f % 1.0, x_l, slot, mask, t_corr, sig_p, cond, g) % 1.0
         g2 = 2.0 * sig ** 2 * math.log(COORD_SIGMA_MAX / COORD_SIGMA_MIN)
         dt = float(t - t_prev)
         f = f + g2 * score * dt
-        return (f if last else f + (g2 * dt).sqrt() * torch.randn(f.shape, generator=g)) % 1.0
+        return (f if last else f + (g2 * dt).sqrt() * torch.randn(f.shape, generator=g, device=g.device)) % 1.0
 
     def langevin_coords(self, model: CellSampler, f: Tensor, x_l: Tensor, slot: Tensor, mask: Tensor, t: Tensor,
                         sig: Tensor, cond: Tensor, g: torch.Generator) -> Tensor:
@@ -287,7 +290,7 @@ class MatterGenProcess(Process):
         _, out_f, _ = model.net(x_l, f, slot, mask, model.time_embedding(t), cond)
         m = mask[..., None].to(f.dtype)
         score = out_f / sig * m
-        z = torch.randn(f.shape, generator=g) * m
+        z = torch.randn(f.shape, generator=g, device=g.device) * m
         ratio = z.flatten(1).norm(dim=1) / score.flatten(1).norm(dim=1).clamp(min=1e-12)
         step = (2.0 * (LANGEVIN_SNR * ratio) ** 2)[:, None, None]
         return f + step * score + (2.0 * step).sqrt() * z

@@ -7,8 +7,11 @@ The rows and their opaque ids are exactly those of :func:`c2np.models.training.p
 are generated in chunks of :data:`CHUNK`, each with its own seed
 (:func:`~c2np.models.training.batch_seed`), so ``shard=(i, n)`` (whole chunks dealt round robin)
 reproduces its part of one run and ``c2np merge-predictions`` joins the parts into that run's
-file. A particle for which no generated cell can be read gets a row of missing values (NaN;
-the harness counts it as a failure).
+file. Within a chunk the particles' cells are sampled in shared batches
+(:meth:`~c2np.models.inverse.generator.CrystalGenerator.candidates`); the progress bar counts
+particles. ``device``: where the networks run (``cpu``, ``cuda`` or ``auto``; the template
+projections and the read-out stay on the CPU). A particle for which no generated cell can be
+read gets a row of missing values (NaN; the harness counts it as a failure).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["CHUNK", "is_generator_folder", "predict_generator"]
+__all__ = ["CHUNK", "is_generator_folder", "predict_generator", "place_generator"]
 
 #: particles generated together (one seed each; the unit of shards and of the progress bar)
 CHUNK = 16
@@ -45,9 +48,21 @@ def is_generator_folder(path: str | Path) -> bool:
     return meta.get("kind") == "c2np.crystal_gen/1"
 
 
+def place_generator(gen: Any, device: str) -> Any:
+    """A loaded generator or generator pool moved to ``device`` (``cpu``, ``cuda`` or
+    ``auto``, :func:`~c2np.models.training.resolve_device`; ``cuda`` without a GPU is a
+    :class:`~c2np.errors.C2NPInputError`); returns the ``torch.device``."""
+    from c2np.models.training import resolve_device
+
+    dev = resolve_device(device)
+    for module in [m for _, m in gen.members] if hasattr(gen, "members") else [gen]:
+        module.to(dev)
+    return dev
+
+
 def predict_generator(folder: str | Path, store: Any, split: str, out: str | Path, *, subset: str = "eval",
                       per_group: int | None = None, seed: int = 0, shard: tuple[int, int] | None = None,
-                      progress: bool = True) -> dict[str, Any]:
+                      progress: bool = True, device: str = "cpu") -> dict[str, Any]:
     """Write the generator's task-2 predictions for ``split`` to ``out`` (CSV) and its
     provenance record ``out.json`` (returned). ``subset``, ``per_group`` and ``shard`` as in
     :func:`c2np.models.training.predict`; the record notes that a generator folder does not
@@ -70,6 +85,7 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
     if not is_generator_folder(folder):
         raise C2NPInputError(f"{folder}: not a crystal generator or generator pool folder")
     gen = load_inverse_generator(folder)
+    dev = place_generator(gen, device)
     out = Path(out)
     if out.suffix.lower() != ".csv":
         raise C2NPInputError(f"{out}: task-2 predictions are written as .csv")
@@ -80,10 +96,13 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
     name = Path(folder).resolve().name
     preds: dict[str, tuple[float, ...]] = {}
     n_failed = 0
-    with torch.no_grad():
-        for b in tqdm(chunks, desc=f"predicting {name}", disable=not progress, unit="chunk"):
+    n_particles = sum(len(items[b * CHUNK:(b + 1) * CHUNK]) for b in chunks)
+    with torch.no_grad(), tqdm(total=n_particles, desc=f"predicting {name}", disable=not progress,
+                               unit="particle") as bar:
+        for b in chunks:
             part = items[b * CHUNK:(b + 1) * CHUNK]
             answers = gen.predict_particles([p for _, p in part], seed=batch_seed(seed, b))
+            bar.update(len(part))
             for (sid, _), ans in zip(part, answers, strict=True):
                 if ans is None:
                     n_failed += 1
@@ -98,7 +117,7 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
            "store_fingerprint": str(store.fingerprint)}
     summary: dict[str, Any] = {
         "file": str(out), "run": str(folder), "model": name, "kind": kind, "task": "inverse", "split": split,
-        "subset": subset, "per_group": per_group, "seed": seed, "device": "cpu",
+        "subset": subset, "per_group": per_group, "seed": seed, "device": str(dev),
         "sample_ids": "opaque task-2 ids (c2np.tasks.opaque_sample_id)", "n_samples": len(preds),
         "n_no_answer": n_failed, "seconds": dt, "samples_per_s": len(preds) / max(dt, 1e-9),
         "store_check": {"store_protocol": str(getattr(store, "protocol", "")),

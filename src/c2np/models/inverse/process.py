@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from c2np.models.inverse.config import GenConfig
-from c2np.models.inverse.templates import CellTemplate
+from c2np.models.inverse.templates import TemplateBlocks
 
 if TYPE_CHECKING:       # the generator holds its process; annotations only
     from c2np.models.inverse.sampler import CellSampler
@@ -76,7 +76,7 @@ class Process:
         raise NotImplementedError
 
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
-               slot: Tensor, mask: Tensor, g: torch.Generator, template: CellTemplate | None
+               slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
         """Generated cells (lattice (B,3,3), frac (B,N,3), slots (B,N)) from the starting draw
         ``x_l`` ~ N(0, I), ``f`` ~ U[0, 1) (projected onto ``template`` unless

@@ -45,17 +45,13 @@ STRETCHES = np.round(np.arange(0.88, 1.1201, 0.01), 4)
 
 
 def _binned(dist_scaled: np.ndarray, pair_index: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """(n_pairs, PROFILE_BINS) Gaussian-smoothed pair counts (weights) at scaled distances."""
-    centres = (np.arange(PROFILE_BINS) + 0.5) * (PROFILE_CUTOFF_SCALED / PROFILE_BINS)
+    """(n_pairs, PROFILE_BINS) Gaussian-smoothed pair counts (weights) at scaled distances
+    (compiled, :func:`~c2np.models.inverse._profile_kernels.binned_kernel`)."""
+    from c2np.models.inverse._profile_kernels import binned_kernel
+
     out = np.zeros((len(slot_pairs()), PROFILE_BINS))
-    width = PROFILE_CUTOFF_SCALED / PROFILE_BINS
-    for k in range(len(slot_pairs())):
-        sel = pair_index == k
-        if not np.any(sel):
-            continue
-        z = (centres[None, :] - dist_scaled[sel][:, None]) / PROFILE_SMOOTH_SCALED
-        kern = np.exp(-0.5 * z * z) * (width / (PROFILE_SMOOTH_SCALED * np.sqrt(2 * np.pi)))
-        out[k] = (weight[sel][:, None] * kern).sum(0)
+    binned_kernel(np.ascontiguousarray(dist_scaled, dtype=np.float64), np.ascontiguousarray(pair_index, dtype=np.int64),
+                  np.ascontiguousarray(weight, dtype=np.float64), out, PROFILE_CUTOFF_SCALED, PROFILE_SMOOTH_SCALED)
     return out
 
 
@@ -101,13 +97,14 @@ def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarra
     reach = np.ceil(cut * np.linalg.norm(np.linalg.inv(lat), axis=0)).astype(np.int64) + 1
     if int(np.prod(2 * reach + 1)) > MAX_IMAGES:
         return None
+    from c2np.models.inverse._profile_kernels import cell_pairs_kernel
+
     shifts = np.array(list(itertools.product(*[range(-int(m), int(m) + 1) for m in reach])), dtype=np.float64)
-    d = f[None, :, None, :] - f[:, None, None, :] + shifts[None, None]       # (n, n, images, 3) j - i
-    r = np.linalg.norm(d @ lat, axis=-1)
-    keep = (r <= cut) & (r > 1e-9 * s)
-    i, j, _ = np.nonzero(keep)
+    size = len(f) * len(f) * len(shifts)
+    r, i, j = np.empty(size), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+    m = cell_pairs_kernel(np.ascontiguousarray(lat), np.ascontiguousarray(f), shifts, cut, 1e-9 * s, r, i, j)
     sl = np.asarray(slots, dtype=np.int64)
-    return r[keep] / s, _pair_index(sl[i], sl[j])
+    return r[:m] / s, _pair_index(sl[i[:m]], sl[j[:m]])
 
 
 def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray,

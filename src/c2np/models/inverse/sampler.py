@@ -25,7 +25,7 @@ from c2np.models.inverse.config import GenConfig
 from c2np.models.inverse.diffcsp import cosine_schedule
 from c2np.models.inverse.network import Denoiser
 from c2np.models.inverse.registry import process_for
-from c2np.models.inverse.templates import CellTemplate, project_frac, project_lattice
+from c2np.models.inverse.templates import CellTemplate, TemplateBlocks, project_frac_template, project_lattice
 from c2np.particle_descriptor import N_SLOTS, ParticleDescriptor
 
 __all__ = ["CellSampler"]
@@ -146,17 +146,25 @@ class CellSampler(nn.Module):
 
     @torch.no_grad()
     def sample(self, feats: Tensor, comps: Sequence[tuple[int, ...]], g: torch.Generator,
-               template: CellTemplate | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+               template: CellTemplate | TemplateBlocks | None = None
+               ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """One generated cell per row of the given compositions: (normalised lattice (3,3),
         frac (n,3), slots (n,)). With a ``template`` (every row of its composition) the cell
         is projected onto the template's symmetric subspace at the start and after every
         reverse step (:meth:`project`); a space-group conditioned generator is also told the
-        template's group (without a template: the "not given" row)."""
+        template's group (without a template: the "not given" row). :class:`TemplateBlocks`
+        sample consecutive row blocks under several templates of one composition in one batch.
+        Every tensor is made on the device of the weights; ``g`` must be a generator there."""
         B = feats.shape[0]
+        dev = self.desc_mean.device
+        blocks = TemplateBlocks.single(template, B) if isinstance(template, CellTemplate) else template
+        feats = feats.to(dev)
         cond = self.condition(feats)
         if self.cfg.spacegroups:
-            k = self.spacegroup_index(template.spacegroup) if template is not None else 0
-            cond = self._with_spacegroup(cond, torch.full((B,), k, dtype=torch.long))
+            k = torch.zeros(B, dtype=torch.long)
+            for t, a, b in blocks.blocks() if blocks is not None else []:
+                k[a:b] = self.spacegroup_index(t.spacegroup)
+            cond = self._with_spacegroup(cond, k.to(dev))
         N = max(sum(c) for c in comps)
         slot = torch.zeros(B, N, dtype=torch.long)
         mask = torch.zeros(B, N, dtype=torch.bool)
@@ -164,32 +172,38 @@ class CellSampler(nn.Module):
             s = np.repeat(np.arange(N_SLOTS), c)
             slot[b, : len(s)] = torch.as_tensor(s)
             mask[b, : len(s)] = True
-        x_l = torch.randn(B, 3, 3, generator=g)
-        f = torch.rand(B, N, 3, generator=g)
-        if template is not None:
-            if any(tuple(c) != template.composition for c in comps) or not np.array_equal(
-                    template.slots, slot[0].numpy()):
+        if blocks is not None:
+            if blocks.n_rows != B or any(tuple(c) != blocks.composition for c in comps) or not np.array_equal(
+                    blocks.templates[0].slots, slot[0].numpy()):
                 raise C2NPInputError("sample: a template needs every row of its composition, slots sorted")
-            if not self.process.projects_own_start:
-                for _ in range(3):          # uniform start: a few passes make the wrapped average exact
-                    x_l, f = self.project(x_l, f, template)
-        x_l, f, slot = self.process.sample(self, cond, comps, x_l, f, slot, mask, g, template)
-        out = []
-        for b in range(B):
-            n = int(mask[b].sum())
-            out.append((x_l[b].numpy().astype(np.float64), f[b, :n].numpy().astype(np.float64),
-                        slot[b, :n].numpy()))
-        return out
+        slot, mask = slot.to(dev), mask.to(dev)
+        x_l = torch.randn(B, 3, 3, generator=g, device=dev)
+        f = torch.rand(B, N, 3, generator=g, device=dev)
+        if blocks is not None and not self.process.projects_own_start:
+            for _ in range(3):          # uniform start: a few passes make the wrapped average exact
+                x_l, f = self.project(x_l, f, blocks)
+        x_l, f, slot = self.process.sample(self, cond, comps, x_l, f, slot, mask, g, blocks)
+        xs, fs, ss, n_real = (x_l.cpu().numpy().astype(np.float64), f.cpu().numpy().astype(np.float64),
+                              slot.cpu().numpy(), mask.sum(1).cpu().numpy())
+        return [(xs[b], fs[b, :int(n_real[b])], ss[b, :int(n_real[b])]) for b in range(B)]
 
-    def project(self, x_l: Tensor, f: Tensor, template: CellTemplate) -> tuple[Tensor, Tensor]:
+    def project(self, x_l: Tensor, f: Tensor, template: CellTemplate | TemplateBlocks) -> tuple[Tensor, Tensor]:
         """Normalised lattices (B,3,3) and frac (B,n,3) projected onto ``template``'s symmetric
         subspace (:func:`~c2np.models.inverse.templates.project_lattice` on the lattice in units
         of the particle scale, which the projection does not depend on, and
-        :func:`~c2np.models.inverse.templates.project_frac`)."""
-        mu, sd = self.lat_mean.numpy().astype(np.float64), float(self.lat_std)
-        lat = project_lattice(x_l.numpy().astype(np.float64) * sd + mu, template.rotations)
-        fr = project_frac(f.numpy(), template.rotations, template.translations, template.perm, template.frac)
-        return (torch.as_tensor((lat - mu) / sd, dtype=x_l.dtype), torch.as_tensor(fr, dtype=f.dtype))
+        :func:`~c2np.models.inverse.templates.project_frac`); with :class:`TemplateBlocks` each
+        block of rows onto its own template. Computed on the CPU in float64; returned on the
+        device and in the dtype of the inputs."""
+        blocks = TemplateBlocks.single(template, x_l.shape[0]) if isinstance(template, CellTemplate) else template
+        mu, sd = self.lat_mean.cpu().numpy().astype(np.float64), float(self.lat_std)
+        lat = x_l.cpu().numpy().astype(np.float64) * sd + mu
+        fr = f.cpu().numpy()
+        lat_out, fr_out = np.empty_like(lat), np.empty(fr.shape, dtype=np.float64)
+        for t, a, b in blocks.blocks():
+            lat_out[a:b] = project_lattice(lat[a:b], t.rotations)
+            fr_out[a:b] = project_frac_template(fr[a:b], t)
+        return (torch.as_tensor((lat_out - mu) / sd, dtype=x_l.dtype, device=x_l.device),
+                torch.as_tensor(fr_out, dtype=f.dtype, device=f.device))
 
     def schedule(self, n_steps: int) -> tuple[Tensor, Tensor]:
         """The diffusion schedule on ``n_steps + 1`` equally spaced times ``t = k T / n_steps``
@@ -203,7 +217,7 @@ class CellSampler(nn.Module):
     def cell_of(self, x_l: np.ndarray, frac: np.ndarray, slots: np.ndarray,
                 desc: ParticleDescriptor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The generated cell in Å: (lattice (3,3), frac (n,3), atomic numbers (n,))."""
-        lat = (x_l * float(self.lat_std) + self.lat_mean.numpy()) * desc.scale_angstrom
+        lat = (x_l * float(self.lat_std) + self.lat_mean.cpu().numpy()) * desc.scale_angstrom
         numbers = desc.slot_numbers[slots]
         numbers = np.where(numbers == 0, desc.slot_numbers[0], numbers)
         return lat, frac, numbers

@@ -16,6 +16,7 @@ stored as JSON beside the generator's weights (:data:`TEMPLATES_FILE`).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -26,8 +27,9 @@ import numpy as np
 
 from c2np.errors import C2NPInputError
 
-__all__ = ["CellTemplate", "template_of", "merge_templates", "project_lattice", "project_frac",
-           "metric_average", "orbits", "save_templates", "load_templates", "TEMPLATES_FILE"]
+__all__ = ["CellTemplate", "TemplateBlocks", "template_of", "merge_templates", "project_lattice",
+           "project_frac", "project_frac_template", "metric_average", "orbits", "save_templates", "load_templates",
+           "TEMPLATES_FILE"]
 
 TEMPLATES_FILE = "templates.json"
 
@@ -208,6 +210,91 @@ def project_frac(frac: np.ndarray, rotations: np.ndarray, translations: np.ndarr
         for j, g in members:
             out[..., j, :] = p @ rot[g].T + tr[g]
     return out % 1.0
+
+
+@dataclass(frozen=True)
+class _FracPlan:
+    """What :func:`project_frac` computes from a template alone (operations as float64, their
+    inverses, per orbit the Wyckoff-set projector), so that projecting the cells of every
+    sampling step under one template does not recompute it."""
+
+    rot: np.ndarray                 # (m, 3, 3) float64
+    tr: np.ndarray                  # (m, 3)
+    w_inv: np.ndarray               # (m, 3, 3) inverses of rot
+    perm: np.ndarray                # (m, n)
+    # per orbit: (first atom r, A3 = W - I of its site operations (k,3,3), their translations
+    # (k,3), n_ref (k,3), pinv(A3 stacked).T (3k,3), [(member j, rot[g].T, tr[g])])
+    orbits: tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                        tuple[tuple[int, np.ndarray, np.ndarray], ...]], ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _frac_plan(template: CellTemplate) -> _FracPlan:
+    """The :class:`_FracPlan` of a template (cached per template object)."""
+    rot = np.asarray(template.rotations, dtype=np.float64)
+    tr = np.asarray(template.translations, dtype=np.float64)
+    ref = np.asarray(template.frac, dtype=np.float64)
+    plan = []
+    for r, stab, members in orbits(template.perm):
+        A3 = rot[stab] - np.eye(3)
+        n_ref = np.round(A3 @ ref[r] + tr[stab])
+        plan.append((r, A3, tr[stab], n_ref, np.linalg.pinv(A3.reshape(-1, 3)).T,
+                     tuple((j, rot[g].T, tr[g]) for j, g in members)))
+    return _FracPlan(rot, tr, np.linalg.inv(rot), np.asarray(template.perm), tuple(plan))
+
+
+def project_frac_template(frac: np.ndarray, template: CellTemplate) -> np.ndarray:
+    """:func:`project_frac` of frac (..., n, 3) onto ``template`` (its operations and its own
+    cell as the reference), with the template's part computed once per template: the same
+    arithmetic, the same result."""
+    plan = _frac_plan(template)
+    x = np.asarray(frac, dtype=np.float64)
+    back = np.einsum("gab,...gnb->...gna", plan.w_inv, x[..., plan.perm, :] - plan.tr[:, None, :])
+    y = x + _wrap(back - x[..., None, :, :]).mean(-3)
+    out = np.empty_like(y)
+    for r, A3, tr, n_ref, pinv_t, members in plan.orbits:
+        p = y[..., r, :]
+        n = n_ref + np.einsum("kab,...b->...ka", A3, np.round(p - template.frac[r]))
+        res = np.einsum("kab,...b->...ka", A3, p) + tr - n
+        p = p - res.reshape(*p.shape[:-1], -1) @ pinv_t
+        for j, rot_t, t in members:
+            out[..., j, :] = p @ rot_t + t
+    return out % 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class TemplateBlocks:
+    """The rows of one sampling batch, in consecutive blocks each sampled under its own
+    template (all of one composition, so of one atom count and slot order): rows
+    ``bounds[k]:bounds[k + 1]`` under ``templates[k]``."""
+
+    templates: tuple[CellTemplate, ...]
+    bounds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.bounds) != len(self.templates) + 1 or any(b < a for a, b in zip(self.bounds, self.bounds[1:])):
+            raise C2NPInputError("template blocks: bounds must be one more than the templates, increasing")
+        if len({t.composition for t in self.templates}) > 1:
+            raise C2NPInputError("template blocks: every template must have the same composition")
+
+    @classmethod
+    def single(cls, template: CellTemplate, n_rows: int) -> TemplateBlocks:
+        """Every one of ``n_rows`` rows under ``template``."""
+        return cls((template,), (0, int(n_rows)))
+
+    @property
+    def composition(self) -> tuple[int, ...]:
+        """The templates' common composition."""
+        return self.templates[0].composition
+
+    @property
+    def n_rows(self) -> int:
+        """Rows covered by the blocks."""
+        return self.bounds[-1]
+
+    def blocks(self) -> list[tuple[CellTemplate, int, int]]:
+        """(template, first row, end row) per non-empty block."""
+        return [(t, a, b) for t, a, b in zip(self.templates, self.bounds, self.bounds[1:]) if b > a]
 
 
 def save_templates(templates: Sequence[CellTemplate], folder: str | Path) -> Path:

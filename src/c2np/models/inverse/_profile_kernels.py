@@ -1,0 +1,68 @@
+"""Compiled kernels of the pair profiles of :mod:`c2np.models.inverse.ranking` (numba).
+
+Imported on the first profile (it imports numba); the machine code is cached on disk beside
+this file (or in ``NUMBA_CACHE_DIR``) where a cache folder is writable.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from c2np._jit import _jit
+
+#: Gaussian kernels are summed within this many smoothing widths of the pair distance (the
+#: tail beyond it weighs below 3e-11 of the peak)
+KERNEL_REACH_SIGMAS = 7.0
+
+
+@_jit
+def binned_kernel(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray, out: np.ndarray,
+                  cutoff: float, smooth: float) -> None:
+    """Add to ``out`` (n_types, n_bins) the Gaussian-smoothed (std ``smooth``) weights of pairs
+    at distances ``dist`` (k,) of type ``pair_index`` (k,), on ``n_bins`` bins of width
+    ``cutoff / n_bins`` (value: weight x the Gaussian density at the bin centre x the bin
+    width), each within :data:`KERNEL_REACH_SIGMAS` of the distance."""
+    n_bins = out.shape[1]
+    width = cutoff / n_bins
+    norm = width / (smooth * math.sqrt(2.0 * math.pi))
+    reach = KERNEL_REACH_SIGMAS * smooth
+    for q in range(dist.shape[0]):
+        d = dist[q]
+        lo = max(0, int(math.floor((d - reach) / width - 0.5)))
+        hi = min(n_bins, int(math.ceil((d + reach) / width + 0.5)))
+        w = weight[q] * norm
+        k = pair_index[q]
+        for b in range(lo, hi):
+            z = ((b + 0.5) * width - d) / smooth
+            out[k, b] += w * math.exp(-0.5 * z * z)
+
+
+@_jit
+def cell_pairs_kernel(lat: np.ndarray, frac: np.ndarray, shifts: np.ndarray, cut: float, min_r: float,
+                      r_out: np.ndarray, i_out: np.ndarray, j_out: np.ndarray) -> int:
+    """Ordered pairs (i, j, image) of a periodic cell with ``min_r < |(f_j - f_i + shift) L| <=
+    cut``: their distances and atoms written to ``r_out``, ``i_out``, ``j_out`` (each of length
+    n² x images at least); returns their number."""
+    n = frac.shape[0]
+    m = 0
+    for i in range(n):
+        for j in range(n):
+            d0 = frac[j, 0] - frac[i, 0]
+            d1 = frac[j, 1] - frac[i, 1]
+            d2 = frac[j, 2] - frac[i, 2]
+            for s in range(shifts.shape[0]):
+                a = d0 + shifts[s, 0]
+                b = d1 + shifts[s, 1]
+                c = d2 + shifts[s, 2]
+                x = a * lat[0, 0] + b * lat[1, 0] + c * lat[2, 0]
+                y = a * lat[0, 1] + b * lat[1, 1] + c * lat[2, 1]
+                z = a * lat[0, 2] + b * lat[1, 2] + c * lat[2, 2]
+                r = math.sqrt(x * x + y * y + z * z)
+                if r <= cut and r > min_r:
+                    r_out[m] = r
+                    i_out[m] = i
+                    j_out[m] = j
+                    m += 1
+    return m

@@ -1,0 +1,169 @@
+"""Batched sampling of the task-2 crystal generators: the cached template projection and the
+compiled pair profiles compute what the plain NumPy code computes; template blocks project each
+block onto its own template; generators and pools run on the chosen device (``auto`` is the CPU
+without a GPU) and the progress bar counts particles."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from c2np.cli import build_app
+from c2np.models.inverse.templates import (
+    TemplateBlocks,
+    load_templates,
+    project_frac,
+    project_frac_template,
+    project_lattice,
+)
+from c2np.store import build_store
+from helpers import perovskite
+
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+runner = CliRunner()
+app = build_app()
+
+
+def test_cached_template_projection_is_the_plain_one_bit_for_bit() -> None:
+    rng = np.random.default_rng(3)
+    templates = load_templates(PRETRAINED / "diffcsp-inverse")
+    assert templates
+    for t in templates:
+        frac = rng.random((5, len(t.slots), 3)).astype(np.float32)
+        want = project_frac(frac, t.rotations, t.translations, t.perm, t.frac)
+        got = project_frac_template(frac, t)
+        assert np.array_equal(got, want)
+        near = (t.frac + rng.normal(scale=0.01, size=t.frac.shape)) % 1.0     # the projection is one
+        once = project_frac_template(near, t)
+        assert np.abs((project_frac_template(once, t) - once + 0.5) % 1.0 - 0.5).max() < 1e-9
+
+
+def _binned_numpy(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """The profile binning written out in NumPy (every bin, no reach)."""
+    from c2np.models.inverse.ranking import PROFILE_BINS, PROFILE_CUTOFF_SCALED, PROFILE_SMOOTH_SCALED
+    from c2np.particle_descriptor import slot_pairs
+
+    centres = (np.arange(PROFILE_BINS) + 0.5) * (PROFILE_CUTOFF_SCALED / PROFILE_BINS)
+    width = PROFILE_CUTOFF_SCALED / PROFILE_BINS
+    out = np.zeros((len(slot_pairs()), PROFILE_BINS))
+    for k in range(len(slot_pairs())):
+        sel = pair_index == k
+        z = (centres[None, :] - dist[sel][:, None]) / PROFILE_SMOOTH_SCALED
+        out[k] = (weight[sel][:, None] * np.exp(-0.5 * z * z)).sum(0) * width / (
+            PROFILE_SMOOTH_SCALED * np.sqrt(2 * np.pi))
+    return out
+
+
+def test_compiled_pair_profiles_match_numpy() -> None:
+    from c2np.models.inverse import ranking
+    from c2np.particle_descriptor import slot_pairs
+
+    rng = np.random.default_rng(0)
+    dist = rng.uniform(0.0, 2.5, 4000)
+    idx = rng.integers(0, len(slot_pairs()), 4000)
+    w = rng.uniform(0.1, 1.0, 4000)
+    np.testing.assert_allclose(ranking._binned(dist, idx, w), _binned_numpy(dist, idx, w), rtol=1e-9, atol=1e-12)
+    # the cell's neighbour pairs: every image within the cut-off, none at distance 0
+    lat = np.array([[3.9, 0.1, 0.0], [0.0, 4.1, 0.2], [0.3, 0.0, 4.0]])
+    frac = rng.random((5, 3))
+    slots = np.array([0, 1, 2, 2, 2])
+    r, k = ranking._cell_pairs(lat, frac, slots, 2.0)
+    shifts = np.array(list(itertools.product(range(-4, 5), repeat=3)), dtype=float)
+    d = np.linalg.norm((frac[None, :, None] - frac[:, None, None] + shifts) @ lat, axis=-1)
+    cut = (ranking.PROFILE_CUTOFF_SCALED + 4 * ranking.PROFILE_SMOOTH_SCALED) * 2.0
+    keep = (d <= cut) & (d > 2e-9)
+    i, j, _ = np.nonzero(keep)
+    assert np.allclose(np.sort(r), np.sort(d[keep] / 2.0))
+    want = _binned_numpy(d[keep] / 2.0, ranking._pair_index(slots[i], slots[j]), np.full(keep.sum(), 0.1))
+    np.testing.assert_allclose(ranking._binned(r, k, np.full(len(r), 0.1)), want, rtol=1e-9, atol=1e-12)
+
+
+def test_template_blocks_project_each_block_onto_its_template() -> None:
+    from c2np.models.inverse.io import load_generator
+
+    gen = load_generator(PRETRAINED / "flowmm-inverse")
+    same = [t for t in gen.templates if t.composition == (6, 2, 2)]
+    assert len(same) >= 2
+    blocks = TemplateBlocks((same[0], same[1]), (0, 2, 5))
+    g = torch.Generator().manual_seed(0)
+    x_l, f = torch.randn(5, 3, 3, generator=g), torch.rand(5, 10, 3, generator=g)
+    xb, fb = gen.project(x_l, f, blocks)
+    for t, a, b in blocks.blocks():
+        xs, fs = gen.project(x_l[a:b], f[a:b], t)
+        assert torch.equal(xb[a:b], xs) and torch.equal(fb[a:b], fs)
+    mu, sd = gen.lat_mean.numpy().astype(np.float64), float(gen.lat_std)
+    np.testing.assert_allclose(xb[:2].numpy() * sd + mu,
+                               project_lattice(x_l[:2].numpy().astype(np.float64) * sd + mu, same[0].rotations),
+                               atol=1e-5)
+    with pytest.raises(Exception, match="same composition"):
+        TemplateBlocks((same[0], next(t for t in gen.templates if t.composition != (6, 2, 2))), (0, 1, 2))
+
+
+def _cheap_copy(name: str, dst: Path) -> Path:
+    shutil.copytree(PRETRAINED / name, dst)
+    meta = json.loads((dst / "config.json").read_text())
+    meta["config"].update(n_samples=2, sample_steps=8, refine_screen_evals=0, refine_evals=5)
+    (dst / "config.json").write_text(json.dumps(meta))
+    templates = json.loads((dst / "templates.json").read_text())
+    keep = [t for t in templates if t["spacegroup"] in (62, 221)]       # two of one composition, one other
+    (dst / "templates.json").write_text(json.dumps(keep))
+    return dst
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cells = [perovskite(a=a, ids=f"M{i}", A=z) for i, (a, z) in enumerate(zip((3.4, 4.0, 4.6, 5.2, 5.8),
+                                                                              (19, 11, 37, 55, 3)))]
+    return build_store(cells, tmp_path_factory.mktemp("g") / "strict.h5", "strict", radii_angstrom=[6],
+                       progress=False)
+
+
+def test_generators_run_on_the_chosen_device_and_count_particles(store_path: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from c2np.models.inverse.pool import PoolRule, load_inverse_generator, save_pool
+    from c2np.models.inverse.predict import place_generator, predict_generator
+    from c2np.store import DatasetStore
+
+    gen_dir = _cheap_copy("mattergen-inverse", tmp_path / "mattergen")
+    pool_dir = save_pool(tmp_path / "pool", [("m", gen_dir), ("d", _cheap_copy("diffcsp-inverse", tmp_path / "d"))],
+                         PoolRule())
+    want = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for folder in (gen_dir, pool_dir):
+        gen = load_inverse_generator(folder)
+        assert place_generator(gen, "auto") == want
+        members = [m for _, m in gen.members] if hasattr(gen, "members") else [gen]
+        seen: set[torch.device] = set()
+
+        def record(_: object, args: tuple[torch.Tensor, ...], seen: set[torch.device] = seen) -> None:
+            seen.update(a.device for a in args)
+
+        for m in members:
+            assert {p.device for p in m.parameters()} | {b.device for b in m.buffers()} == {want}
+            m.net.register_forward_pre_hook(record)
+        store = DatasetStore.open(store_path)
+        from c2np.models.training import query_items
+
+        particles = [p for _, p in query_items(store, "heldout", forward=False)[:3]]
+        answers = gen.predict_particles(particles, seed=1)
+        assert len(answers) == 3 and seen == {want}
+    capsys.readouterr()
+    res = predict_generator(gen_dir, DatasetStore.open(store_path), "heldout", tmp_path / "p.csv", device="auto")
+    err = capsys.readouterr().err
+    assert res["device"] == str(want) and f"/{res['n_samples']}" in err and "particle" in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_device_cuda_without_a_gpu_is_one_line_exit_2(store_path: Path, tmp_path: Path) -> None:
+    gen = _cheap_copy("mattergen-inverse", tmp_path / "mattergen")
+    r = runner.invoke(app, ["predict", "--run", str(gen), "--store", str(store_path), "--split", "heldout",
+                            "-o", str(tmp_path / "x.csv"), "--device", "cuda"])
+    assert r.exit_code == 2 and "Traceback" not in r.output and "no CUDA device" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "x.csv").exists()
