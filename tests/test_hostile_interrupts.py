@@ -87,7 +87,7 @@ def test_ctrl_c_during_build_with_workers(tmp_path: Path) -> None:
     write_cif(perovskite(), cifs / "KMgH3.cif")
     write_cif(perovskite(a=3.9, ids="NaMgH3", A=11), cifs / "NaMgH3.cif")
     out = tmp_path / "s.h5"
-    code, err, seconds = _interrupt("c2np.store", "_carve_pair",
+    code, err, seconds = _interrupt("c2np.store.write", "_carve_pair",
                                     ["build", "--cifs", str(cifs), "--radii", "6,7", "-o", str(out), "--workers", "2",
                                      "--json"])
     assert code == 130, err

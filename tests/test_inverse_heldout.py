@@ -180,7 +180,7 @@ def test_generator_fits_saves_and_loads(store: DatasetStore, tmp_path: Path, pro
     meta = json.loads((tmp_path / "g" / "config.json").read_text())
     other = dict(meta, config={**meta["config"], "process": "adit" if process != "adit" else "cdvae"})
     (tmp_path / "g" / "config.json").write_text(json.dumps(other))
-    with pytest.raises(C2NPInputError, match="do not fit the model built from config.json"):     # weights of another family
+    with pytest.raises(C2NPInputError, match="do not fit the model built from config.json"):  # another family
         load_generator(tmp_path / "g")
     meta["config"]["no_such_field"] = 1.0
     (tmp_path / "g" / "config.json").write_text(json.dumps(meta))
