@@ -24,7 +24,8 @@ the same files and reuses those already there):
 
 For each particle it records identify's answer through the public API (``read_particle`` +
 ``solve_particle``; a refusal or a crash is a miss, never dropped) and, when ``ovito`` is
-installed (optional: ``pip install ovito``), Polyhedral Template Matching on the same file:
+installed (optional; ``pip install -e ".[bench]"`` installs PyXtal and OVITO), Polyhedral
+Template Matching on the same file:
 the majority structure type of the atoms (fcc/hcp/bcc/ico) and, for alloys, the majority
 ordering among the fcc atoms (L1_2 / L1_0). Printed: recognition per variant and radius
 (identify | PTM), the calibration table (confidence bins against observed accuracy, expected
