@@ -12,9 +12,9 @@ docs/reference/contract.md.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from c2np._lazy import lazy_getattr
 from c2np.version import __version__
 
 # name -> module that owns it (one home per concept)
@@ -75,13 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from c2np.tasks import ForwardQuery, ForwardTask, InverseQuery, InverseTask
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'c2np' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -33,8 +33,9 @@ the k-d tree are ``_auction_kernels``, ``_grid_kernels`` and ``_tree_kernels``.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from c2np._lazy import lazy_getattr
 
 # name -> the module that defines it (resolved on first use, PEP 562)
 _EXPORTS: dict[str, str] = {
@@ -56,13 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from c2np.assignment.solve import min_sq_assignment
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'c2np.assignment' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

@@ -23,8 +23,9 @@ on first use (a submodule imports only what it needs).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from c2np._lazy import lazy_getattr
 
 # name -> the module that defines it (resolved on first use, PEP 562)
 _EXPORTS: dict[str, str] = {
@@ -110,13 +111,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'c2np.metrics' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:

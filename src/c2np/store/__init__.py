@@ -14,8 +14,9 @@ what it needs).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from c2np._lazy import lazy_getattr
 
 # name -> the module that defines it (resolved on first use, PEP 562)
 _EXPORTS: dict[str, str] = {
@@ -60,13 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from c2np.store.write import carve_base_particles, write_store
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'c2np.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())
 
 
 def __dir__() -> list[str]:
