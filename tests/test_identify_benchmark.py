@@ -1,22 +1,15 @@
-"""benchmarks/identify.py: its scoring (a refusal or crash is a miss), calibration, own-lattice
-fit and the generated page (no corpus is built here)."""
+"""c2np.recognition, the scoring behind benchmarks/identify.py: a refusal or crash is a miss,
+calibration, own-lattice fit and the generated page (no corpus is built here)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "identify_benchmark", Path(__file__).resolve().parents[1] / "benchmarks" / "identify.py")
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules["identify_benchmark"] = bench
-_SPEC.loader.exec_module(bench)
+from c2np import recognition as bench
 
 
 def _sample(group: str = "particle", expected: int | None = 225, variant: str = "relaxed",
