@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from c2np.categories import name_with_priors
+from c2np.models.inverse.pool import read_pool_members
 from c2np.models.priors import inverse_priors, pool_priors
 from c2np.predictions import read_inverse_predictions
 from c2np.splits import get_protocol
@@ -69,10 +70,10 @@ def test_committed_submission_names_its_priors(folder: Path) -> None:
     assert doc is not None
     run = ROOT.parent / re.search(r"pretrained/[\w.-]+", doc["model"]["repository"]).group(0)
     if (run / "pool.json").is_file():
-        members = json.loads((run / "pool.json").read_text())["members"]
-        found = set(pool_priors(json.loads((run / "members" / m / "config.json").read_text())["config"]
+        members = read_pool_members(json.loads((run / "pool.json").read_text()))
+        found = set(pool_priors({**json.loads((run / m.path / "config.json").read_text())["config"], **m.config}
                                 for m in members))
-        family = "-".join(m.removesuffix("-inverse") for m in members)
+        family = "-".join(m.name.removesuffix("-inverse") for m in members)
     else:
         found = set(inverse_priors(json.loads((run / "config.json").read_text())["config"]))
         family = run.name.removesuffix("-inverse")
