@@ -159,6 +159,25 @@ def test_generators_run_on_the_chosen_device_and_count_particles(store_path: Pat
     assert res["device"] == str(want) and f"/{res['n_samples']}" in err and "particle" in err
 
 
+def test_a_first_compile_of_the_profile_kernels_is_announced(store_path: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """One line while numba's cache lacks the pair-profile kernels, none once it holds them."""
+    from c2np.models.inverse.predict import predict_generator
+    from c2np.store import DatasetStore
+
+    gen_dir = _cheap_copy("flowmm-inverse", tmp_path / "flowmm")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cold"))
+    (tmp_path / "cold").mkdir()
+    predict_generator(gen_dir, DatasetStore.open(store_path), "heldout", tmp_path / "p.csv", per_group=1)
+    notices = [ln for ln in capsys.readouterr().err.splitlines() if "compiling the pair-profile kernels" in ln]
+    assert len(notices) == 1
+    (tmp_path / "cold" / "x").mkdir()
+    (tmp_path / "cold" / "x" / "_profile_kernels.binned_kernel-20.py311.nbi").write_bytes(b"")
+    predict_generator(gen_dir, DatasetStore.open(store_path), "heldout", tmp_path / "q.csv", per_group=1)
+    assert "compiling" not in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_device_cuda_without_a_gpu_is_one_line_exit_2(store_path: Path, tmp_path: Path) -> None:
     gen = _cheap_copy("mattergen-inverse", tmp_path / "mattergen")
@@ -167,3 +186,67 @@ def test_device_cuda_without_a_gpu_is_one_line_exit_2(store_path: Path, tmp_path
     assert r.exit_code == 2 and "Traceback" not in r.output and "no CUDA device" in r.output
     assert len(r.output.strip().splitlines()) == 1
     assert not (tmp_path / "x.csv").exists()
+
+
+def _denoiser_written_out(net, x_l, f, slot, mask, t_emb, cond):
+    """The task-2 denoiser's forward pass with every message formed per edge (the straight
+    reading of the architecture: concatenated edge features, the two-layer edge MLP applied
+    to every edge, then summed), for comparison with the factored one."""
+    import math
+
+    from c2np.models.backbone import periodic_features
+
+    B, N = slot.shape
+    c = cond + net.time(t_emb)
+    h = net.slot(slot) + c[:, None, :]
+    gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 1, 1, 9).expand(B, N, N, 9)
+    e = torch.cat([gram, periodic_features(f[:, None, :, :] - f[:, :, None, :], net.n_freq)], dim=-1)
+    pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
+    deg = pm.sum(dim=2).clamp(min=1.0)
+    for edge, node, norm in zip(net.edge, net.node, net.norm):
+        x = edge.src(h)[:, :, None, :] + edge.dst(h)[:, None, :, :] + edge.edge(e)
+        m = edge.out(torch.nn.functional.silu(x)) * pm
+        h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
+    pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
+    out_l = net.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
+    out_f = net.out_f(h)
+    K = net.n_pair_freq
+    if K:
+        k = torch.arange(1, K + 1, dtype=f.dtype) * (2 * math.pi)
+        sin = torch.sin((f[:, None, :, :] - f[:, :, None, :])[..., None] * k)
+        out_f = out_f + (net.pair_f(m).reshape(B, N, N, 3, K) * sin).sum(-1).mul(pm).sum(2) / deg
+    return out_l, out_f
+
+
+@pytest.mark.parametrize("pair", [True, False])
+def test_factored_denoiser_is_the_written_out_network(pair: bool) -> None:
+    """Node and cell parts of the first edge layer computed per node, the second layer after
+    the neighbour sum, the pair read-out through one composed linear map: the same outputs and
+    the same gradients as the per-edge network, padded cells included."""
+    from c2np.models.inverse.config import GenConfig
+    from c2np.models.inverse.network import Denoiser
+
+    torch.manual_seed(1)
+    net = Denoiser(GenConfig(hidden=24, layers=3, n_freq=4, pair_readout=pair), n_desc=7).double()
+    B, N = 5, 7
+    x_l, f = torch.randn(B, 3, 3, dtype=torch.float64), torch.rand(B, N, 3, dtype=torch.float64)
+    slot = torch.randint(0, 3, (B, N))
+    mask = torch.ones(B, N, dtype=torch.bool)
+    mask[1, 4:] = False
+    mask[3, 6:] = False
+    t_emb, cond = torch.randn(B, 24, dtype=torch.float64), torch.randn(B, 24, dtype=torch.float64)
+    with torch.no_grad():
+        got = net(x_l, f, slot, mask, t_emb, cond)[:2]
+    want = _denoiser_written_out(net, x_l, f, slot, mask, t_emb, cond)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    grads = []
+    for fn in (lambda: net(x_l, f, slot, mask, t_emb, cond)[:2],
+               lambda: _denoiser_written_out(net, x_l, f, slot, mask, t_emb, cond)):
+        net.zero_grad()
+        out_l, out_f = fn()
+        (out_l.square().sum() + (out_f * mask[..., None]).sin().sum()).backward()
+        grads.append([p.grad.clone() for p in net.parameters() if p.grad is not None])
+    assert len(grads[0]) == len(grads[1]) > 10
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)

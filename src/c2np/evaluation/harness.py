@@ -31,6 +31,7 @@ from c2np.evaluation.results import RESULTS_SCHEMA, Results, versions
 from c2np.evaluation.shards import PartialResults, shard_positions
 from c2np.executor import Context, Executor, LocalExecutor, same
 from c2np.fileio import file_sha256
+from c2np.kernel_cache import compile_notice
 from c2np.limits import check as check_limit
 from c2np.metrics import (
     F1_TOLERANCES_ANGSTROM,
@@ -155,17 +156,18 @@ def _score_item(scorer: _ForwardScorer, item: tuple[int, int, np.ndarray, np.nda
     return k, scorer.score(row, numbers, positions)
 
 
+#: the kernel modules of the scoring (:func:`compile_metric_kernels`)
+METRIC_KERNEL_MODULES: tuple[str, ...] = ("c2np.assignment._auction_kernels", "c2np.assignment._grid_kernels",
+                                          "c2np.assignment._tree_kernels", "c2np.metrics._pair_kernels")
+
+
 def kernel_cache_is_warm() -> bool:
     """True when numba's on-disk cache holds the compiled scoring kernels (index files of the
     kernel modules of ``c2np.assignment`` and ``c2np.metrics``, beside them or under
     ``NUMBA_CACHE_DIR``), so that the first scoring loads them instead of compiling."""
-    package = Path(__file__).resolve().parents[1]  # the c2np package folder
-    root = os.environ.get("NUMBA_CACHE_DIR")
-    where = [Path(root)] if root else [package / "assignment" / "__pycache__", package / "metrics" / "__pycache__"]
-    for name in ("_auction_kernels", "_grid_kernels", "_tree_kernels", "_pair_kernels"):
-        if not any(next(d.rglob(f"{name}*.nbi"), None) is not None for d in where if d.is_dir()):
-            return False
-    return True
+    from c2np.kernel_cache import cache_is_warm
+
+    return cache_is_warm(*METRIC_KERNEL_MODULES)
 
 
 @functools.cache
@@ -284,9 +286,9 @@ def score_forward(store: EvalStore, rows: np.ndarray,
                 items.close()
 
     if ex.kind == "local":  # forked workers inherit the machine code: compiled once
-        if progress and not kernel_cache_is_warm():
-            print("c2np: compiling the scoring kernels once (numba, about a minute on one core; cached on disk "
-                  "for every later run)", file=sys.stderr, flush=True)
+        notice = compile_notice("scoring kernels", "about a minute", *METRIC_KERNEL_MODULES) if progress else None
+        if notice:
+            print(notice, file=sys.stderr, flush=True)
         compile_metric_kernels()
     todo = entries()
     try:

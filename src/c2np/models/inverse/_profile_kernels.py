@@ -23,20 +23,33 @@ def binned_kernel(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray, 
     """Add to ``out`` (n_types, n_bins) the Gaussian-smoothed (std ``smooth``) weights of pairs
     at distances ``dist`` (k,) of type ``pair_index`` (k,), on ``n_bins`` bins of width
     ``cutoff / n_bins`` (value: weight x the Gaussian density at the bin centre x the bin
-    width), each within :data:`KERNEL_REACH_SIGMAS` of the distance."""
+    width), each within :data:`KERNEL_REACH_SIGMAS` of the distance.
+
+    The Gaussian at consecutive bin centres is a product recurrence (``g_{b+1} = g_b r_b``,
+    ``r_{b+1} = r_b exp(-delta^2)``, ``delta`` the bin width in widths of the kernel): two
+    exponentials per pair instead of one per bin, equal to the direct sum within 1e-12
+    relative."""
     n_bins = out.shape[1]
     width = cutoff / n_bins
     norm = width / (smooth * math.sqrt(2.0 * math.pi))
     reach = KERNEL_REACH_SIGMAS * smooth
+    delta = width / smooth
+    ratio_step = math.exp(-delta * delta)
     for q in range(dist.shape[0]):
         d = dist[q]
         lo = max(0, int(math.floor((d - reach) / width - 0.5)))
         hi = min(n_bins, int(math.ceil((d + reach) / width + 0.5)))
+        if hi <= lo:
+            continue
         w = weight[q] * norm
         k = pair_index[q]
+        z = ((lo + 0.5) * width - d) / smooth
+        g = math.exp(-0.5 * z * z)
+        r = math.exp(-z * delta - 0.5 * delta * delta)
         for b in range(lo, hi):
-            z = ((b + 0.5) * width - d) / smooth
-            out[k, b] += w * math.exp(-0.5 * z * z)
+            out[k, b] += w * g
+            g *= r
+            r *= ratio_step
 
 
 @_jit

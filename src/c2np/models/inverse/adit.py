@@ -213,11 +213,12 @@ class ADiTProcess(Process):
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
                slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
-        """ADiT's generation: latents from N(0, I) by ``steps`` Euler steps of the interpolant's
-        ODE, decoded; with a template the decoded cell is projected onto its symmetry."""
+        """ADiT's generation: latents from N(0, I) by ``sample_steps`` (else ``steps``) Euler
+        steps of the interpolant's ODE, decoded; with a template the decoded cell is projected
+        onto its symmetry."""
         B, N = slot.shape
         x = torch.randn(B, N, LATENT_DIM, generator=g, device=g.device)
-        K = self.cfg.steps
+        K = self.cfg.sample_steps or self.cfg.steps
         for k in range(K):
             t = k / K
             pred = model.dit(x, slot, mask, model.time_embedding(torch.full((B,), t, device=x.device)), cond)

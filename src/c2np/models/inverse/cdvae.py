@@ -253,7 +253,8 @@ class CDVAEProcess(Process):
         """CDVAE's generation: ``z ~ N(0, I)``, the lattice from the head (projected onto the
         template's metric symmetry), uniform coordinates, then annealed Langevin dynamics over
         the ``steps`` noise levels (``ld_steps_per_level`` steps each; projected onto the
-        template after every step)."""
+        template after every step); with ``sample_steps`` that many levels, geometric between
+        the same largest and smallest noise."""
         B, N = slot.shape
         z = torch.randn(B, self.cfg.hidden, generator=g, device=g.device)
         idx = torch.as_tensor([model.compositions.index(tuple(c)) if tuple(c) in model.compositions else -1
@@ -265,7 +266,9 @@ class CDVAEProcess(Process):
         if template is not None:
             for _ in range(3):
                 x_l, f = model.project(x_l, f, template)
-        for sigma in model.cd_sigmas:
+        K = self.cfg.sample_steps
+        levels = model.cd_sigmas if K in (0, len(model.cd_sigmas)) else noise_levels(max(K, 2)).to(f.device)
+        for sigma in levels:
             temb = model.time_embedding(level_time(sigma.expand(B)))
             for _ in range(self.cfg.ld_steps_per_level):
                 _, out_f, _ = model.net(x_l, f, slot, mask, temb, zc)

@@ -56,8 +56,8 @@ class FlowMMProcess(Process):
     def sample(self, model: CellSampler, cond: Tensor, comps: Sequence[tuple[int, ...]], x_l: Tensor, f: Tensor,
                slot: Tensor, mask: Tensor, g: torch.Generator, template: TemplateBlocks | None
                ) -> tuple[Tensor, Tensor, Tensor]:
-        """``steps`` Euler steps from t = 0 to 1."""
-        T = self.cfg.steps
+        """``sample_steps`` (else ``steps``) Euler steps from t = 0 to 1."""
+        T = self.cfg.sample_steps or self.cfg.steps
         B = x_l.shape[0]
         for i in range(T, 0, -1):
             t_now = (T - i) / T

@@ -17,8 +17,11 @@ __all__ = ["Denoiser"]
 
 
 class _EdgeMLP(nn.Module):
-    """The edge MLP of :class:`Denoiser`: Linear-SiLU-Linear on [h_i, h_j, e_ij], with the
-    first layer split by input so the node parts are computed per node, not per edge."""
+    """The edge MLP of :class:`Denoiser`: messages ``out(silu(src h_i + dst h_j + edge e_ij))``
+    on [h_i, h_j, e_ij]. The first layer is split by input, so its node parts and the part of
+    the lattice Gram features (the same for every pair of a cell) are computed per node or per
+    cell; the second layer is linear, so a node's summed message is ``out`` of its summed hidden
+    activations (:meth:`summed`): one matrix product per node instead of one per edge."""
 
     def __init__(self, h: int, n_edge: int) -> None:
         super().__init__()
@@ -27,10 +30,25 @@ class _EdgeMLP(nn.Module):
         self.edge = nn.Linear(n_edge, h)
         self.out = nn.Linear(h, h)
 
-    def forward(self, h: Tensor, e: Tensor) -> Tensor:
-        """h (B,N,H) nodes, e (B,N,N,E) edges -> (B,N,N,H) messages (i receives from j)."""
-        x = self.src(h)[:, :, None, :] + self.dst(h)[:, None, :, :] + self.edge(e)
-        return self.out(nn.functional.silu(x))
+    def hidden(self, h: Tensor, gram: Tensor, four: Tensor) -> Tensor:
+        """h (B,N,H) nodes, gram (B,9) lattice Gram features, four (B,N,N,F) pair Fourier
+        features -> (B,N,N,H) hidden activations of the messages (i receives from j)."""
+        n_gram = gram.shape[-1]
+        w = self.edge.weight
+        node_i = self.src(h) + (gram @ w[:, :n_gram].T + self.edge.bias)[:, None, :]     # (B,N,H)
+        x = torch.matmul(four, w[:, n_gram:].T)
+        x += node_i[:, :, None, :] + self.dst(h)[:, None, :, :]
+        return nn.functional.silu(x, inplace=not torch.is_grad_enabled())
+
+    def summed(self, act: Tensor, pm: Tensor, deg: Tensor) -> Tensor:
+        """The mean message of each node: act (B,N,N,H) hidden activations, pm (B,N,N) pair
+        mask (float), deg (B,N,1) neighbour count clamped at 1 -> (B,N,H)."""
+        s = torch.matmul(pm[:, :, None, :], act).squeeze(2)            # sum_j pm_ij act_ij
+        return (self.out(s) + (pm.sum(-1, keepdim=True) - 1.0) * self.out.bias) / deg
+
+    def messages(self, act: Tensor) -> Tensor:
+        """The messages (B,N,N,H) of hidden activations (B,N,N,H)."""
+        return self.out(act)
 
 
 class Denoiser(nn.Module):
@@ -60,27 +78,28 @@ class Denoiser(nn.Module):
 
     def trunk(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor, cond: Tensor
               ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-        """The message-passing layers: (node states h (B,N,H), last messages (B,N,N,H), pair
-        mask (B,N,N,1), degree (B,N,1), masked mean of h (B,H), condition + time (B,H))."""
+        """The message-passing layers: (node states h (B,N,H), the last layer's hidden message
+        activations (B,N,N,H), pair mask (B,N,N), degree (B,N,1), masked mean of h (B,H),
+        condition + time (B,H))."""
         B, N = slot.shape
         c = cond + self.time(t_emb)
         h = self.slot(slot) + c[:, None, :]
-        gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 1, 1, 9).expand(B, N, N, 9)
+        gram = (x_l @ x_l.transpose(1, 2)).reshape(B, 9)
         four = periodic_features(f[:, None, :, :] - f[:, :, None, :], self.n_freq)
-        e = torch.cat([gram, four], dim=-1)
-        pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
-        deg = pm.sum(dim=2).clamp(min=1.0)
-        m = h.new_zeros(B, N, N, h.shape[-1])
+        pm = (mask[:, :, None] & mask[:, None, :]).to(h.dtype)
+        deg = pm.sum(dim=2, keepdim=True).clamp(min=1.0)
+        nodes = mask[..., None].to(h.dtype)
+        act = h.new_zeros(B, N, N, h.shape[-1])
         for edge, node, norm in zip(self.edge, self.node, self.norm):
-            m = edge(h, e) * pm
-            h = norm(h + node(torch.cat([h, m.sum(dim=2) / deg], dim=-1))) * mask[..., None].float()
-        pooled = (h * mask[..., None].float()).sum(1) / mask.float().sum(1, keepdim=True).clamp(min=1)
-        return h, m, pm, deg, pooled, c
+            act = edge.hidden(h, gram, four)
+            h = norm(h + node(torch.cat([h, edge.summed(act, pm, deg)], dim=-1))) * nodes
+        pooled = (h * nodes).sum(1) / mask.to(h.dtype).sum(1, keepdim=True).clamp(min=1)
+        return h, act, pm, deg, pooled, c
 
     def forward(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor,
                 cond: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
         B, N = slot.shape
-        h, m, pm, deg, pooled, c = self.trunk(x_l, f, slot, mask, t_emb, cond)
+        h, act, pm, deg, pooled, c = self.trunk(x_l, f, slot, mask, t_emb, cond)
         out_l = self.out_l(torch.cat([pooled, c, x_l.reshape(B, 9)], dim=-1)).reshape(B, 3, 3)
         out_f = self.out_f(h)
         if self.n_pair_freq:
@@ -90,7 +109,9 @@ class Denoiser(nn.Module):
             k = torch.arange(1, K + 1, dtype=f.dtype, device=f.device) * (2 * math.pi)
             d = f[:, None, :, :] - f[:, :, None, :]                          # (B,N,N,3) f_j - f_i
             sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
-            w = self.pair_f(m).reshape(B, N, N, 3, K)
-            out_f = out_f + (w * sin).sum(-1).mul(pm).sum(2) / deg
+            last = self.edge[-1].out                                            # pair_f o out, one linear map
+            w = nn.functional.linear(act, self.pair_f.weight @ last.weight,
+                                     self.pair_f.weight @ last.bias + self.pair_f.bias).reshape(B, N, N, 3, K)
+            out_f = out_f + (w * sin).sum(-1).mul(pm[..., None]).sum(2) / deg
         return out_l, out_f, (self.out_type(h) if self.typed else None)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from c2np.errors import C2NPInputError
 
 __all__ = ["CHUNK", "is_generator_folder", "predict_generator", "place_generator"]
 
+#: the compiled kernels of the pair profiles (:mod:`c2np.models.inverse.ranking`)
+PROFILE_KERNEL_MODULE = "c2np.models.inverse._profile_kernels"
 #: particles generated together (one seed each; the unit of shards and of the progress bar)
 CHUNK = 16
 
@@ -72,6 +75,7 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
     from tqdm import tqdm
 
     from c2np.fileio import atomic_write
+    from c2np.kernel_cache import compile_notice
     from c2np.models.inverse.pool import GeneratorPool, load_inverse_generator
     from c2np.models.training import (
         PARTIAL_PREDICTIONS_SCHEMA,
@@ -97,6 +101,9 @@ def predict_generator(folder: str | Path, store: Any, split: str, out: str | Pat
     preds: dict[str, tuple[float, ...]] = {}
     n_failed = 0
     n_particles = sum(len(items[b * CHUNK:(b + 1) * CHUNK]) for b in chunks)
+    notice = compile_notice("pair-profile kernels", "a few seconds", PROFILE_KERNEL_MODULE) if progress else None
+    if notice:
+        print(notice, file=sys.stderr, flush=True)
     with torch.no_grad(), tqdm(total=n_particles, desc=f"predicting {name}", disable=not progress,
                                unit="particle") as bar:
         for b in chunks:

@@ -21,6 +21,7 @@ wrong atom count (a cell of Z formula units with the lattice of another Z) and m
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -170,6 +171,13 @@ def _metric_basis(rotations: np.ndarray) -> np.ndarray:
     return vt[: int(np.sum(sv > 1e-8))].reshape(-1, 3, 3)
 
 
+@functools.lru_cache(maxsize=256)
+def _template_bases(template: CellTemplate) -> tuple[np.ndarray, list[tuple[int, np.ndarray, list[tuple[int, int]]]]]:
+    """(:func:`_metric_basis`, :func:`_site_basis`) of a template, computed once per template
+    object (read-only: callers copy before changing them)."""
+    return _metric_basis(template.rotations), _site_basis(template)
+
+
 def _site_basis(template: CellTemplate) -> list[tuple[int, np.ndarray, list[tuple[int, int]]]]:
     """Per orbit of the template (:func:`~c2np.models.inverse.templates.orbits`): (its first atom
     r, (d, 3) basis of the directions that keep r on its Wyckoff set, the null space of the
@@ -266,8 +274,8 @@ def refine_to_profile(particle_profile: np.ndarray, template: CellTemplate, latt
     G0 = L0 @ L0.T
     ev0, V0 = np.linalg.eigh(G0)
     g0_inv_sqrt = (V0 / np.sqrt(ev0)) @ V0.T
-    basis = _metric_basis(template.rotations) * float(np.trace(G0) / 3.0)
-    sites = _site_basis(template)
+    unit_basis, sites = _template_bases(template)
+    basis = unit_basis * float(np.trace(G0) / 3.0)
     rot = np.asarray(template.rotations, dtype=np.float64)
     tr = np.asarray(template.translations, dtype=np.float64)
     n_lat = len(basis)

@@ -56,6 +56,8 @@ def read_cell_to_prediction(lattice_angstrom: np.ndarray, frac: np.ndarray, numb
             found.append((float(tol), standardize(cell, symprec_angstrom=float(tol))))
         except C2NPInputError:
             continue
+        if rule == "template" and found[-1][1].spacegroup == template_spacegroup:
+            break       # the loosest tolerance that reads the template's group: the answer
     if not found:
         return None
     pick = found[0][1] if rule in ("tight", "template") else None
