@@ -18,6 +18,26 @@ KERNEL_REACH_SIGMAS = 7.0
 
 
 @_jit
+def _add_gaussian(out: np.ndarray, k: int, d: float, w: float, width: float, smooth: float, reach: float,
+                  delta: float, ratio_step: float) -> None:
+    """Add to row ``k`` of ``out`` the weight ``w`` x the Gaussian (std ``smooth``) at distance
+    ``d`` on the bins of ``width`` within ``reach`` of it, by the product recurrence of
+    :func:`binned_kernel`."""
+    n_bins = out.shape[1]
+    lo = max(0, int(math.floor((d - reach) / width - 0.5)))
+    hi = min(n_bins, int(math.ceil((d + reach) / width + 0.5)))
+    if hi <= lo:
+        return
+    z = ((lo + 0.5) * width - d) / smooth
+    g = math.exp(-0.5 * z * z)
+    r = math.exp(-z * delta - 0.5 * delta * delta)
+    for b in range(lo, hi):
+        out[k, b] += w * g
+        g *= r
+        r *= ratio_step
+
+
+@_jit
 def binned_kernel(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray, out: np.ndarray,
                   cutoff: float, smooth: float) -> None:
     """Add to ``out`` (n_types, n_bins) the Gaussian-smoothed (std ``smooth``) weights of pairs
@@ -29,27 +49,70 @@ def binned_kernel(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray, 
     ``r_{b+1} = r_b exp(-delta^2)``, ``delta`` the bin width in widths of the kernel): two
     exponentials per pair instead of one per bin, equal to the direct sum within 1e-12
     relative."""
-    n_bins = out.shape[1]
-    width = cutoff / n_bins
+    width = cutoff / out.shape[1]
     norm = width / (smooth * math.sqrt(2.0 * math.pi))
-    reach = KERNEL_REACH_SIGMAS * smooth
+    delta = width / smooth
+    for q in range(dist.shape[0]):
+        _add_gaussian(out, pair_index[q], dist[q], weight[q] * norm, width, smooth, KERNEL_REACH_SIGMAS * smooth,
+                      delta, math.exp(-delta * delta))
+
+
+@_jit
+def _near_shifts(lat: np.ndarray, shifts: np.ndarray, cut: float) -> np.ndarray:
+    """Indices (in order) of the lattice translations that can hold a pair within ``cut``:
+    ``|shift L| - D <= cut``, ``D`` the longest ``|(±1, ±1, ±1) L|`` (no difference of two
+    fractional coordinates in [0, 1) reaches further), so the others are skipped exactly."""
+    reach = 0.0
+    for sa in (-1.0, 1.0):
+        for sb in (-1.0, 1.0):
+            x = lat[0, 0] + sa * lat[1, 0] + sb * lat[2, 0]
+            y = lat[0, 1] + sa * lat[1, 1] + sb * lat[2, 1]
+            z = lat[0, 2] + sa * lat[1, 2] + sb * lat[2, 2]
+            reach = max(reach, math.sqrt(x * x + y * y + z * z))
+    keep = np.empty(shifts.shape[0], dtype=np.int64)
+    m = 0
+    for s in range(shifts.shape[0]):
+        x = shifts[s, 0] * lat[0, 0] + shifts[s, 1] * lat[1, 0] + shifts[s, 2] * lat[2, 0]
+        y = shifts[s, 0] * lat[0, 1] + shifts[s, 1] * lat[1, 1] + shifts[s, 2] * lat[2, 1]
+        z = shifts[s, 0] * lat[0, 2] + shifts[s, 1] * lat[1, 2] + shifts[s, 2] * lat[2, 2]
+        if math.sqrt(x * x + y * y + z * z) - reach <= cut:
+            keep[m] = s
+            m += 1
+    return keep[:m]
+
+
+@_jit
+def cell_profile_kernel(lat: np.ndarray, frac: np.ndarray, slots: np.ndarray, pair_table: np.ndarray,
+                        shifts: np.ndarray, cut: float, min_r: float, scale: float, weight: float,
+                        out: np.ndarray, cutoff: float, smooth: float) -> None:
+    """The pair profile of a periodic cell in one pass: every ordered pair (i, j, image) with
+    ``min_r < |(f_j - f_i + shift) L| <= cut`` (as :func:`cell_pairs_kernel`, in its order)
+    added to ``out`` (n_types, n_bins) at its distance / ``scale`` with ``weight``, in row
+    ``pair_table[slots[i], slots[j]]`` (as :func:`binned_kernel`): no array of pairs is made."""
+    n = frac.shape[0]
+    width = cutoff / out.shape[1]
+    norm = width / (smooth * math.sqrt(2.0 * math.pi))
     delta = width / smooth
     ratio_step = math.exp(-delta * delta)
-    for q in range(dist.shape[0]):
-        d = dist[q]
-        lo = max(0, int(math.floor((d - reach) / width - 0.5)))
-        hi = min(n_bins, int(math.ceil((d + reach) / width + 0.5)))
-        if hi <= lo:
-            continue
-        w = weight[q] * norm
-        k = pair_index[q]
-        z = ((lo + 0.5) * width - d) / smooth
-        g = math.exp(-0.5 * z * z)
-        r = math.exp(-z * delta - 0.5 * delta * delta)
-        for b in range(lo, hi):
-            out[k, b] += w * g
-            g *= r
-            r *= ratio_step
+    reach = KERNEL_REACH_SIGMAS * smooth
+    w = weight * norm
+    near = _near_shifts(lat, shifts, cut)
+    for i in range(n):
+        for j in range(n):
+            d0 = frac[j, 0] - frac[i, 0]
+            d1 = frac[j, 1] - frac[i, 1]
+            d2 = frac[j, 2] - frac[i, 2]
+            k = pair_table[slots[i], slots[j]]
+            for s in near:
+                a = d0 + shifts[s, 0]
+                b = d1 + shifts[s, 1]
+                c = d2 + shifts[s, 2]
+                x = a * lat[0, 0] + b * lat[1, 0] + c * lat[2, 0]
+                y = a * lat[0, 1] + b * lat[1, 1] + c * lat[2, 1]
+                z = a * lat[0, 2] + b * lat[1, 2] + c * lat[2, 2]
+                r = math.sqrt(x * x + y * y + z * z)
+                if r <= cut and r > min_r:
+                    _add_gaussian(out, k, r / scale, w, width, smooth, reach, delta, ratio_step)
 
 
 @_jit
@@ -60,12 +123,13 @@ def cell_pairs_kernel(lat: np.ndarray, frac: np.ndarray, shifts: np.ndarray, cut
     n² x images at least); returns their number."""
     n = frac.shape[0]
     m = 0
+    near = _near_shifts(lat, shifts, cut)
     for i in range(n):
         for j in range(n):
             d0 = frac[j, 0] - frac[i, 0]
             d1 = frac[j, 1] - frac[i, 1]
             d2 = frac[j, 2] - frac[i, 2]
-            for s in range(shifts.shape[0]):
+            for s in near:
                 a = d0 + shifts[s, 0]
                 b = d1 + shifts[s, 1]
                 c = d2 + shifts[s, 2]

@@ -56,11 +56,27 @@ def _binned(dist_scaled: np.ndarray, pair_index: np.ndarray, weight: np.ndarray)
     return out
 
 
-def _pair_index(si: np.ndarray, sj: np.ndarray) -> np.ndarray:
+@functools.lru_cache(maxsize=1)
+def _pair_table() -> np.ndarray:
+    """(N_SLOTS, N_SLOTS) index of the unordered slot pair of two slots (:func:`slot_pairs`)."""
     table = np.zeros((N_SLOTS, N_SLOTS), dtype=np.int64)
     for k, (a, b) in enumerate(slot_pairs()):
         table[a, b] = table[b, a] = k
-    return table[np.minimum(si, N_SLOTS - 1), np.minimum(sj, N_SLOTS - 1)]
+    table.flags.writeable = False
+    return table
+
+
+def _pair_index(si: np.ndarray, sj: np.ndarray) -> np.ndarray:
+    return _pair_table()[np.minimum(si, N_SLOTS - 1), np.minimum(sj, N_SLOTS - 1)]
+
+
+@functools.lru_cache(maxsize=256)
+def _shifts(reach: tuple[int, int, int]) -> np.ndarray:
+    """(k, 3) float64 lattice translations ``-reach..reach`` per axis, the last axis fastest."""
+    grid = np.stack(np.meshgrid(*[np.arange(-m, m + 1) for m in reach], indexing="ij"), axis=-1)
+    out = grid.reshape(-1, 3).astype(np.float64)
+    out.flags.writeable = False
+    return out
 
 
 def _slots_of(numbers: np.ndarray, desc: ParticleDescriptor) -> np.ndarray:
@@ -84,13 +100,13 @@ def particle_pair_profile(particle: Particle, desc: ParticleDescriptor) -> np.nd
                    1.0 / (gamma * max(len(pos), 1)))
 
 
-def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray, scale_angstrom: float,
-                *, reach_factor: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
-    """Ordered neighbour pairs of a periodic cell within ``reach_factor`` times the profile
-    cut-off: (distances in units of ``scale_angstrom`` (k,), pair index (k,)); None for a
-    degenerate lattice or one needing more than :data:`MAX_IMAGES` lattice translations."""
-    lat = np.asarray(lattice_angstrom, dtype=np.float64)
-    f = np.asarray(frac, dtype=np.float64) % 1.0
+def _cell_images(lattice_angstrom: np.ndarray, frac: np.ndarray, scale_angstrom: float, reach_factor: float
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+    """(lattice, frac wrapped, lattice translations, cut-off Å) of a periodic cell for pairs
+    within ``reach_factor`` times the profile cut-off; None for a degenerate lattice or one
+    needing more than :data:`MAX_IMAGES` translations."""
+    lat = np.ascontiguousarray(lattice_angstrom, dtype=np.float64)
+    f = np.ascontiguousarray(np.asarray(frac, dtype=np.float64) % 1.0)
     s = float(scale_angstrom)
     cut = (PROFILE_CUTOFF_SCALED + 4 * PROFILE_SMOOTH_SCALED) * s * reach_factor
     if not np.all(np.isfinite(lat)) or abs(np.linalg.det(lat)) < 1e-6 * s ** 3:
@@ -98,12 +114,24 @@ def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarra
     reach = np.ceil(cut * np.linalg.norm(np.linalg.inv(lat), axis=0)).astype(np.int64) + 1
     if int(np.prod(2 * reach + 1)) > MAX_IMAGES:
         return None
+    return lat, f, _shifts((int(reach[0]), int(reach[1]), int(reach[2]))), cut
+
+
+def _cell_pairs(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.ndarray, scale_angstrom: float,
+                *, reach_factor: float = 1.0) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ordered neighbour pairs of a periodic cell within ``reach_factor`` times the profile
+    cut-off: (distances in units of ``scale_angstrom`` (k,), pair index (k,)); None for a
+    degenerate lattice or one needing more than :data:`MAX_IMAGES` lattice translations."""
+    images = _cell_images(lattice_angstrom, frac, scale_angstrom, reach_factor)
+    if images is None:
+        return None
     from c2np.models.inverse._profile_kernels import cell_pairs_kernel
 
-    shifts = np.array(list(itertools.product(*[range(-int(m), int(m) + 1) for m in reach])), dtype=np.float64)
+    lat, f, shifts, cut = images
+    s = float(scale_angstrom)
     size = len(f) * len(f) * len(shifts)
     r, i, j = np.empty(size), np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
-    m = cell_pairs_kernel(np.ascontiguousarray(lat), np.ascontiguousarray(f), shifts, cut, 1e-9 * s, r, i, j)
+    m = cell_pairs_kernel(lat, f, shifts, cut, 1e-9 * s, r, i, j)
     sl = np.asarray(slots, dtype=np.int64)
     return r[:m] / s, _pair_index(sl[i[:m]], sl[j[:m]])
 
@@ -113,12 +141,21 @@ def cell_pair_profile(lattice_angstrom: np.ndarray, frac: np.ndarray, slots: np.
     """(n_pairs, PROFILE_BINS) pair profile of a periodic cell (lattice rows a, b, c in Å;
     frac (n, 3); slot of each atom (n,)), pairs per atom, distances in units of
     ``scale_angstrom``. None for a degenerate lattice or one needing more than
-    :data:`MAX_IMAGES` lattice translations within the cut-off."""
-    pairs = _cell_pairs(lattice_angstrom, frac, slots, scale_angstrom)
-    if pairs is None:
+    :data:`MAX_IMAGES` lattice translations within the cut-off. Computed in one compiled
+    pass (:func:`~c2np.models.inverse._profile_kernels.cell_profile_kernel`)."""
+    images = _cell_images(lattice_angstrom, frac, scale_angstrom, 1.0)
+    if images is None:
         return None
+    from c2np.models.inverse._profile_kernels import cell_profile_kernel
+
+    lat, f, shifts, cut = images
+    s = float(scale_angstrom)
+    out = np.zeros((len(slot_pairs()), PROFILE_BINS))
+    sl = np.minimum(np.asarray(slots, dtype=np.int64), N_SLOTS - 1)
     # ordered pairs over images, each unordered pair counted twice: weight 1/2 per atom of the cell
-    return _binned(pairs[0], pairs[1], np.full(len(pairs[0]), 0.5 / max(len(frac), 1)))
+    cell_profile_kernel(lat, f, np.ascontiguousarray(sl), _pair_table(), shifts, cut, 1e-9 * s, s,
+                        0.5 / max(len(f), 1), out, PROFILE_CUTOFF_SCALED, PROFILE_SMOOTH_SCALED)
+    return out
 
 
 def best_scale_mismatch(particle_profile: np.ndarray, lattice_angstrom: np.ndarray, frac: np.ndarray,
