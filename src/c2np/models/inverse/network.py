@@ -89,7 +89,7 @@ class Denoiser(nn.Module):
         pm = (mask[:, :, None] & mask[:, None, :]).to(h.dtype)
         deg = pm.sum(dim=2, keepdim=True).clamp(min=1.0)
         nodes = mask[..., None].to(h.dtype)
-        act = h.new_zeros(B, N, N, h.shape[-1])
+        act = h[:, :, None, :0]             # replaced by every layer (GenConfig: layers >= 1)
         for edge, node, norm in zip(self.edge, self.node, self.norm):
             act = edge.hidden(h, gram, four)
             h = norm(h + node(torch.cat([h, edge.summed(act, pm, deg)], dim=-1))) * nodes
