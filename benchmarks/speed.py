@@ -112,7 +112,7 @@ def child_main(job_json: str) -> None:
     job = json.loads(job_json)
     from c2np.threads import use_threads
 
-    use_threads(1)      # the thread policy, as the command line applies it (C2NP_THREADS / OMP_NUM_THREADS win)
+    use_threads()       # the thread policy, as the command line applies it (C2NP_THREADS / OMP_NUM_THREADS win)
     res = _child_task2(job) if job["what"] == "task2" else _child_forward(job)
     print("RESULT " + json.dumps(res))
 
