@@ -175,7 +175,8 @@ def score_forward_f1(store_path: str, split: str, particles: dict[str, Any]) -> 
     rec = store.recipes
     index = {sid: r for r, sid in enumerate(rec.sample_ids())}
     rows = np.array(sorted(index[s] for s in particles))
-    preds = {s: Particle(np.asarray(v["positions"], dtype=np.float64), np.asarray(v["numbers"], dtype=np.int64))
+    preds = {s: Particle(numbers=np.asarray(v["numbers"], dtype=np.int64),
+                         positions_angstrom=np.asarray(v["positions"], dtype=np.float64).reshape(-1, 3))
              for s, v in particles.items()}
     return score_forward(store, rows, preds, id_index=index, split=split, subset="speed-benchmark",
                          subset_definition={"rows": "seeded pick"}, model="forward", n_resamples=1000)
