@@ -213,7 +213,8 @@ def forward_section(args: argparse.Namespace, name: str, new_src: Path, old_src:
         r = run_child(src, {**job, "model": str(own)} if own.is_dir() else job, threads=args.threads)
         rates[label] = r["atoms"] / max(r["cpu_s"], 1e-9)
         results[label] = score_forward_f1(args.store, args.split, r["particles"])
-        print(f"{label:10s} {r['atoms']:7d} {r['cpu_s']:8.1f} {rates[label]:12.1f} {_metric(results[label], 'f1@0.5'):22s}")
+        print(f"{label:10s} {r['atoms']:7d} {r['cpu_s']:8.1f} {rates[label]:12.1f} "
+              f"{_metric(results[label], 'f1@0.5'):22s}")
     if "old" in rates:
         print(f"ratio new/old atoms per CPU s: {rates['new'] / rates['old']:.2f}x; f1@0.5 new - old (paired): "
               f"{paired_difference(results['new'], results['old'], 'f1@0.5')}")
