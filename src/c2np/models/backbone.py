@@ -513,7 +513,8 @@ class EGNNLayer(nn.Module):
         ``self.edge(cat([h[dst], h[src], rest]))`` up to float rounding (sampling uses it; the
         training step keeps the concatenated form, bit for bit as trained)."""
         src, dst = edges
-        first = cast(nn.Linear, self.edge[0][0])
+        mlp = cast(nn.Sequential, self.edge[0])
+        first = cast(nn.Linear, mlp[0])
         H = h.shape[1]
         w = first.weight
         node = F.linear(h, torch.cat([w[:, :H], w[:, H:2 * H]], 0))  # (N, 2 hidden): W_i h, W_j h
@@ -521,7 +522,7 @@ class EGNNLayer(nn.Module):
         pre = torch.addmm(first.bias, rest, w[:, 2 * H:].t())
         pre += node[:, :hidden].index_select(0, dst)
         pre += node[:, hidden:].index_select(0, src)
-        second = cast(nn.Linear, self.edge[0][2])
+        second = cast(nn.Linear, mlp[2])
         return F.silu(F.linear(F.silu(pre, inplace=True), second.weight, second.bias), inplace=True)
 
 
