@@ -175,7 +175,8 @@ def score_forward_f1(store_path: str, split: str, particles: dict[str, Any]) -> 
     rec = store.recipes
     index = {sid: r for r, sid in enumerate(rec.sample_ids())}
     rows = np.array(sorted(index[s] for s in particles))
-    preds = {s: Particle(np.asarray(v["positions"], dtype=np.float64), np.asarray(v["numbers"], dtype=np.int64))
+    preds = {s: Particle(numbers=np.asarray(v["numbers"], dtype=np.int64),
+                         positions_angstrom=np.asarray(v["positions"], dtype=np.float64).reshape(-1, 3))
              for s, v in particles.items()}
     return score_forward(store, rows, preds, id_index=index, split=split, subset="speed-benchmark",
                          subset_definition={"rows": "seeded pick"}, model="forward", n_resamples=1000)
@@ -197,6 +198,28 @@ def paired_difference(new: Any, old: Any, name: str, *, seed: int = 0, n: int = 
     return f"{d.mean():+.3f} [{np.quantile(boot, 0.025):+.3f}, {np.quantile(boot, 0.975):+.3f}]"
 
 
+def forward_section(args: argparse.Namespace, name: str, new_src: Path, old_src: Path | None) -> None:
+    """Print atoms per CPU second and atom F1@0.5 of forward run ``name`` under both trees, with
+    the paired difference of F1 (the baseline reads the folder as its own commit shipped it:
+    the same weights, its own sampler settings)."""
+    job = {"what": "forward", "store": args.store, "split": args.split, "particles": args.forward_rows,
+           "seed": args.seed, "model": str(ROOT / "pretrained" / name)}
+    print(f"\ntask 1: {name}, {args.forward_rows} {args.split} rows")
+    print(f"{'code':10s} {'atoms':>7s} {'CPU s':>8s} {'atoms/CPU s':>12s} {'f1@0.5':22s}")
+    cols = [("new", new_src)] + ([("old", old_src)] if old_src is not None else [])
+    rates, results = {}, {}
+    for label, src in cols:
+        own = src.parent / "pretrained" / name
+        r = run_child(src, {**job, "model": str(own)} if own.is_dir() else job, threads=args.threads)
+        rates[label] = r["atoms"] / max(r["cpu_s"], 1e-9)
+        results[label] = score_forward_f1(args.store, args.split, r["particles"])
+        print(f"{label:10s} {r['atoms']:7d} {r['cpu_s']:8.1f} {rates[label]:12.1f} "
+              f"{_metric(results[label], 'f1@0.5'):22s}")
+    if "old" in rates:
+        print(f"ratio new/old atoms per CPU s: {rates['new'] / rates['old']:.2f}x; f1@0.5 new - old (paired): "
+              f"{paired_difference(results['new'], results['old'], 'f1@0.5')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", help="protocol strict store (.h5)")
@@ -205,7 +228,8 @@ def main() -> None:
     ap.add_argument("--forward-rows", type=int, default=16, help="task-1 rows")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models", default=",".join(TASK2_MODELS), help="task-2 folders under pretrained/")
-    ap.add_argument("--forward-model", default="mattergen-forward")
+    ap.add_argument("--forward-model", default="mattergen-forward",
+                    help="task-1 folders under pretrained/, comma-separated")
     ap.add_argument("--what", default="task2,forward,env")
     ap.add_argument("--baseline-ref", default=BASELINE_REF)
     ap.add_argument("--baseline-src", default=None, help="src folder of the baseline instead of a worktree")
@@ -253,19 +277,8 @@ def main() -> None:
                   f"{paired_difference(res_new, res_old, 'joint_accuracy_paper')}  ({same}/{len(new['answers'])} "
                   "answers identical)")
     if "forward" in what:
-        job = {"what": "forward", "store": args.store, "split": args.split, "particles": args.forward_rows,
-               "seed": args.seed, "model": str(ROOT / "pretrained" / args.forward_model)}
-        print(f"\ntask 1: {args.forward_model}, {args.forward_rows} {args.split} rows")
-        print(f"{'code':10s} {'atoms/CPU s':>12s} {'f1@0.5':22s}")
-        cols = [("new", new_src)] + ([("old", old_src)] if old_src is not None else [])
-        rates = {}
-        for label, src in cols:
-            r = run_child(src, job, threads=args.threads)
-            rates[label] = r["atoms"] / max(r["cpu_s"], 1e-9)
-            res = score_forward_f1(args.store, args.split, r["particles"])
-            print(f"{label:10s} {rates[label]:12.1f} {_metric(res, 'f1@0.5'):22s}")
-        if "old" in rates:
-            print(f"ratio new/old atoms per CPU s: {rates['new'] / rates['old']:.2f}x")
+        for fmodel in args.forward_model.split(","):
+            forward_section(args, fmodel, new_src, old_src)
     if "env" in what:
         name = args.models.split(",")[0]
         job = {"what": "task2", "store": args.store, "split": args.split, "particles": args.particles,

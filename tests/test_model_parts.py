@@ -123,3 +123,32 @@ def test_adit_latent_corrector_runs_only_in_its_window():
     out0 = model.sample([cond], torch.Generator().manual_seed(0), steps=10)
     assert len(calls) == 2 * 10
     assert out0[0].n_atoms != out[0].n_atoms or not np.allclose(out0[0].positions_angstrom, out[0].positions_angstrom)
+
+
+def test_split_edge_messages_equal_the_concatenated_edge_mlp() -> None:
+    """Sampling (no gradients) projects the node blocks of the edge MLP's first layer once per
+    atom; the messages, and the layer's outputs, equal the concatenated form's up to float
+    rounding (the training step keeps the concatenated form)."""
+    from c2np.models.backbone import EGNNLayer, gaussian_rbf, knn_graph
+
+    torch.manual_seed(0)
+    layer = EGNNLayer(16, 8, 8.0, True, edge_dim=3)
+    for p in layer.parameters():  # a layer far from its init, so every block matters
+        torch.nn.init.normal_(p, std=0.3)
+    pos = torch.randn(60, 3) * 4.0
+    batch = torch.repeat_interleave(torch.arange(3), torch.tensor([25, 20, 15]))
+    edges = knn_graph(pos, batch, 6, 5.0)
+    h, attr = torch.randn(60, 16), torch.rand(edges.shape[1], 3)
+    src, dst = edges
+    d2 = ((pos[dst] - pos[src]) ** 2).sum(-1)
+    rest = torch.cat([gaussian_rbf(torch.sqrt(d2 + 1e-8), 0.0, 8.0, 8), (d2 / 64.0).clamp(max=10).unsqueeze(-1),
+                      attr], -1)
+    with torch.no_grad():
+        want = layer.edge(torch.cat([h[dst], h[src], rest], -1))
+        got = layer.edge_message(h, edges, rest)
+        h_fast, x_fast = layer(h, pos, edges, attr)
+    assert want.abs().max() > 0.1
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    h_slow, x_slow = layer(h, pos, edges, attr)  # gradients on: the concatenated form
+    torch.testing.assert_close(h_fast, h_slow.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x_fast, x_slow.detach(), rtol=1e-5, atol=1e-5)

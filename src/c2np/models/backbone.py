@@ -493,16 +493,37 @@ class EGNNLayer(nn.Module):
         rel = x.index_select(0, dst) - x.index_select(0, src)
         d2 = (rel * rel).sum(-1)
         d = torch.sqrt(d2 + 1e-8)
-        parts = [h.index_select(0, dst), h.index_select(0, src), gaussian_rbf(d, 0.0, self.rbf_max, self.n_rbf),
-                 (d2 / self.rbf_max ** 2).clamp(max=10).unsqueeze(-1)]
+        rest = [gaussian_rbf(d, 0.0, self.rbf_max, self.n_rbf), (d2 / self.rbf_max ** 2).clamp(max=10).unsqueeze(-1)]
         if edge_attr is not None:
-            parts.append(edge_attr)
-        m = self.edge(torch.cat(parts, -1))
+            rest.append(edge_attr)
+        if torch.is_grad_enabled():  # training: the edge MLP on the concatenated features, as trained
+            m = self.edge(torch.cat([h.index_select(0, dst), h.index_select(0, src), *rest], -1))
+        else:
+            m = self.edge_message(h, edges, torch.cat(rest, -1))
         if self.update_coords and edges.shape[1]:
             x = x + scatter_mean(rel / (d + 1.0).unsqueeze(-1) * self.coord(m), dst, x.shape[0])
         agg = scatter_sum(m, dst, h.shape[0]) / 8.0
         h = self.norm(h + self.node(torch.cat([h, agg], -1)))
         return h, x
+
+    def edge_message(self, h: Tensor, edges: Tensor, rest: Tensor) -> Tensor:
+        """The edge MLP's messages (E, hidden) with its first linear layer split by input block:
+        W [h_i, h_j, rest] + b = (W_i h)_i + (W_j h)_j + W_r rest + b, the node blocks projected
+        once per atom (N rows) instead of once per edge (E = k N rows), then gathered. Equal to
+        ``self.edge(cat([h[dst], h[src], rest]))`` up to float rounding (sampling uses it; the
+        training step keeps the concatenated form, bit for bit as trained)."""
+        src, dst = edges
+        mlp = cast(nn.Sequential, self.edge[0])
+        first = cast(nn.Linear, mlp[0])
+        H = h.shape[1]
+        w = first.weight
+        node = F.linear(h, torch.cat([w[:, :H], w[:, H:2 * H]], 0))  # (N, 2 hidden): W_i h, W_j h
+        hidden = w.shape[0]
+        pre = torch.addmm(first.bias, rest, w[:, 2 * H:].t())
+        pre += node[:, :hidden].index_select(0, dst)
+        pre += node[:, hidden:].index_select(0, src)
+        second = cast(nn.Linear, mlp[2])
+        return F.silu(F.linear(F.silu(pre, inplace=True), second.weight, second.bias), inplace=True)
 
 
 class EGNN(nn.Module):
