@@ -12,6 +12,9 @@ the commit before batched task-2 sampling), so both columns come from one run on
   interval), with the paired bootstrap interval of new minus old.
 * ``forward``: a shipped task-1 run (default MatterGen) sampled on the held-out development
   rows: atoms per CPU second and atom F1 at 0.5 Å scored by the harness.
+* ``heldout``: every model of ``--models`` (this checkout) on all held-out eval rows at
+  ``--radii`` (one rotation per (material, R)), ``--cores`` one-thread processes at a time: the
+  wall time of the whole job and each model's joint accuracy.
 * ``env``: this checkout's ``task2`` on the first model with the default environment (the
   thread policy of :mod:`c2np.threads`, as the command line applies it) against
   ``OMP_NUM_THREADS=1`` (wall seconds; about 1 on an otherwise idle machine).
@@ -58,6 +61,17 @@ def _pick(store: Any, split: str, n: int, seed: int, *, forward: bool) -> list[t
     return [items[int(k)] for k in keep]
 
 
+def _at_radii(store: Any, split: str, radii: list[float]) -> list[tuple[str, Any]]:
+    """The task-2 eval rows of ``split`` (one rotation per (material, R)) at the given radii."""
+    from c2np.models.training import query_items
+    from c2np.tasks import opaque_sample_id, select_rows
+
+    rec, fp = store.recipes, str(store.fingerprint)
+    want = {opaque_sample_id(fp, rec.sample_id(int(r))) for r in select_rows(rec, split, "eval", per_group=1)
+            if float(rec.radius_angstrom[int(r)]) in set(radii)}
+    return [it for it in query_items(store, split, subset="eval", per_group=1, forward=False) if it[0] in want]
+
+
 def _child_task2(job: dict[str, Any]) -> dict[str, Any]:
     import time
 
@@ -67,7 +81,10 @@ def _child_task2(job: dict[str, Any]) -> dict[str, Any]:
     from c2np.store import DatasetStore
 
     store = DatasetStore.open(job["store"])
-    items = _pick(store, job["split"], job["particles"], job["seed"], forward=False)
+    if job.get("radii"):
+        items = _at_radii(store, job["split"], job["radii"])
+    else:
+        items = _pick(store, job["split"], job["particles"], job["seed"], forward=False)
     gen = load_inverse_generator(job["model"])
     per_particle, answers = [], {}
     wall = time.perf_counter()
@@ -220,6 +237,31 @@ def forward_section(args: argparse.Namespace, name: str, new_src: Path, old_src:
               f"{paired_difference(results['new'], results['old'], 'f1@0.5')}")
 
 
+def heldout_section(args: argparse.Namespace, src: Path) -> None:
+    """Every model of ``--models`` on all held-out eval rows at ``--radii`` (one rotation per
+    (material, R)), ``--cores`` one-thread children at a time: the wall time of the whole job,
+    then each model's joint accuracy by the harness (the models are fixed before this runs)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    radii = [float(r) for r in args.radii.split(",")]
+    names = args.models.split(",")
+    jobs = {name: {"what": "task2", "store": args.store, "split": "heldout", "radii": radii, "seed": args.seed,
+                   "particles": 0, "model": str(ROOT / "pretrained" / name)} for name in names}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=max(1, args.cores)) as pool:
+        done = dict(zip(names, pool.map(lambda n: run_child(src, jobs[n], threads=1), names)))
+    wall = time.perf_counter() - t0
+    n_rows = len(next(iter(done.values()))["answers"]) if done else 0
+    print(f"\nheld-out eval rows at R = {args.radii} Å ({n_rows} per model, one rotation per (material, R)), "
+          f"{len(names)} models, {args.cores} one-thread processes: {wall:.0f} s wall = {wall / 60:.1f} min")
+    print(f"{'model':32s} {'CPU s/particle (median)':>24s}  joint accuracy (harness)")
+    for name in names:
+        res = score_task2(args.store, "heldout", done[name]["answers"])
+        print(f"{name:32s} {statistics.median(done[name]['cpu_s_per_particle']):24.2f}  "
+              f"{_metric(res, 'joint_accuracy_paper')}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--store", help="protocol strict store (.h5)")
@@ -287,6 +329,8 @@ def main() -> None:
         tuned = run_child(new_src, job, clean_env=True, env_extra={"OMP_NUM_THREADS": "1"})
         print(f"\nenvironment ({name}, this checkout): default {default['wall_s']:.1f} s wall, "
               f"OMP_NUM_THREADS=1 {tuned['wall_s']:.1f} s wall, ratio {default['wall_s'] / tuned['wall_s']:.2f}")
+    if "heldout" in what:
+        heldout_section(args, new_src)
     if args.projection and medians:
         from c2np.store import DatasetStore
         from c2np.tasks import select_rows

@@ -203,6 +203,7 @@ def _denoiser_written_out(net, x_l, f, slot, mask, t_emb, cond):
     e = torch.cat([gram, periodic_features(f[:, None, :, :] - f[:, :, None, :], net.n_freq)], dim=-1)
     pm = (mask[:, :, None] & mask[:, None, :]).float()[..., None]
     deg = pm.sum(dim=2).clamp(min=1.0)
+    m = h.new_zeros(B, N, N, h.shape[-1])
     for edge, node, norm in zip(net.edge, net.node, net.norm):
         x = edge.src(h)[:, :, None, :] + edge.dst(h)[:, None, :, :] + edge.edge(e)
         m = edge.out(torch.nn.functional.silu(x)) * pm
@@ -218,8 +219,8 @@ def _denoiser_written_out(net, x_l, f, slot, mask, t_emb, cond):
     return out_l, out_f
 
 
-@pytest.mark.parametrize("pair", [True, False])
-def test_factored_denoiser_is_the_written_out_network(pair: bool) -> None:
+@pytest.mark.parametrize(("pair", "layers"), [(True, 3), (False, 3), (True, 0)])
+def test_factored_denoiser_is_the_written_out_network(pair: bool, layers: int) -> None:
     """Node and cell parts of the first edge layer computed per node, the second layer after
     the neighbour sum, the pair read-out through one composed linear map: the same outputs and
     the same gradients as the per-edge network, padded cells included."""
@@ -227,7 +228,7 @@ def test_factored_denoiser_is_the_written_out_network(pair: bool) -> None:
     from c2np.models.inverse.network import Denoiser
 
     torch.manual_seed(1)
-    net = Denoiser(GenConfig(hidden=24, layers=3, n_freq=4, pair_readout=pair), n_desc=7).double()
+    net = Denoiser(GenConfig(hidden=24, layers=layers, n_freq=4, pair_readout=pair), n_desc=7).double()
     B, N = 5, 7
     x_l, f = torch.randn(B, 3, 3, dtype=torch.float64), torch.rand(B, N, 3, dtype=torch.float64)
     slot = torch.randint(0, 3, (B, N))
@@ -247,7 +248,7 @@ def test_factored_denoiser_is_the_written_out_network(pair: bool) -> None:
         out_l, out_f = fn()
         (out_l.square().sum() + (out_f * mask[..., None]).sin().sum()).backward()
         grads.append([p.grad.clone() for p in net.parameters() if p.grad is not None])
-    assert len(grads[0]) == len(grads[1]) > 10
+    assert len(grads[0]) == len(grads[1]) > 5
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
 

@@ -84,8 +84,6 @@ class GenConfig:
                                  f"got {self.crop_max_noise_angstrom!r}")
         if not 0.0 <= self.spacegroup_drop_fraction < 1.0:
             raise C2NPInputError(f"spacegroup_drop_fraction must be in [0, 1), got {self.spacegroup_drop_fraction!r}")
-        if self.layers < 1 or self.hidden < 1:
-            raise C2NPInputError(f"layers and hidden must be >= 1, got {self.layers}, {self.hidden}")
         if self.ld_steps_per_level < 1:
             raise C2NPInputError(f"ld_steps_per_level must be >= 1, got {self.ld_steps_per_level}")
         if self.process == "cdvae" and self.steps < 2:

@@ -89,7 +89,7 @@ class Denoiser(nn.Module):
         pm = (mask[:, :, None] & mask[:, None, :]).to(h.dtype)
         deg = pm.sum(dim=2, keepdim=True).clamp(min=1.0)
         nodes = mask[..., None].to(h.dtype)
-        act = h[:, :, None, :0]             # replaced by every layer (GenConfig: layers >= 1)
+        act = h.new_zeros(B, N, N, h.shape[-1]) if not len(self.edge) else h   # set by every layer
         for edge, node, norm in zip(self.edge, self.node, self.norm):
             act = edge.hidden(h, gram, four)
             h = norm(h + node(torch.cat([h, edge.summed(act, pm, deg)], dim=-1))) * nodes
@@ -109,9 +109,13 @@ class Denoiser(nn.Module):
             k = torch.arange(1, K + 1, dtype=f.dtype, device=f.device) * (2 * math.pi)
             d = f[:, None, :, :] - f[:, :, None, :]                          # (B,N,N,3) f_j - f_i
             sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
-            last = self.edge[-1].out                                            # pair_f o out, one linear map
-            w = nn.functional.linear(act, self.pair_f.weight @ last.weight,
-                                     self.pair_f.weight @ last.bias + self.pair_f.bias).reshape(B, N, N, 3, K)
+            if len(self.edge):      # the last messages through pair_f: pair_f o out, one linear map
+                last = self.edge[-1].out
+                w = nn.functional.linear(act, self.pair_f.weight @ last.weight,
+                                         self.pair_f.weight @ last.bias + self.pair_f.bias)
+            else:                   # no message-passing layer: no messages
+                w = self.pair_f(act)
+            w = w.reshape(B, N, N, 3, K)
             out_f = out_f + (w * sin).sum(-1).mul(pm[..., None]).sum(2) / deg
         return out_l, out_f, (self.out_type(h) if self.typed else None)
 
