@@ -5,6 +5,7 @@ so the network is permutation-equivariant and translation-invariant on the torus
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -76,6 +77,10 @@ class Denoiser(nn.Module):
         if self.typed:
             self.out_type = nn.Linear(h, N_SLOTS)
 
+    def _edges(self) -> list[_EdgeMLP]:
+        """The edge MLPs of the layers, typed."""
+        return [cast(_EdgeMLP, e) for e in self.edge]
+
     def trunk(self, x_l: Tensor, f: Tensor, slot: Tensor, mask: Tensor, t_emb: Tensor, cond: Tensor
               ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
         """The message-passing layers: (node states h (B,N,H), the last layer's hidden message
@@ -90,7 +95,7 @@ class Denoiser(nn.Module):
         deg = pm.sum(dim=2, keepdim=True).clamp(min=1.0)
         nodes = mask[..., None].to(h.dtype)
         act = h.new_zeros(B, N, N, h.shape[-1]) if not len(self.edge) else h   # set by every layer
-        for edge, node, norm in zip(self.edge, self.node, self.norm):
+        for edge, node, norm in zip(self._edges(), self.node, self.norm):
             act = edge.hidden(h, gram, four)
             h = norm(h + node(torch.cat([h, edge.summed(act, pm, deg)], dim=-1))) * nodes
         pooled = (h * nodes).sum(1) / mask.to(h.dtype).sum(1, keepdim=True).clamp(min=1)
@@ -110,7 +115,7 @@ class Denoiser(nn.Module):
             d = f[:, None, :, :] - f[:, :, None, :]                          # (B,N,N,3) f_j - f_i
             sin = torch.sin(d[..., None] * k)                                  # (B,N,N,3,K)
             if len(self.edge):      # the last messages through pair_f: pair_f o out, one linear map
-                last = self.edge[-1].out
+                last = self._edges()[-1].out
                 w = nn.functional.linear(act, self.pair_f.weight @ last.weight,
                                          self.pair_f.weight @ last.bias + self.pair_f.bias)
             else:                   # no message-passing layer: no messages
