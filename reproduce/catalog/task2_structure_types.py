@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             sub, out / "subset", only=None if args.models is None else args.models.split(","))
         sections += [""] + _table(
             docs_sub, "Shipped task-2 models and the baselines, a subset",
-            f"The shipped generators take tens of seconds per particle on one CPU core, so they are scored "
+            f"The shipped generators take seconds per particle on one CPU core, so they are scored "
             f"on a subset: at most {args.models_per_type} held-out material(s) per structure type "
             f"({len(keep)} in all: "
             f"{', '.join(sorted(keep))}), radius {args.model_radius} Å (a training radius: the baselines "
