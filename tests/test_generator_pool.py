@@ -175,15 +175,17 @@ def test_first_layout_pool_folders_still_load(tmp_path: Path) -> None:
 
 def test_shipped_pool_members_are_the_shipped_generators() -> None:
     """The pool names the shipped generator folders; it keeps the DiffCSP member without
-    central crops (the setting its results were measured with), and sets nothing else."""
+    central crops (the setting its results were measured with), samples both members with 25
+    steps, and sets nothing else."""
     pool = load_pool(SHIPPED)
     names = [n for n, _ in pool.members]
     assert names == ["diffcsp-inverse", "flowmm-inverse"]
     for n, gen in pool.members:
         own = load_generator(PRETRAINED / n)
-        expected = dataclasses.replace(own.cfg, crop_radii_angstrom=(), crop_max_noise_angstrom=None) \
-            if n == "diffcsp-inverse" else own.cfg
-        assert gen.cfg == expected, n
+        expected = dataclasses.replace(own.cfg, sample_steps=25)
+        if n == "diffcsp-inverse":
+            expected = dataclasses.replace(expected, crop_radii_angstrom=(), crop_max_noise_angstrom=None)
+        assert own.cfg.sample_steps != 25 and gen.cfg == expected, n
         for k, v in own.state_dict().items():
             assert gen.state_dict()[k].equal(v), (n, k)
     assert sorted(p.name for p in SHIPPED.iterdir()) == ["README.md", "model.yml", "pool.json"]
