@@ -58,6 +58,15 @@ def binned_kernel(dist: np.ndarray, pair_index: np.ndarray, weight: np.ndarray, 
 
 
 @_jit
+def _length(lat: np.ndarray, a: float, b: float, c: float) -> float:
+    """|(a, b, c) L| in Å: the length of fractional vector (a, b, c) on lattice rows ``lat``."""
+    x = a * lat[0, 0] + b * lat[1, 0] + c * lat[2, 0]
+    y = a * lat[0, 1] + b * lat[1, 1] + c * lat[2, 1]
+    z = a * lat[0, 2] + b * lat[1, 2] + c * lat[2, 2]
+    return math.sqrt(x * x + y * y + z * z)
+
+
+@_jit
 def _near_shifts(lat: np.ndarray, shifts: np.ndarray, cut: float) -> np.ndarray:
     """Indices (in order) of the lattice translations that can hold a pair within ``cut``:
     ``|shift L| - D <= cut``, ``D`` the longest ``|(±1, ±1, ±1) L|`` (no difference of two
@@ -65,17 +74,11 @@ def _near_shifts(lat: np.ndarray, shifts: np.ndarray, cut: float) -> np.ndarray:
     reach = 0.0
     for sa in (-1.0, 1.0):
         for sb in (-1.0, 1.0):
-            x = lat[0, 0] + sa * lat[1, 0] + sb * lat[2, 0]
-            y = lat[0, 1] + sa * lat[1, 1] + sb * lat[2, 1]
-            z = lat[0, 2] + sa * lat[1, 2] + sb * lat[2, 2]
-            reach = max(reach, math.sqrt(x * x + y * y + z * z))
+            reach = max(reach, _length(lat, 1.0, sa, sb))
     keep = np.empty(shifts.shape[0], dtype=np.int64)
     m = 0
     for s in range(shifts.shape[0]):
-        x = shifts[s, 0] * lat[0, 0] + shifts[s, 1] * lat[1, 0] + shifts[s, 2] * lat[2, 0]
-        y = shifts[s, 0] * lat[0, 1] + shifts[s, 1] * lat[1, 1] + shifts[s, 2] * lat[2, 1]
-        z = shifts[s, 0] * lat[0, 2] + shifts[s, 1] * lat[1, 2] + shifts[s, 2] * lat[2, 2]
-        if math.sqrt(x * x + y * y + z * z) - reach <= cut:
+        if _length(lat, shifts[s, 0], shifts[s, 1], shifts[s, 2]) - reach <= cut:
             keep[m] = s
             m += 1
     return keep[:m]
@@ -104,13 +107,7 @@ def cell_profile_kernel(lat: np.ndarray, frac: np.ndarray, slots: np.ndarray, pa
             d2 = frac[j, 2] - frac[i, 2]
             k = pair_table[slots[i], slots[j]]
             for s in near:
-                a = d0 + shifts[s, 0]
-                b = d1 + shifts[s, 1]
-                c = d2 + shifts[s, 2]
-                x = a * lat[0, 0] + b * lat[1, 0] + c * lat[2, 0]
-                y = a * lat[0, 1] + b * lat[1, 1] + c * lat[2, 1]
-                z = a * lat[0, 2] + b * lat[1, 2] + c * lat[2, 2]
-                r = math.sqrt(x * x + y * y + z * z)
+                r = _length(lat, d0 + shifts[s, 0], d1 + shifts[s, 1], d2 + shifts[s, 2])
                 if r <= cut and r > min_r:
                     _add_gaussian(out, k, r / scale, w, width, smooth, reach, delta, ratio_step)
 
@@ -130,13 +127,7 @@ def cell_pairs_kernel(lat: np.ndarray, frac: np.ndarray, shifts: np.ndarray, cut
             d1 = frac[j, 1] - frac[i, 1]
             d2 = frac[j, 2] - frac[i, 2]
             for s in near:
-                a = d0 + shifts[s, 0]
-                b = d1 + shifts[s, 1]
-                c = d2 + shifts[s, 2]
-                x = a * lat[0, 0] + b * lat[1, 0] + c * lat[2, 0]
-                y = a * lat[0, 1] + b * lat[1, 1] + c * lat[2, 1]
-                z = a * lat[0, 2] + b * lat[1, 2] + c * lat[2, 2]
-                r = math.sqrt(x * x + y * y + z * z)
+                r = _length(lat, d0 + shifts[s, 0], d1 + shifts[s, 1], d2 + shifts[s, 2])
                 if r <= cut and r > min_r:
                     r_out[m] = r
                     i_out[m] = i
