@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -43,3 +45,23 @@ def two_perovskite_store(path: Path, radii_angstrom: tuple[int, ...] = (6, 10)) 
 
     cells = [perovskite(), perovskite(a=3.9, ids="NaMgH3", A=11)]
     return build_store(cells, path, radii_angstrom=list(radii_angstrom), progress=False)
+
+
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+
+
+def cheap_generator_copy(name: str, dst: Path, *, n_samples: int, sample_steps: int, refine_evals: int,
+                         spacegroups: tuple[int, ...] = (62, 221), every_template: bool = False) -> Path:
+    """A shipped task-2 generator folder copied to ``dst`` with few samples and short fits (the
+    test's cost, not the shipped settings), keeping the templates of ``spacegroups``: the first
+    of each group, or ``every_template`` of those groups."""
+    shutil.copytree(PRETRAINED / name, dst)
+    meta = json.loads((dst / "config.json").read_text())
+    meta["config"].update(n_samples=n_samples, sample_steps=sample_steps, refine_screen_evals=0,
+                          refine_evals=refine_evals)
+    (dst / "config.json").write_text(json.dumps(meta))
+    templates = json.loads((dst / "templates.json").read_text())
+    keep = ([t for t in templates if t["spacegroup"] in spacegroups] if every_template
+            else [next(t for t in templates if t["spacegroup"] == sg) for sg in spacegroups])
+    (dst / "templates.json").write_text(json.dumps(keep))
+    return dst

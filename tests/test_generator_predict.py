@@ -16,7 +16,7 @@ from c2np.cli import build_app
 from c2np.models.inverse.pool import PoolRule, save_pool
 from c2np.models.inverse.predict import is_generator_folder
 from c2np.store import build_store
-from helpers import perovskite
+from helpers import cheap_generator_copy, perovskite
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 runner = CliRunner()
@@ -24,15 +24,7 @@ app = build_app()
 
 
 def _cheap_copy(name: str, dst: Path) -> Path:
-    """The shipped folder with few samples and short fits (the test's cost, not the shipped settings)."""
-    shutil.copytree(PRETRAINED / name, dst)
-    meta = json.loads((dst / "config.json").read_text())
-    meta["config"].update(n_samples=1, sample_steps=20, refine_screen_evals=0, refine_evals=10)
-    (dst / "config.json").write_text(json.dumps(meta))
-    templates = json.loads((dst / "templates.json").read_text())
-    keep = [next(t for t in templates if t["spacegroup"] == sg) for sg in (62, 221)]
-    (dst / "templates.json").write_text(json.dumps(keep))
-    return dst
+    return cheap_generator_copy(name, dst, n_samples=1, sample_steps=20, refine_evals=10)
 
 
 @pytest.fixture(scope="module")

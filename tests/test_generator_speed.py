@@ -6,8 +6,6 @@ without a GPU) and the progress bar counts particles."""
 from __future__ import annotations
 
 import itertools
-import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +22,7 @@ from c2np.models.inverse.templates import (
     project_lattice,
 )
 from c2np.store import build_store
-from helpers import perovskite
+from helpers import cheap_generator_copy, perovskite
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 runner = CliRunner()
@@ -107,14 +105,8 @@ def test_template_blocks_project_each_block_onto_its_template() -> None:
 
 
 def _cheap_copy(name: str, dst: Path) -> Path:
-    shutil.copytree(PRETRAINED / name, dst)
-    meta = json.loads((dst / "config.json").read_text())
-    meta["config"].update(n_samples=2, sample_steps=8, refine_screen_evals=0, refine_evals=5)
-    (dst / "config.json").write_text(json.dumps(meta))
-    templates = json.loads((dst / "templates.json").read_text())
-    keep = [t for t in templates if t["spacegroup"] in (62, 221)]       # two of one composition, one other
-    (dst / "templates.json").write_text(json.dumps(keep))
-    return dst
+    # two templates of one composition, one of another
+    return cheap_generator_copy(name, dst, n_samples=2, sample_steps=8, refine_evals=5, every_template=True)
 
 
 @pytest.fixture(scope="module")
